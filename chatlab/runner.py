@@ -1,0 +1,151 @@
+"""Run an ASGI app with uvicorn in a daemon thread, for notebooks and tests.
+
+The runner binds the listening socket itself, so port 0 (any free port) works and the
+URL is known before the first request. Starting the same name/host/port again returns
+the server already running, which makes a notebook cell safe to re-run.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Any, ClassVar
+
+import uvicorn
+
+log = logging.getLogger(__name__)
+
+
+class BackgroundServer:
+    """One uvicorn server on a socket of its own, in a daemon thread.
+
+    Use :meth:`start` (or :func:`BackgroundServer.ensure`) and :meth:`stop`, or a ``with`` block.
+    Logs stay quiet (warnings only) unless ``log_level`` says otherwise.
+    """
+
+    _running: ClassVar[dict[tuple[str, str, int], BackgroundServer]] = {}
+    _registry_lock: ClassVar[threading.RLock] = threading.RLock()
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        name: str = "server",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_level: str = "warning",
+        startup_timeout: float = 15.0,
+    ) -> None:
+        self.app = app
+        self.name = name
+        self.host = host
+        self.requested_port = port
+        self.log_level = log_level
+        self.startup_timeout = startup_timeout
+        self.port: int | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    @classmethod
+    def ensure(cls, app_factory: Any, *, name: str, host: str = "127.0.0.1", port: int = 0, **kwargs: Any) -> BackgroundServer:
+        """The running server with this name, host and requested port, or a new one built from ``app_factory()``."""
+        with cls._registry_lock:
+            existing = cls._running.get((name, host, port))
+            if existing is not None and existing.is_running:
+                return existing
+            server = cls(app_factory(), name=name, host=host, port=port, **kwargs)
+            server.start()
+            return server
+
+    @property
+    def is_running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and self._server is not None and self._server.started
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` of the running server."""
+        if self.port is None:
+            raise RuntimeError(f"{self.name} is not running: call start() first")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> BackgroundServer:
+        """Bind, start serving in a daemon thread and wait until requests are answered."""
+        if self.is_running:
+            return self
+        sock = self._bind()
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self.app, log_level=self.log_level, log_config=None, access_log=False, lifespan="on")
+        self._server = uvicorn.Server(config)
+        self._error = None
+        self._thread = threading.Thread(target=self._serve, args=(sock,), name=f"chatlab-{self.name}", daemon=True)
+        self._thread.start()
+        self._wait_started(sock)
+        with self._registry_lock:
+            self._running[(self.name, self.host, self.requested_port)] = self
+        log.info("%s listening on %s", self.name, self.url)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop serving and wait for the thread to end; stopping twice is harmless."""
+        with self._registry_lock:
+            if self._running.get((self.name, self.host, self.requested_port)) is self:
+                del self._running[(self.name, self.host, self.requested_port)]
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive() and self._server is not None:
+                self._server.force_exit = True
+                self._thread.join(timeout)
+        self._thread = None
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = self.url if self.is_running else "stopped"
+        return f"<{type(self).__name__} {self.name} {state}>"
+
+    def _bind(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.requested_port))
+        except OSError as exc:
+            sock.close()
+            raise OSError(
+                exc.errno,
+                f"cannot start {self.name} on {self.host}:{self.requested_port}: {exc.strerror}. "
+                "Is another server using that port? Stop it, or pass port=0 for any free port.",
+            ) from exc
+        sock.listen(2048)
+        sock.setblocking(False)
+        return sock
+
+    def _serve(self, sock: socket.socket) -> None:
+        assert self._server is not None
+        try:
+            self._server.run(sockets=[sock])
+        except BaseException as exc:  # reported by _wait_started or left for inspection
+            self._error = exc
+        finally:
+            sock.close()
+
+    def _wait_started(self, sock: socket.socket) -> None:
+        assert self._server is not None and self._thread is not None
+        deadline = time.monotonic() + self.startup_timeout
+        while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if not self._server.started:
+            error = self._error
+            self.stop()
+            reason = repr(error) if error else f"not serving after {self.startup_timeout} s"
+            raise RuntimeError(f"{self.name} failed to start on {self.host}:{self.port}: {reason}")
