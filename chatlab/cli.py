@@ -1,0 +1,48 @@
+"""``python -m chatlab``: run the chat history service (and, later, the demo) from a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .service import ServiceSettings, create_app
+
+    settings = ServiceSettings(
+        **{k: v for k, v in (("max_body_bytes", args.max_body_bytes), ("max_messages", args.max_messages)) if v}
+    )
+    app = create_app(args.store, settings)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"Chat history service on http://{host}:{args.port} (store: {args.store or 'memory://'}); Ctrl+C stops it.")
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print("Warning: listening beyond loopback; the service has no authentication.", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m chatlab", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the chat history service in the foreground")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    serve.add_argument("--port", type=int, default=5000, help="port (default 5000, as in the article)")
+    serve.add_argument("--store", default=None, help="where to keep history, as a URL (default memory://)")
+    serve.add_argument("--max-body-bytes", type=int, default=None, help="largest request body (default 8 MiB)")
+    serve.add_argument("--max-messages", type=int, default=None, help="most messages per request (default 10000)")
+    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    serve.set_defaults(run=_serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except ValueError as exc:  # bad option values: say what is wrong, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,303 @@
+"""The article's wire format, as the service checks and documents it.
+
+Bodies are Microsoft.Extensions.AI ``ChatMessage`` JSON (``shared/reference/meai-wire.md``).
+The pydantic models below are the single description of that format: they produce the
+OpenAPI schemas and validate what a client sends. The service validates the parsed JSON
+against them but stores the parsed JSON itself, so every key, its order, nulls and
+unknown fields survive; the models never rewrite a message.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAdapter, ValidationError
+
+Json = Any
+
+
+def _iso8601(value: str) -> str:
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("must be an ISO 8601 timestamp such as 2024-06-01T12:00:00+00:00") from None
+    return value
+
+
+Timestamp = Annotated[StrictStr, AfterValidator(_iso8601), Field(json_schema_extra={"format": "date-time"})]
+
+
+class _Content(BaseModel):
+    """Base keys of every ``AIContent``; unknown keys are allowed and kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    annotations: list[dict[str, Json]] | None = None
+    additionalProperties: dict[str, Json] | None = None
+
+
+def _content(type_name: str, doc: str, **fields: Any) -> type[_Content]:
+    """One ``AIContent`` subtype: ``$type`` fixed to ``type_name`` plus its own keys."""
+    annotations = {"type": Literal[type_name]}
+    namespace: dict[str, Any] = {"type": Field(alias="$type"), "__doc__": doc}
+    for name, (annotation, default) in fields.items():
+        annotations[name] = annotation
+        namespace[name] = default
+    namespace["__annotations__"] = annotations
+    name = type_name[0].upper() + type_name[1:] + "Content"
+    return type(name, (_Content,), namespace)
+
+
+TextContent = _content("text", "Text.", text=(StrictStr | None, None))
+TextReasoningContent = _content(
+    "reasoning", "The model's reasoning.", text=(StrictStr | None, None), protectedData=(StrictStr | None, None)
+)
+DataContent = _content(
+    "data",
+    "Binary data as a data: URI with base64.",
+    uri=(StrictStr, ...),
+    name=(StrictStr | None, None),
+    mediaType=(StrictStr | None, None),
+)
+UriContent = _content("uri", "A reference by URI.", uri=(StrictStr, ...), mediaType=(StrictStr | None, None))
+ErrorContent = _content(
+    "error",
+    "An error reported in the conversation.",
+    message=(StrictStr | None, None),
+    errorCode=(StrictStr | None, None),
+    details=(StrictStr | None, None),
+)
+UsageContent = _content("usage", "Token usage.", details=(dict[str, Json] | None, None))
+FunctionCallContent = _content(
+    "functionCall",
+    "A tool call requested by the model.",
+    callId=(StrictStr, ...),
+    name=(StrictStr, ...),
+    arguments=(dict[str, Json] | None, None),
+    informationalOnly=(StrictBool | None, None),
+)
+FunctionResultContent = _content(
+    "functionResult", "The result of a tool call.", callId=(StrictStr, ...), result=(Json, None)
+)
+#: ``$type`` values MEAI registers beyond the ones chatlab reads; stored as they come.
+OTHER_CONTENT_TYPES = (
+    "hostedFile",
+    "hostedVectorStore",
+    "toolApprovalRequest",
+    "toolApprovalResponse",
+    "functionApprovalRequest",
+    "functionApprovalResponse",
+    "mcpServerToolCall",
+    "mcpServerToolResult",
+    "mcpServerToolApprovalRequest",
+    "mcpServerToolApprovalResponse",
+    "codeInterpreterToolCall",
+    "codeInterpreterToolResult",
+    "imageGenerationToolCall",
+    "imageGenerationToolResult",
+    "userInputRequest",
+    "userInputResponse",
+)
+_OTHER = [_content(t, f"MEAI content `{t}`, stored as received.") for t in OTHER_CONTENT_TYPES]
+
+AIContent = Annotated[
+    Union[  # noqa: UP007 - a runtime-built union needs the Union form
+        tuple(
+            [
+                TextContent,
+                TextReasoningContent,
+                DataContent,
+                UriContent,
+                ErrorContent,
+                UsageContent,
+                FunctionCallContent,
+                FunctionResultContent,
+                *_OTHER,
+            ]
+        )
+    ],
+    Field(discriminator="type"),
+]
+CONTENT_TYPES: tuple[str, ...] = (
+    "text",
+    "reasoning",
+    "data",
+    "uri",
+    "error",
+    "usage",
+    "functionCall",
+    "functionResult",
+    *OTHER_CONTENT_TYPES,
+)
+
+
+class ChatMessage(BaseModel):
+    """A Microsoft.Extensions.AI ``ChatMessage``; unknown keys are allowed and kept."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "role": "user",
+                    "authorName": "Fred",
+                    "messageId": "msg42",
+                    "createdAt": "2024-06-01T12:00:00+00:00",
+                    "contents": [{"$type": "text", "text": "現在時刻を教えてください"}],
+                    "additionalProperties": {"metaKey": "metaValue"},
+                }
+            ]
+        },
+    )
+
+    authorName: StrictStr | None = None
+    createdAt: Timestamp | None = None
+    role: Annotated[StrictStr, Field(min_length=1, examples=["user", "assistant", "system", "tool"])]
+    contents: list[AIContent]
+    messageId: StrictStr | None = None
+    additionalProperties: dict[str, Json] | None = None
+
+
+_EXAMPLE_MESSAGES = [
+    {"role": "user", "contents": [{"$type": "text", "text": "現在時刻を教えてください"}]},
+    {
+        "authorName": "SampleAgent",
+        "role": "assistant",
+        "contents": [{"$type": "functionCall", "name": "GetDateTime", "arguments": {}, "callId": "call_1"}],
+    },
+    {"role": "tool", "contents": [{"$type": "functionResult", "result": "2026-04-16 01:30:52", "callId": "call_1"}]},
+    {
+        "authorName": "SampleAgent",
+        "role": "assistant",
+        "contents": [{"$type": "text", "text": "現在の日時は **2026-04-16 01:30:52** です。"}],
+    },
+]
+
+
+class AppendChatMessagesRequest(BaseModel):
+    """Body of ``POST /chat-history/{conversationKey}``: messages to add at the end."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{"messages": _EXAMPLE_MESSAGES}]})
+    messages: list[ChatMessage]
+
+
+class ReplaceChatMessagesRequest(AppendChatMessagesRequest):
+    """Body of ``PUT /chat-history/{conversationKey}``: the conversation's new messages."""
+
+
+class ChatHistorySummary(BaseModel):
+    """One conversation in ``GET /chat-history``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"conversationKey": "286d2f0b7b7a43688ad32556e3610f54", "messageCount": 4}]})
+    conversationKey: str
+    messageCount: int
+
+
+class ServiceInfo(BaseModel):
+    """Body of ``GET /``."""
+
+    service: str
+    description: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document: every 4xx/5xx body of the service."""
+
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, Any]] | None = Field(
+        default=None, description="One entry per invalid field: where (JSON path) and what is wrong."
+    )
+
+
+class BadRequest(Exception):
+    """A request the service refuses; becomes a problem JSON response."""
+
+    def __init__(self, status: int, detail: str, errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.errors = errors
+
+
+_messages_adapter = TypeAdapter(list[ChatMessage])
+
+
+def decode_messages_body(body: bytes, *, max_messages: int) -> list[bytes]:
+    """Parse a ``{"messages": [...]}`` body once, check it and return each message as compact JSON.
+
+    Raises :class:`BadRequest` saying what is wrong; nothing is returned for a bad body,
+    so a refused request changes nothing.
+    """
+    document = _parse_json(body)
+    if not isinstance(document, dict) or "messages" not in document:
+        raise BadRequest(400, 'the body must be a JSON object with a "messages" list: {"messages": [...]}')
+    messages = document["messages"]
+    if not isinstance(messages, list):
+        raise BadRequest(400, f'"messages" must be a list of chat messages, not {_json_type(messages)}')
+    if len(messages) > max_messages:
+        raise BadRequest(
+            413, f"{len(messages)} messages in one request; the limit is {max_messages}: send them in smaller batches"
+        )
+    _check_messages(messages)
+    return [_encode(message) for message in messages]
+
+
+def _parse_json(body: bytes) -> Json:
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except UnicodeDecodeError as exc:
+        raise BadRequest(400, f"the body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    except json.JSONDecodeError as exc:
+        raise BadRequest(400, f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise BadRequest(400, "the body is nested too deeply to be a chat message") from None
+
+
+def _reject_constant(name: str) -> None:
+    raise BadRequest(400, f"the body is not valid JSON: {name} is not a JSON number")
+
+
+def _check_messages(messages: list[Json]) -> None:
+    try:
+        _messages_adapter.validate_python(messages)
+    except ValidationError as exc:
+        errors = [{"path": _path(("messages", *e["loc"])), "message": e["msg"]} for e in exc.errors()]
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        raise BadRequest(400, f"{first['path']}: {first['message']}{more}", errors) from None
+    for i, message in enumerate(messages):
+        for j, content in enumerate(message["contents"]):
+            if next(iter(content)) != "$type":
+                raise BadRequest(
+                    400,
+                    f'messages[{i}].contents[{j}]: "$type" must be the first key of a content object '
+                    "(.NET clients cannot read it otherwise)",
+                )
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    """``("messages", 0, "contents", 1, "functionCall", "callId")`` -> ``messages[0].contents[1].callId``."""
+    out = ""
+    for k, part in enumerate(loc):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif k >= 2 and loc[k - 2] == "contents" and part in CONTENT_TYPES:
+            continue  # pydantic puts the union's tag into the location
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _encode(message: Json) -> bytes:
+    try:
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+    except UnicodeEncodeError:
+        raise BadRequest(400, "a message holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not valid text") from None
+
+
+def _json_type(value: Json) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
