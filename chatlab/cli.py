@@ -24,6 +24,20 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .demo import run_demo
+    from .errors import ChatlabError
+
+    try:
+        asyncio.run(run_demo(pause=args.pause, service_url=args.service_url, llm_mode=args.llm))
+    except ChatlabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m chatlab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -36,6 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-messages", type=int, default=None, help="most messages per request (default 10000)")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(run=_serve)
+
+    demo = commands.add_parser("demo", help="run the article's agent scenario twice against one service")
+    demo.add_argument("--pause", type=float, default=2.0, help="seconds between the two time prompts (article: 10)")
+    demo.add_argument("--service-url", default=None, help="a running service (default: CHAT_HISTORY_SERVICE_URL, "
+                      "else one started in the background)")
+    demo.add_argument("--llm", default=None, choices=["auto", "offline", "endpoint"],
+                      help="which LLM (default: CHATLAB_LLM, else auto)")
+    demo.set_defaults(run=_demo)
     return parser
 
 

@@ -93,12 +93,12 @@ async def connect_llm(
     key = api_key or os.environ.get("OPENAI_API_KEY") or DEFAULT_API_KEY
 
     if chosen == "offline":
-        connection = _offline(f"CHATLAB_LLM=offline")
+        connection = _offline("CHATLAB_LLM=offline")
     else:
         problem = await probe_endpoint(url, timeout=probe_timeout)
         if problem is None:
             client = OpenAIChatCompletionClient(model=name, base_url=url, api_key=key)
-            connection = LLMConnection(client, "endpoint", url, name, f"LLM: {name} at {url} (CHATLAB_LLM={chosen})")
+            connection = LLMConnection(client, "endpoint", url, name, f"{name} at {url} (CHATLAB_LLM={chosen})")
         elif chosen == "endpoint":
             raise LLMUnavailableError(
                 f"The LLM endpoint {url} does not answer ({problem}). Start LM Studio (or another "
@@ -131,6 +131,6 @@ def _offline(reason: str) -> LLMConnection:
     server = start_offline_model()
     url = f"{server.url}/v1"
     client = OpenAIChatCompletionClient(model=OFFLINE_MODEL_ID, base_url=url, api_key=DEFAULT_API_KEY)
-    description = (f"LLM: the offline tutorial model ({OFFLINE_MODEL_ID}) at {url}, not a real LLM; "
+    description = (f"the offline tutorial model ({OFFLINE_MODEL_ID}) at {url}, not a real LLM; "
                    f"{reason}. Set CHATLAB_LLM=endpoint and OPENAI_BASE_URL to use yours.")
     return LLMConnection(client, "offline", url, OFFLINE_MODEL_ID, description, server)
