@@ -70,17 +70,20 @@ async def run_demo(pause: float = 2.0, service_url: str | None = None, llm_mode:
     if url:
         print(f"[Service] using the chat history service at {url}")
     else:
-        service = BackgroundServer(create_app(), name="demo-chat-history-service").start()
+        service = await asyncio.to_thread(BackgroundServer(create_app(), name="demo-chat-history-service").start)
         url = service.url
         print(f"[Service] chat history service started in the background at {url}")
     show_provider_calls()
+    llm: LLMConnection | None = None
     try:
-        llm: LLMConnection = await connect_llm(llm_mode)
+        llm = await connect_llm(llm_mode)
         for run, title in enumerate(("1回目の実行", "チャット履歴管理サーバーを保持したまま2回目の実行"), start=1):
             print(f"\n===== {title} (run {run}: a new provider and agent, the same service) =====")
             async with RemoteChatHistoryProvider(url) as provider:
                 await run_article_scenario(create_agent(llm.client, provider), provider, pause)
     finally:
         show_provider_calls(False)
+        if llm is not None:
+            await llm.aclose()
         if service is not None:
-            service.stop()
+            await asyncio.to_thread(service.stop)

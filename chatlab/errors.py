@@ -60,7 +60,8 @@ class ChatHistoryServiceStatusError(ChatHistoryServiceError):
         if status >= 500:
             advice = "The service failed; check its log and try again."
         elif status == 404:
-            advice = f"Is {url} really a chat history service? {START_HINT}"
+            advice = ("Check that CHAT_HISTORY_SERVICE_URL points at a chat history service "
+                      "and that the conversation key is one it accepts.")
         else:
             advice = "The request was refused and nothing was changed."
         shown = f": {detail}" if detail else ""

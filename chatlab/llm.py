@@ -23,6 +23,7 @@ history server-side and, with a history provider, would send it twice.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from dataclasses import dataclass
@@ -68,6 +69,12 @@ class LLMConnection:
     def __str__(self) -> str:
         return self.description
 
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the OpenAI client (the offline model keeps running)."""
+        openai_client = getattr(self.client, "client", None)
+        if openai_client is not None:
+            await openai_client.close()
+
 
 def llm_mode(mode: str | None = None) -> Mode:
     """The mode from the argument or ``CHATLAB_LLM`` (default ``auto``), validated."""
@@ -93,7 +100,7 @@ async def connect_llm(
     key = api_key or os.environ.get("OPENAI_API_KEY") or DEFAULT_API_KEY
 
     if chosen == "offline":
-        connection = _offline("CHATLAB_LLM=offline")
+        connection = await _offline("CHATLAB_LLM=offline")
     else:
         problem = await probe_endpoint(url, timeout=probe_timeout)
         if problem is None:
@@ -106,7 +113,7 @@ async def connect_llm(
                 "or set CHATLAB_LLM=offline (or auto) to use the offline tutorial model."
             )
         else:
-            connection = _offline(f"no LLM answered at {url}/models: {problem}")
+            connection = await _offline(f"no LLM answered at {url}/models: {problem}")
     log.info("%s", connection.description)
     if announce:
         print(f"[LLM] {connection.description}")
@@ -127,8 +134,8 @@ async def probe_endpoint(base_url: str, *, timeout: float = 1.0) -> str | None:
     return None
 
 
-def _offline(reason: str) -> LLMConnection:
-    server = start_offline_model()
+async def _offline(reason: str) -> LLMConnection:
+    server = await asyncio.to_thread(start_offline_model)  # waits for the server: keep the loop free
     url = f"{server.url}/v1"
     client = OpenAIChatCompletionClient(model=OFFLINE_MODEL_ID, base_url=url, api_key=DEFAULT_API_KEY)
     description = (f"the offline tutorial model ({OFFLINE_MODEL_ID}) at {url}, not a real LLM; "

@@ -30,7 +30,7 @@ from chatlab.codec import (
 )
 from chatlab.errors import ChatHistoryCodecError
 
-PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # --------------------------------------------------------------------------- strategies
 
