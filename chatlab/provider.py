@@ -95,6 +95,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         state_initializer: makes the key of a session that has none (default: a new 32-hex key).
         state_key: where the key lives in ``session.state`` (default ``"RemoteChatHistoryProvider"``).
         timeout: seconds per request when the provider creates its own client (the article: 1 minute).
+        history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).
     """
 
     def __init__(
