@@ -1,4 +1,4 @@
-"""``python -m chatlab``: run the chat history service (and, later, the demo) from a terminal."""
+"""``python -m chatlab``: run the chat history service, or the article's demo, from a terminal."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _demo(args: argparse.Namespace) -> int:
     from .errors import ChatlabError
 
     try:
-        asyncio.run(run_demo(pause=args.pause, service_url=args.service_url, llm_mode=args.llm))
+        asyncio.run(run_demo(pause=args.pause, service_url=args.service_url, llm_mode=args.llm, runs=args.runs))
     except ChatlabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "else one started in the background)")
     demo.add_argument("--llm", default=None, choices=["auto", "offline", "endpoint"],
                       help="which LLM (default: CHATLAB_LLM, else auto)")
+    demo.add_argument("--runs", type=int, default=2, help="how many runs against the same service (default 2)")
     demo.set_defaults(run=_demo)
     return parser
 

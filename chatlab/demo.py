@@ -60,8 +60,10 @@ async def run_article_scenario(agent: Any, provider: RemoteChatHistoryProvider, 
     return [provider.conversation_key(session1), provider.conversation_key(session2)]
 
 
-async def run_demo(pause: float = 2.0, service_url: str | None = None, llm_mode: str | None = None) -> None:
-    """Run the scenario twice against one service: the second run's store lists the first run's keys."""
+async def run_demo(
+    pause: float = 2.0, service_url: str | None = None, llm_mode: str | None = None, runs: int = 2
+) -> None:
+    """Run the scenario ``runs`` times against one service: each run's store lists the earlier runs' keys."""
     from .runner import BackgroundServer
     from .service import create_app
 
@@ -77,7 +79,8 @@ async def run_demo(pause: float = 2.0, service_url: str | None = None, llm_mode:
     llm: LLMConnection | None = None
     try:
         llm = await connect_llm(llm_mode)
-        for run, title in enumerate(("1回目の実行", "チャット履歴管理サーバーを保持したまま2回目の実行"), start=1):
+        for run in range(1, runs + 1):
+            title = "1回目の実行" if run == 1 else f"チャット履歴管理サーバーを保持したまま{run}回目の実行"
             print(f"\n===== {title} (run {run}: a new provider and agent, the same service) =====")
             async with RemoteChatHistoryProvider(url) as provider:
                 await run_article_scenario(create_agent(llm.client, provider), provider, pause)

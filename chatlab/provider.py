@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import sys
-import uuid
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -81,9 +83,23 @@ def service_url(url: str | None = None) -> str:
     return (url or os.environ.get("CHAT_HISTORY_SERVICE_URL") or DEFAULT_SERVICE_URL).rstrip("/")
 
 
+_last_key = 0
+_key_lock = threading.Lock()
+
+
 def new_conversation_key(_session: AgentSession | None = None) -> str:
-    """A fresh key: a GUID in .NET's "N" format (32 hex digits), as in the article."""
-    return uuid.uuid4().hex
+    """A fresh key: a GUID in .NET's "N" format (32 hex digits), as in the article.
+
+    It is a time-ordered UUID version 7 (RFC 9562), strictly increasing within a process, so the
+    service, which lists conversations by key, lists them in the order they began, and database
+    stores insert new keys at the end of their index.
+    """
+    global _last_key
+    with _key_lock:
+        value = max(((time.time_ns() // 1_000_000) << 74) | secrets.randbits(74), _last_key + 1)
+        _last_key = value
+    millis, rand_a, rand_b = value >> 74, (value >> 62) & 0xFFF, value & ((1 << 62) - 1)
+    return f"{(millis << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b:032x}"
 
 
 class RemoteChatHistoryProvider(HistoryProvider):
