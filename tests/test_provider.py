@@ -175,3 +175,14 @@ async def test_display_helpers_print_the_articles_lines(
         "Role: tool, Contents: FunctionResultContent",
     ]
     assert format_state_bag(AgentSession()) == ["stateBagCount:0"]
+
+
+def test_new_keys_are_32_hex_guids_that_sort_in_creation_order() -> None:
+    import uuid
+
+    from chatlab.provider import new_conversation_key
+
+    keys = [new_conversation_key() for _ in range(2000)]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    for key in keys[:10]:
+        assert len(key) == 32 and uuid.UUID(key).hex == key and uuid.UUID(key).version == 7
