@@ -24,6 +24,7 @@ import os
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -110,15 +111,28 @@ class SqliteChatHistoryStore(ChatHistoryStore):
             check_same_thread=False,  # used by one worker thread at a time, never concurrently
         )
         try:
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(f"SQLite store {self.path}: cannot switch to WAL journal mode (got {mode!r})")
             conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("PRAGMA foreign_keys=ON")
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                # Switching to WAL needs the file to itself and SQLite does not wait for that
+                # (no busy handler): retry while another connection or process holds it.
+                with self._schema_lock:
+                    mode = self._retry_while_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"SQLite store {self.path}: cannot switch to WAL journal mode (got {mode!r})")
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _retry_while_busy(self, attempt: Callable[[], T]) -> T:
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                return attempt()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.01)
 
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         if self._schema_ready:

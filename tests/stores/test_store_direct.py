@@ -23,6 +23,9 @@ ODD_MESSAGES = [
 ]
 
 
+PERSISTENT = ["sqlite", "postgres", "redis"]
+
+
 def run(coro):
     return asyncio.run(coro)
 
@@ -159,9 +162,8 @@ def test_replace_and_delete_racing_appends_leave_whole_batches(store_url):
     run(_use(store_url, work))
 
 
-def test_history_outlives_the_store_object(backend, store_url):
-    if backend == "memory":
-        pytest.skip("the in-memory store keeps nothing beyond its object")
+@pytest.mark.parametrize("backend", PERSISTENT)
+def test_history_outlives_the_store_object(store_url):
     run(_use(store_url, lambda s: s.append("kept", ODD_MESSAGES)))
     assert run(_use(store_url, lambda s: s.get("kept"))) == ODD_MESSAGES
 
@@ -210,14 +212,35 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
             client.close()
 
 
+@pytest.mark.parametrize("backend", PERSISTENT)
 def test_a_newer_schema_is_refused(backend, store_url):
-    if backend != "sqlite":
-        pytest.skip("checked once, on SQLite; the others read the version the same way")
     run(_use(store_url, lambda s: s.summaries()))
-    import sqlite3
+    if backend == "sqlite":
+        import sqlite3
 
-    with sqlite3.connect(path_from_url(store_url)) as conn:
-        conn.execute("UPDATE chatlab_meta SET value = '2' WHERE key = 'schema_version'")
+        with sqlite3.connect(path_from_url(store_url)) as conn:
+            conn.execute("UPDATE chatlab_meta SET value = '2' WHERE key = 'schema_version'")
+    elif backend == "postgres":
+        import psycopg
+        from psycopg import sql
+
+        from chatlab.stores.postgres import split_url
+
+        conninfo, ours = split_url(store_url)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("UPDATE {} SET value = '2' WHERE key = 'schema_version'").format(
+                    sql.Identifier(ours["schema"], "chatlab_meta")
+                )
+            )
+    else:
+        import redis
+
+        from chatlab.stores.redis import split_url
+
+        client_url, ours = split_url(store_url)
+        with redis.Redis.from_url(client_url) as client:
+            client.hset(f"{ours['prefix']}meta", "schema_version", "2")
     with pytest.raises(StoreError, match="schema version 2"):
         run(_use(store_url, lambda s: s.summaries()))
 
