@@ -115,8 +115,8 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             "messages": sql.Identifier(self.schema, "chatlab_messages"),
         }
         q = {
+            "create_schema": "CREATE SCHEMA IF NOT EXISTS {schema}",
             "create": [
-                "CREATE SCHEMA IF NOT EXISTS {schema}",
                 "CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)",
                 "CREATE TABLE IF NOT EXISTS {conversations} ("
                 " conversation_key text PRIMARY KEY, message_count bigint NOT NULL)",
@@ -182,12 +182,22 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             return
         q = self._queries
         async with conn.transaction():
-            # Serialize schema creation among processes starting together (CREATE ... IF NOT
-            # EXISTS alone can still collide on the catalog's unique indexes).
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"chatlab-schema:{self.schema}",))
-            for statement in q["create"]:
-                await conn.execute(statement)
-            await conn.execute(q["version_set"], (str(SCHEMA_VERSION),))
+            # DDL only when the tables are missing: a role with no CREATE right can use a
+            # schema that someone else created.
+            cur = await conn.execute(
+                "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = 'chatlab_meta'",
+                (self.schema,),
+            )
+            if await cur.fetchone() is None:
+                # Serialize creation among processes starting together (CREATE ... IF NOT
+                # EXISTS alone can still collide on the catalog's unique indexes).
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"chatlab-schema:{self.schema}",))
+                cur = await conn.execute("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s", (self.schema,))
+                if await cur.fetchone() is None:
+                    await conn.execute(q["create_schema"])
+                for statement in q["create"]:
+                    await conn.execute(statement)
+                await conn.execute(q["version_set"], (str(SCHEMA_VERSION),))
             row = await (await conn.execute(q["version_get"])).fetchone()
         if row is None or int(row[0]) != SCHEMA_VERSION:
             raise StoreError(
