@@ -100,13 +100,16 @@ def test_service_describes_its_store(http: httpx.Client, backend: str):
     assert {"memory": "memory", "sqlite": "SQLite", "postgres": "PostgreSQL", "redis": "Redis"}[backend] in description
 
 
+def _encoded(messages: list) -> list[bytes]:
+    return [json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode() for m in messages]
+
+
 def test_location_and_order(http: httpx.Client):
     for n in range(5):
         response = http.post("/chat-history/ordered", json={"messages": [json.loads(m) for m in batch(0, n, 2)]})
         assert response.status_code == 202
         assert response.headers["location"] == "/chat-history/ordered"
-    check_batches([json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode() for m in http.get(
-        "/chat-history/ordered").json()], {(0, n): 2 for n in range(5)})
+    check_batches(_encoded(http.get("/chat-history/ordered").json()), {(0, n): 2 for n in range(5)})
 
 
 def test_concurrent_batches_stay_whole_and_contiguous(service: BackgroundServer):
@@ -131,8 +134,7 @@ def test_concurrent_batches_stay_whole_and_contiguous(service: BackgroundServer)
     with httpx.Client(base_url=service.url, timeout=30) as client:
         messages = client.get("/chat-history/busy").json()
         summary = client.get("/chat-history").json()
-    encoded = [json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode() for m in messages]
-    check_batches(encoded, {(w, b): (w + b) % 4 + 1 for w in range(writers) for b in range(batches)})
+    check_batches(_encoded(messages), {(w, b): (w + b) % 4 + 1 for w in range(writers) for b in range(batches)})
     assert summary == [{"conversationKey": "busy", "messageCount": len(messages)}]
 
 
