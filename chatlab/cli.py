@@ -17,7 +17,10 @@ def _serve(args: argparse.Namespace) -> int:
     )
     app = create_app(args.store, settings)
     host = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"Chat history service on http://{host}:{args.port} (store: {args.store or 'memory://'}); Ctrl+C stops it.")
+    from .stores import describe_url
+
+    store = describe_url(args.store)  # without a password
+    print(f"Chat history service on http://{host}:{args.port} (store: {store}); Ctrl+C stops it.")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print("Warning: listening beyond loopback; the service has no authentication.", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
@@ -45,7 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the chat history service in the foreground")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=int, default=5000, help="port (default 5000, as in the article)")
-    serve.add_argument("--store", default=None, help="where to keep history, as a URL (default memory://)")
+    serve.add_argument(
+        "--store",
+        default=None,
+        help="where to keep history (default memory://): sqlite:///history.db or a file path, "
+        "postgresql://user@host/db, redis://host:6379/0 (see docs/stores.md)",
+    )
     serve.add_argument("--max-body-bytes", type=int, default=None, help="largest request body (default 8 MiB)")
     serve.add_argument("--max-messages", type=int, default=None, help="most messages per request (default 10000)")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
