@@ -27,10 +27,19 @@ C# (``RemoteChatHistoryProvider``)  Python                                      
 
 Call :func:`show_provider_calls` to print what happens when, like the article's
 ``Console.WriteLine`` lines (``[ProvideChatHistoryAsync]``, ``Messages Count: N``, ...).
+
+Unlike the article, a turn does not download the whole conversation again: the provider
+keeps what it loaded per conversation and asks only for what is new
+(``GET /chat-history/{key}?after=N``), checking with the conversation's version that what it
+holds is still the start of the conversation (:mod:`chatlab.history_cache`); when it is not
+(replaced or deleted by another client) it loads everything. ``max_history_messages`` /
+``max_history_tokens`` hand the model only the end of a long conversation, never half a tool
+call (:mod:`chatlab.window`); the service keeps everything.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -46,6 +55,8 @@ import httpx
 from agent_framework import AgentSession, HistoryProvider, Message
 
 from .codec import messages_from_meai, messages_to_meai
+from .history_cache import CachedHistory, HistoryCache, parse_version
+from .window import estimate_tokens, window_messages
 from .errors import (
     ChatHistoryServiceError,
     ChatHistoryServiceStatusError,
@@ -111,6 +122,13 @@ class RemoteChatHistoryProvider(HistoryProvider):
         state_initializer: makes the key of a session that has none (default: a new 32-hex key).
         state_key: where the key lives in ``session.state`` (default ``"RemoteChatHistoryProvider"``).
         timeout: seconds per request when the provider creates its own client (the article: 1 minute).
+        incremental: keep what was loaded per conversation and fetch only newer messages (default);
+            ``False`` reads the whole conversation before every run, as the article does.
+        cache_size: how many conversations the incremental cache keeps (least recently used go first).
+        max_history_messages: hand the model at most this many of the newest messages (``None``: all).
+        max_history_tokens: hand the model at most this many tokens of the newest messages, as
+            ``count_tokens`` counts them (default: a rough estimate, 4 characters a token).
+            Neither limit ever separates a tool call from its result; the service keeps everything.
         history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).
     """
 
@@ -122,6 +140,11 @@ class RemoteChatHistoryProvider(HistoryProvider):
         state_initializer: StateInitializer | None = None,
         state_key: str | None = None,
         timeout: float = 60.0,
+        incremental: bool = True,
+        cache_size: int = 32,
+        max_history_messages: int | None = None,
+        max_history_tokens: int | None = None,
+        count_tokens: Callable[[Message], int] = estimate_tokens,
         **history_options: Any,
     ) -> None:
         super().__init__(state_key or STATE_KEY, **history_options)
@@ -131,6 +154,14 @@ class RemoteChatHistoryProvider(HistoryProvider):
         self._owns_client = http_client is None
         self._http = http_client or httpx.AsyncClient(timeout=timeout)
         self._initializer = state_initializer or new_conversation_key
+        for name, limit in (("max_history_messages", max_history_messages), ("max_history_tokens", max_history_tokens)):
+            if limit is not None and (not isinstance(limit, int) or limit < 1):
+                raise ValueError(f"{name} must be a whole number of at least 1, or None for no limit")
+        self.incremental = incremental
+        self.max_history_messages = max_history_messages
+        self.max_history_tokens = max_history_tokens
+        self.count_tokens = count_tokens
+        self._cache = HistoryCache(cache_size if incremental else 0)
 
     # ------------------------------------------------------------------ session <-> key
 
@@ -198,10 +229,50 @@ class RemoteChatHistoryProvider(HistoryProvider):
             key = state.get(KEY_FIELD) if isinstance(state, dict) else None
         if not key:
             return []
-        messages = await self._load(key)
-        if state is not None:
-            log.info("Messages Count: %d", len(messages))
-            log.info("First Message: %s", _describe(messages[0] if messages else None))
+        if state is None:  # the article's GetMessagesAsync: a fresh, complete read the caller may keep
+            return await self._load(key)
+        messages = await self._history(key)
+        windowed = self._window(messages)
+        log.info("Messages Count: %d", len(windowed))
+        if len(windowed) != len(messages):
+            log.info("History window: the newest %d of %d stored messages", len(windowed), len(messages))
+        log.info("First Message: %s", _describe(windowed[0] if windowed else None))
+        return windowed
+
+    def _window(self, messages: list[Message]) -> list[Message]:
+        if self.max_history_messages is None and self.max_history_tokens is None:
+            return messages
+        return window_messages(
+            messages,
+            max_messages=self.max_history_messages,
+            max_tokens=self.max_history_tokens,
+            count_tokens=self.count_tokens,
+        )
+
+    async def _history(self, key: str) -> list[Message]:
+        """The whole conversation: from the cache plus what is new, or one full read."""
+        entry = self._cache.get(key) if self.incremental else None
+        if entry is not None:
+            url = f"{self._conversation_url(key)}?after={entry.count}"
+            response = await self._request("GET", url)
+            version = parse_version(response.headers.get("etag"))
+            delta = self._json_list(response, url)
+            if version is not None and version.continues(entry.generation, entry.count, len(delta)):
+                added = messages_from_meai(delta)
+                if self._cache.get(key) is entry:  # nothing else updated it meanwhile
+                    entry = entry.extended(version, added)
+                    self._cache.put(key, entry)
+                    return entry.view()
+                return entry.view() + added
+            log.debug("conversation %s changed beyond appends (version %s): loading all of it", key, version)
+        url = self._conversation_url(key)
+        response = await self._request("GET", url)
+        messages = messages_from_meai(self._json_list(response, url))
+        version = parse_version(response.headers.get("etag"))
+        if self.incremental and version is not None and version.count == len(messages):
+            self._cache.put(key, CachedHistory(version.generation, version.count, list(messages)))
+        else:
+            self._cache.discard(key)
         return messages
 
     async def save_messages(
@@ -221,13 +292,34 @@ class RemoteChatHistoryProvider(HistoryProvider):
         key = self.try_get_external_conversation_key(session)
         if key:
             body = {"messages": messages_to_meai(messages)}
-            await self._request("PUT", self._conversation_url(key), json=body)
+            self._cache.discard(key)
+            try:
+                await self._request("PUT", self._conversation_url(key), json=body)
+            finally:
+                self._cache.discard(key)
 
     async def append_messages(self, key: str, messages: Sequence[Message]) -> None:
         """Append messages to conversation ``key`` in one ``POST``; an empty list sends nothing."""
         if messages:
             body = {"messages": messages_to_meai(messages)}  # encode first: a bad message sends nothing
-            await self._request("POST", self._conversation_url(key), json=body)
+            content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+            entry = self._cache.get(key)
+            response = await self._request(
+                "POST", self._conversation_url(key), content=content, headers={"Content-Type": "application/json"}
+            )
+            self._remember_append(key, entry, response, content, len(messages))
+
+    def _remember_append(
+        self, key: str, entry: CachedHistory | None, response: httpx.Response, content: bytes, added: int
+    ) -> None:
+        """Add an append to the cache when its version proves it came right after what the cache holds."""
+        if entry is None or self._cache.get(key) is not entry:
+            return
+        version = parse_version(response.headers.get("etag"))
+        if version is None or not version.continues(entry.generation, entry.count, added):
+            return  # someone else wrote in between (or an old service): the next read fetches it all
+        sent = messages_from_meai(json.loads(content)["messages"])  # exactly what a reader will decode
+        self._cache.put(key, entry.extended(version, sent))
 
     async def get_stored_message_count(self, key: str) -> int:
         """How many messages conversation ``key`` holds (C# ``GetStoredMessageCountAsync``)."""
@@ -270,7 +362,9 @@ class RemoteChatHistoryProvider(HistoryProvider):
         return messages_from_meai(await self._get_json_list(self._conversation_url(key)))
 
     async def _get_json_list(self, url: str) -> list[Any]:
-        response = await self._request("GET", url)
+        return self._json_list(await self._request("GET", url), url)
+
+    def _json_list(self, response: httpx.Response, url: str) -> list[Any]:
         try:
             data = response.json()
         except ValueError:

@@ -1,0 +1,108 @@
+"""History windowing: hand the model only the end of a long conversation, never half a tool call.
+
+The service keeps every message; the provider, when asked to (``RemoteChatHistoryProvider(
+max_history_messages=..., max_history_tokens=...)``), passes the model only the longest
+*suffix* of the history that fits the budget and starts at a safe place. A place is safe
+when no tool call is cut from its result: a window never holds a function result whose call
+it lacks, nor a call whose results it lacks (``call_id`` links them; approval requests and
+responses are linked by their ``id``). If the newest messages alone break the budget (one
+huge tool result, say), the window is smaller than the budget allows, possibly empty; it is
+never larger.
+
+The scan runs backwards from the newest message and stops at the budget, so its cost is the
+size of the window, not the length of the conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agent_framework import Message
+
+__all__ = ["estimate_tokens", "window_messages"]
+
+#: Content types that answer an earlier call with the same ``call_id`` (or ``id`` for approvals).
+_RESULT_SUFFIXES = ("_result",)
+_RESULT_TYPES = frozenset({"shell_command_output", "function_approval_response"})
+#: Content types that ask for something answered later.
+_CALL_SUFFIXES = ("_call",)
+_CALL_TYPES = frozenset({"function_approval_request"})
+
+
+def _link(content: Any) -> tuple[str | None, bool]:
+    """The key linking a content to its partner, and whether it is the answering half."""
+    kind = content.type
+    if kind in _RESULT_TYPES or kind.endswith(_RESULT_SUFFIXES):
+        is_result = True
+    elif kind in _CALL_TYPES or kind.endswith(_CALL_SUFFIXES):
+        is_result = False
+    else:
+        return None, False
+    if kind.startswith("function_approval_"):
+        key = getattr(content, "id", None)
+        return (f"approval:{key}" if key else None), is_result
+    key = getattr(content, "call_id", None)
+    return (f"call:{key}" if key else None), is_result
+
+
+def estimate_tokens(message: Message) -> int:
+    """A rough token count (about 4 characters a token, plus a few per message), no tokenizer needed."""
+    chars = 0
+    for content in message.contents:
+        text = getattr(content, "text", None)
+        if isinstance(text, str):
+            chars += len(text)
+            continue
+        for name in ("name", "arguments", "result", "uri", "message"):
+            value = getattr(content, name, None)
+            if value is None:
+                continue
+            chars += len(value) if isinstance(value, str) else len(json.dumps(value, ensure_ascii=False, default=str))
+    return 4 + (chars + 3) // 4
+
+
+def window_messages(
+    messages: Sequence[Message],
+    *,
+    max_messages: int | None = None,
+    max_tokens: int | None = None,
+    count_tokens: Callable[[Message], int] = estimate_tokens,
+) -> list[Message]:
+    """The longest suffix of ``messages`` within the budget that separates no call from its results.
+
+    ``max_messages``: at most this many messages; ``max_tokens``: at most this many tokens as
+    ``count_tokens`` counts them (default :func:`estimate_tokens`). ``None`` means no limit;
+    with neither, every message is returned.
+    """
+    if max_messages is not None and max_messages < 0:
+        raise ValueError("max_messages must be 0 or more")
+    if max_tokens is not None and max_tokens < 0:
+        raise ValueError("max_tokens must be 0 or more")
+    n = len(messages)
+    if max_messages is None and max_tokens is None:
+        return list(messages)
+    lowest = 0 if max_messages is None else max(0, n - max_messages)
+    best = n  # the empty suffix is always safe
+    tokens = 0
+    pending: set[str] = set()  # results in the suffix whose call is not (yet) in it
+    for i in range(n - 1, lowest - 1, -1):
+        message = messages[i]
+        if max_tokens is not None:
+            tokens += count_tokens(message)
+            if tokens > max_tokens:
+                break
+        calls = []
+        for content in message.contents:
+            key, is_result = _link(content)
+            if key is None:
+                continue
+            if is_result:
+                pending.add(key)
+            else:
+                calls.append(key)
+        pending.difference_update(calls)  # a call answers results of its own message too
+        if not pending:
+            best = i
+    return list(messages[best:])
