@@ -1,4 +1,4 @@
-"""``python -m chatlab``: run the chat history service, or the article's demo, from a terminal."""
+"""``python -m chatlab``: run the chat history service, the article's demo, or the benchmark, from a terminal."""
 
 from __future__ import annotations
 
@@ -41,6 +41,12 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import config_from_args, run
+
+    return run(config_from_args(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m chatlab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -67,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="which LLM (default: CHATLAB_LLM, else auto)")
     demo.add_argument("--runs", type=int, default=2, help="how many runs against the same service (default 2)")
     demo.set_defaults(run=_demo)
+
+    from .bench import add_arguments
+
+    bench = commands.add_parser(
+        "bench", help="measure the service against a bare FastAPI ceiling, the provider's turns, memory per message"
+    )
+    add_arguments(bench)
+    bench.set_defaults(run=_bench)
     return parser
 
 

@@ -1,0 +1,34 @@
+"""The benchmark runs and prints its tables (its figures are not checked: this machine is shared)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_quick_bench_prints_every_table_row() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    cmd = [
+        sys.executable, "-m", "chatlab", "bench", "--quick", "--stores", "memory,sqlite", "--lengths", "10,40",
+        "--turns", "2", "--memory-messages", "200", "--load", "python", "--seconds", "0.3", "--connections", "4",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+
+    def row(*words: str) -> bool:
+        return any(line.split()[: len(words)] == list(words) for line in lines if line.strip())
+
+    assert "load generator: python asyncio client" in out.stdout
+    for store in ("memory", "sqlite"):
+        assert row(store, "read") and row(store, "append"), out.stdout
+        for length in ("10", "40"):
+            assert row(store, length, "incremental") and row(store, length, "full"), out.stdout
+    assert row("memory") and any(line.startswith("sqlite") and "database file" in line for line in lines), out.stdout
+    assert "read >= 0.8 of the ceiling" in out.stdout and "append >= 0.6 of the ceiling" in out.stdout
+    assert "provider turn at 40 messages <= 1.5x the turn at 10" in out.stdout
+    assert "memory per message <= 2.0x its JSON" in out.stdout
