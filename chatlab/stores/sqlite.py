@@ -88,12 +88,16 @@ class SqliteChatHistoryStore(ChatHistoryStore):
 
     schema_version = SCHEMA_VERSION
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0, max_idle_connections: int = 4) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0, max_idle_connections: int | None = None
+    ) -> None:
         self.path = Path(path).expanduser().absolute()
         self.busy_timeout = busy_timeout
         self.description = f"Chat history is stored in the SQLite file {self.path} and exposed over HTTP."
         self._idle: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
-        self._max_idle = max_idle_connections
+        # as many idle connections as asyncio's default executor has threads, so that a busy service
+        # reuses its connections instead of opening (and switching to WAL) one per request
+        self._max_idle = max_idle_connections if max_idle_connections is not None else min(32, (os.cpu_count() or 1) + 4)
         self._write_lock = threading.Lock()
         self._schema_lock = threading.Lock()
         self._schema_ready = False
