@@ -248,7 +248,8 @@ def decode_messages_body(body: bytes, *, max_messages: int) -> list[bytes]:
 
 def _parse_json(body: bytes) -> Json:
     try:
-        return json.loads(body, parse_constant=_reject_constant)
+        # what json.loads(body, parse_constant=...) does, without building a decoder per request
+        return _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
     except UnicodeDecodeError as exc:
         raise BadRequest(400, f"the body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
@@ -259,6 +260,9 @@ def _parse_json(body: bytes) -> Json:
 
 def _reject_constant(name: str) -> None:
     raise BadRequest(400, f"the body is not valid JSON: {name} is not a JSON number")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _check_messages(messages: list[Json]) -> None:
@@ -301,9 +305,34 @@ def _path(loc: tuple[Any, ...]) -> str:
     return out
 
 
+def _compact_encoder() -> Any:
+    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` as one reusable function.
+
+    ``json.dumps`` with options builds an encoder per call; the C encoder built once here is
+    what it builds (no circular check: parsed JSON has no cycles), about twice as fast.
+    """
+    from json import encoder
+
+    if encoder.c_make_encoder is None or encoder.c_encode_basestring is None:  # pragma: no cover - no C accelerator
+        compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+        return compact.encode
+    default = json.JSONEncoder().default  # raises TypeError naming the type, as dumps does
+    make = encoder.c_make_encoder(None, default, encoder.c_encode_basestring, None, ":", ",", False, False, True)
+
+    def encode(value: Json) -> str:
+        if isinstance(value, str):  # the C encoder's entry point takes containers and scalars alike, but
+            return encoder.c_encode_basestring(value)  # a bare string is what dumps special-cases
+        return "".join(make(value, 0))
+
+    return encode
+
+
+_to_compact_json = _compact_encoder()
+
+
 def _encode(message: Json) -> bytes:
     try:
-        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+        return _to_compact_json(message).encode()
     except UnicodeEncodeError:
         raise BadRequest(400, "a message holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not valid text") from None
 
