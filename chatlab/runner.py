@@ -8,6 +8,7 @@ the server already running, which makes a notebook cell safe to re-run.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import time
@@ -37,6 +38,9 @@ class BackgroundServer:
         port: int = 0,
         log_level: str = "warning",
         startup_timeout: float = 15.0,
+        ssl_certfile: str | os.PathLike[str] | None = None,
+        ssl_keyfile: str | os.PathLike[str] | None = None,
+        ssl_keyfile_password: str | None = None,
     ) -> None:
         self.app = app
         self.name = name
@@ -44,6 +48,13 @@ class BackgroundServer:
         self.requested_port = port
         self.log_level = log_level
         self.startup_timeout = startup_timeout
+        if (ssl_certfile is None) != (ssl_keyfile is None):
+            raise ValueError("TLS needs both a certificate and its key (ssl_certfile and ssl_keyfile)")
+        self._ssl = {
+            "ssl_certfile": os.fspath(ssl_certfile) if ssl_certfile is not None else None,
+            "ssl_keyfile": os.fspath(ssl_keyfile) if ssl_keyfile is not None else None,
+            "ssl_keyfile_password": ssl_keyfile_password,
+        }
         self.port: int | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -66,11 +77,12 @@ class BackgroundServer:
 
     @property
     def url(self) -> str:
-        """``http://host:port`` of the running server."""
+        """``http://host:port`` of the running server (``https://`` when it serves TLS)."""
         if self.port is None:
             raise RuntimeError(f"{self.name} is not running: call start() first")
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self._ssl["ssl_certfile"] else "http"
+        return f"{scheme}://{host}:{self.port}"
 
     def start(self) -> BackgroundServer:
         """Bind, start serving in a daemon thread and wait until requests are answered."""
@@ -78,7 +90,9 @@ class BackgroundServer:
             return self
         sock = self._bind()
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level=self.log_level, log_config=None, access_log=False, lifespan="on")
+        config = uvicorn.Config(
+            self.app, log_level=self.log_level, log_config=None, access_log=False, lifespan="on", **self._ssl
+        )
         self._server = uvicorn.Server(config)
         self._error = None
         self._thread = threading.Thread(target=self._serve, args=(sock,), name=f"chatlab-{self.name}", daemon=True)
@@ -115,7 +129,9 @@ class BackgroundServer:
 
     def _bind(self) -> socket.socket:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say so (else Nagle + delayed ACK
+        # add ~40 ms to every response with a body)
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.host, self.requested_port))
