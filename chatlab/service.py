@@ -35,10 +35,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import Match
 
 from . import wire
 from .protections.auth import ApiKeys, Caller
-from .protections.conditions import etag, fingerprint, parse_idempotency_key, parse_if_match
+from .protections.conditions import IDEMPOTENCY_KEY_PATTERN, etag, fingerprint, parse_idempotency_key, parse_if_match
 from .protections.ratelimit import RateLimit, RateLimiter, retry_after_header
 from .runner import BackgroundServer
 from .stores import ChatHistoryStore, StoreError, open_store
@@ -169,7 +170,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     app.state.settings = limits
     _add_error_handlers(app, limits)
     _add_routes(app, the_store, limits)
-    _complete_openapi(app)
+    _complete_openapi(app, limits)
     if limits.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -271,8 +272,9 @@ IfMatch = Annotated[
     str | None,
     Header(
         alias="If-Match",
-        description='Write only if the conversation is still at this ETag (from a GET or an earlier write); `*`: '
-        'only if it exists; `"0"`: only if it does not. Otherwise 412 and nothing changes.',
+        description='Write only if the conversation is still at one of these ETags (from a GET or an earlier '
+        'write); `*`: only if it exists; `"0"`: only if it does not. Otherwise 412 and nothing changes '
+        "(a weak or malformed tag never matches).",
         examples=['"5f0c9a7e2b4d1e83"'],
     ),
 ]
@@ -280,9 +282,11 @@ IdempotencyKey = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
-        description="A unique key per append (for example a UUID). Retrying with the same key and messages "
-        "appends once and answers as the first time; the same key with other messages gets 422.",
+        description="A unique key per append (for example a UUID), 1 to 255 printable ASCII characters, quoted "
+        "or not. Retrying with the same key and messages appends once and answers as the first time; the same "
+        "key with other messages gets 422.",
         examples=['"8e03978e-40d5-43e8-bc93-6894a57f9324"'],
+        json_schema_extra={"pattern": IDEMPOTENCY_KEY_PATTERN},
     ),
 ]
 
@@ -519,10 +523,21 @@ def _add_error_handlers(app: FastAPI, settings: ServiceSettings) -> None:
         return _problem(503, "Service Unavailable", f"the history store failed: {exc}; retry later")
 
     @app.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> Response:
+    async def http_error(request: Request, exc: HTTPException) -> Response:
         response = _problem(exc.status_code, str(exc.detail), _http_hint(exc.status_code))
         response.headers.update(exc.headers or {})
+        if exc.status_code == 405:  # Starlette names only the first route's method; list every one
+            response.headers["Allow"] = ", ".join(_allowed_methods(app, request))
         return response
+
+
+def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match != Match.NONE and getattr(route, "methods", None):
+            methods |= set(route.methods)  # type: ignore[attr-defined]
+    return sorted(methods)
 
 
 def _http_hint(status: int) -> str:
@@ -538,7 +553,7 @@ def _body_doc(model_name: str) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {_JSON: {"schema": ref}}}}
 
 
-def _complete_openapi(app: FastAPI) -> None:
+def _complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
     """Make OpenAPI say what the service does: bodies are parsed by hand, errors are problem JSON, 400 not 422."""
     build = app.openapi
 
@@ -552,6 +567,8 @@ def _complete_openapi(app: FastAPI) -> None:
         components.update(defs["$defs"])
         for name in ("HTTPValidationError", "ValidationError"):
             components.pop(name, None)
+        for name in ("AppendChatMessagesRequest", "ReplaceChatMessagesRequest"):
+            components[name]["properties"]["messages"]["maxItems"] = settings.max_messages
         for operation in (op for path in schema["paths"].values() for op in path.values()):
             responses = operation["responses"]
             if "422" in responses and "Idempotency" not in responses["422"].get("description", ""):

@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from ..stores.base import ANY, EncodedMessage
 
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
+IDEMPOTENCY_KEY_PATTERN = r'^"?[\x20-\x21\x23-\x7e]{1,255}"?$'
+"""What an ``Idempotency-Key`` header may hold (also its OpenAPI pattern)."""
 _IDEMPOTENCY_KEY = re.compile(r'^"?([\x20-\x21\x23-\x7e]{1,255})"?$')
-_TAG = re.compile(r'\s*(W/)?"([^"]*)"\s*|\s*([^\s,"]+)\s*')
 
 
 def etag(version: str) -> str:
@@ -33,7 +34,9 @@ def etag(version: str) -> str:
 def parse_if_match(value: str | None) -> tuple[str, ...] | None:
     """The versions an ``If-Match`` header accepts (``("*",)`` for ``*``); ``None`` without the header.
 
-    Weak tags are dropped (they never match); an unquoted tag is read as if quoted.
+    Weak tags are dropped (they never match under strong comparison); an unquoted tag is read
+    as if quoted; anything else that is not a version is kept as is and so never matches
+    (the write is refused with 412, never applied).
     """
     if value is None:
         return None
@@ -41,14 +44,12 @@ def parse_if_match(value: str | None) -> tuple[str, ...] | None:
         return (ANY,)
     versions: list[str] = []
     for part in value.split(","):
-        match = _TAG.fullmatch(part)
-        if match is None:
-            raise ValueError(f"If-Match: {part.strip()!r} is not an entity tag; send the ETag of a GET, like \"3f2a...\"")
-        weak, quoted, bare = match.groups()
-        if weak:
+        tag = part.strip()
+        if tag.startswith("W/"):
             continue
-        tag = quoted if quoted is not None else bare
-        if tag != ANY:
+        if len(tag) >= 2 and tag[0] == tag[-1] == '"':
+            tag = tag[1:-1]
+        if tag and tag != ANY:
             versions.append(tag)
     return tuple(versions)
 
@@ -60,7 +61,7 @@ def parse_idempotency_key(value: str | None) -> str | None:
     match = _IDEMPOTENCY_KEY.fullmatch(value.strip())
     if match is None:
         raise ValueError(
-            f"Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} visible ASCII characters without '\"', "
+            f"Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters without '\"', "
             'for example a UUID: Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"'
         )
     return match.group(1)
