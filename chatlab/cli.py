@@ -1,4 +1,4 @@
-"""``python -m chatlab``: run the chat history service (and, later, the demo) from a terminal."""
+"""``python -m chatlab``: run the chat history service, or the article's demo, from a terminal."""
 
 from __future__ import annotations
 
@@ -83,6 +83,20 @@ def _api_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .demo import run_demo
+    from .errors import ChatlabError
+
+    try:
+        asyncio.run(run_demo(pause=args.pause, service_url=args.service_url, llm_mode=args.llm, runs=args.runs))
+    except ChatlabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m chatlab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -116,6 +130,15 @@ def build_parser() -> argparse.ArgumentParser:
     api_key = commands.add_parser("api-key", help="print a new NAMESPACE:KEY entry for an API keys file")
     api_key.add_argument("namespace", help="the namespace of conversations the key may use")
     api_key.set_defaults(run=_api_key)
+
+    demo = commands.add_parser("demo", help="run the article's agent scenario twice against one service")
+    demo.add_argument("--pause", type=float, default=2.0, help="seconds between the two time prompts (article: 10)")
+    demo.add_argument("--service-url", default=None, help="a running service (default: CHAT_HISTORY_SERVICE_URL, "
+                      "else one started in the background)")
+    demo.add_argument("--llm", default=None, choices=["auto", "offline", "endpoint"],
+                      help="which LLM (default: CHATLAB_LLM, else auto)")
+    demo.add_argument("--runs", type=int, default=2, help="how many runs against the same service (default 2)")
+    demo.set_defaults(run=_demo)
     return parser
 
 

@@ -606,3 +606,30 @@ def start_service(
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
     )
+
+
+@dataclass(frozen=True)
+class ExternalService:
+    """A chat history service started elsewhere (``CHAT_HISTORY_SERVICE_URL``); stopping it is not ours to do."""
+
+    url: str
+
+    def stop(self) -> None:
+        """Nothing to stop: the service belongs to whoever started it."""
+
+    def __repr__(self) -> str:
+        return f"<ExternalService {self.url}>"
+
+
+def ensure_service(port: int = 0, store: ChatHistoryStore | str | None = None) -> BackgroundServer | ExternalService:
+    """The service the notebooks use: the one ``CHAT_HISTORY_SERVICE_URL`` names, else one started here.
+
+    Prints which, so a reader always knows where the history goes.
+    """
+    url = os.environ.get("CHAT_HISTORY_SERVICE_URL")
+    if url:
+        print(f"Chat history service: {url} (from CHAT_HISTORY_SERVICE_URL)")
+        return ExternalService(url.rstrip("/"))
+    server = start_service(port=port, store=store)
+    print(f"Chat history service: {server.url} (started in a background thread of this process)")
+    return server

@@ -271,9 +271,9 @@ def _check_messages(messages: list[Json]) -> None:
     try:
         _messages_adapter.validate_python(messages)
     except ValidationError as exc:
-        errors = [{"path": _path(("messages", *e["loc"])), "message": e["msg"]} for e in exc.errors()]
+        errors = [{"path": _path(("messages", *e["loc"])), "message": _message(e)} for e in exc.errors()]
         first = errors[0]
-        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        more = f" (and {len(errors) - 1} more in \"errors\")" if len(errors) > 1 else ""
         raise BadRequest(400, f"{first['path']}: {first['message']}{more}", errors) from None
     for i, message in enumerate(messages):
         for j, content in enumerate(message["contents"]):
@@ -283,6 +283,15 @@ def _check_messages(messages: list[Json]) -> None:
                     f'messages[{i}].contents[{j}]: "$type" must be the first key of a content object '
                     "(.NET clients cannot read it otherwise)",
                 )
+
+
+def _message(error: Any) -> str:
+    """Pydantic's message, reworded where it would talk about its own internals."""
+    if error["type"] == "union_tag_invalid":
+        return f"unknown $type {error['ctx']['tag']!r}: use one of {', '.join(CONTENT_TYPES)}"
+    if error["type"] == "union_tag_not_found":
+        return 'missing "$type": every content object starts with one, e.g. {"$type": "text", "text": "..."}'
+    return error["msg"]
 
 
 def _path(loc: tuple[Any, ...]) -> str:

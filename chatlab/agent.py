@@ -1,0 +1,35 @@
+"""The article's agent: ``SampleAgent`` with the ``GetDateTime`` tool and a history provider."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_framework import Agent, HistoryProvider
+
+from .tools import GetDateTime
+
+__all__ = ["AGENT_DESCRIPTION", "AGENT_INSTRUCTIONS", "AGENT_NAME", "MAX_OUTPUT_TOKENS", "create_agent"]
+
+AGENT_NAME = "SampleAgent"
+AGENT_INSTRUCTIONS = (
+    "ユーザーの質問に対して適切なツールを使用して回答してください。日時は必ず{{GetDateTime}}で最新の情報を取得してください"
+)
+AGENT_DESCRIPTION = "このAI Agentは日時に関する情報を提供します。"
+MAX_OUTPUT_TOKENS = 5000
+
+
+def create_agent(client: Any, provider: HistoryProvider, **kwargs: Any) -> Agent:
+    """The article's ``chatClient.AsAIAgent(new ChatClientAgentOptions { ... })`` in MAF Python.
+
+    ``client`` is a chat client (see :func:`chatlab.connect_llm`); ``provider`` keeps the history.
+    Extra keyword arguments go to ``client.as_agent``.
+    """
+    return client.as_agent(
+        name=AGENT_NAME,
+        instructions=AGENT_INSTRUCTIONS,
+        description=AGENT_DESCRIPTION,
+        tools=[GetDateTime],
+        default_options={"max_tokens": MAX_OUTPUT_TOKENS},
+        context_providers=[provider],
+        **kwargs,
+    )

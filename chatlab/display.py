@@ -1,0 +1,140 @@
+"""Printing what the article prints, for notebooks and the demo.
+
+The agent-side helpers are the article's ``PrintExternalStoreAsync``, ``PrintSessionId``,
+``PrintStateBag``, ... as functions; they print exactly the article's lines, so a notebook's
+output can be read side by side with the article's ``実行結果``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+from agent_framework import AgentSession, Content, Message
+
+from .provider import RemoteChatHistoryProvider
+
+__all__ = [
+    "create_or_resume_session",
+    "format_state_bag",
+    "print_external_store",
+    "print_messages",
+    "print_agent_response",
+    "print_response",
+    "print_session_id",
+    "print_state_bag",
+]
+
+
+async def print_external_store(provider: RemoteChatHistoryProvider) -> None:
+    """``[External Store]`` then one ``External Store Key: ..., Messages Count: N`` line per conversation."""
+    print("[External Store]")
+    for summary in await provider.get_conversation_summaries():
+        print(f"External Store Key: {summary.conversation_key}, Messages Count: {summary.message_count}")
+
+
+def print_session_id(name: str, provider: RemoteChatHistoryProvider, session: AgentSession) -> None:
+    """``[Session1] SessionId: <key>`` (the article calls the conversation key the session id)."""
+    key = provider.try_get_external_conversation_key(session)
+    if key is not None:
+        print(f"[{name}] SessionId: {key}")
+
+
+def format_state_bag(session: AgentSession) -> list[str]:
+    """The lines of :func:`print_state_bag`, from the session's serialized state."""
+    state = session.to_dict().get("state") or {}
+    lines = [f"stateBagCount:{len(state)}"]
+    for key, value in state.items():
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        lines.append(f"stateBag Key: {key}, ValueKind: {_value_kind(value)}, Value: {text}")
+    return lines
+
+
+def print_state_bag(session: AgentSession) -> None:
+    """``stateBagCount:1`` and ``stateBag Key: ..., ValueKind: Object, Value: {...}`` lines."""
+    for line in format_state_bag(session):
+        print(line)
+
+
+def print_agent_response(response: Any) -> None:
+    """``[Response]`` and the agent's answer."""
+    print("[Response]")
+    print(response.text if hasattr(response, "text") else response)
+
+
+def print_messages(messages: Iterable[Message]) -> None:
+    """``Role: user, Contents: TextContent: ...`` per message (the article's ``PrintMessages``)."""
+    for message in messages:
+        print(f"Role: {message.role}, Contents: {', '.join(_format_content(c) for c in message.contents)}")
+
+
+async def create_or_resume_session(
+    agent: Any, provider: RemoteChatHistoryProvider, session_id: str | None = None
+) -> AgentSession:
+    """A new session, or one attached to ``session_id`` if the service has that conversation."""
+    session = agent.create_session()
+    if session_id is None or not session_id.strip():
+        print("[Session] 新しいセッションを開始します。")
+        return session
+    if not await provider.session_exists(session_id):
+        print(f"[Session] セッションID '{session_id}' は見つからなかったため、新しいセッションを開始します。")
+        return session
+    provider.attach_to_session(session, session_id)
+    print(f"[Session] セッションID '{session_id}' を再開しました。")
+    return session
+
+
+_CSHARP_NAMES = {
+    "text": "TextContent",
+    "text_reasoning": "TextReasoningContent",
+    "data": "DataContent",
+    "uri": "UriContent",
+    "error": "ErrorContent",
+    "usage": "UsageContent",
+    "function_call": "FunctionCallContent",
+    "function_result": "FunctionResultContent",
+}
+
+
+def _format_content(content: Content) -> str:
+    name = _CSHARP_NAMES.get(content.type, content.type)
+    return f"{name}: {content.text}" if content.type == "text" else name
+
+
+def _value_kind(value: Any) -> str:
+    """The name .NET's ``JsonValueKind`` gives a JSON value."""
+    if isinstance(value, dict):
+        return "Object"
+    if isinstance(value, list):
+        return "Array"
+    if isinstance(value, str):
+        return "String"
+    if value is True:
+        return "True"
+    if value is False:
+        return "False"
+    if value is None:
+        return "Null"
+    return "Number"
+
+
+# --------------------------------------------------------------------------- HTTP exchanges (the service notebooks)
+
+_SHOWN_HEADERS = ("location", "etag", "retry-after", "www-authenticate", "content-type")
+
+
+def print_response(response: httpx.Response) -> None:
+    """One HTTP exchange as a reader wants to see it: request line, status, key headers, indented JSON."""
+    request = response.request
+    print(f"{request.method} {request.url.raw_path.decode()} -> {response.status_code} {HTTPStatus(response.status_code).phrase}")
+    for name in _SHOWN_HEADERS:
+        if name in response.headers:
+            print(f"{name.title()}: {response.headers[name]}")
+    if response.content:
+        try:
+            print(json.dumps(response.json(), ensure_ascii=False, indent=2))
+        except ValueError:
+            print(response.text)

@@ -1,0 +1,143 @@
+"""The LLM connection: ``OpenAIChatCompletionClient`` on any OpenAI-compatible endpoint, or the offline model.
+
+Settings, each from the argument, else MAF's environment variable, else the article's value:
+
+============  ==================================================  ==========================
+setting       environment                                         article's default
+============  ==================================================  ==========================
+base URL      ``OPENAI_BASE_URL``                                 ``http://localhost:1234/v1`` (LM Studio)
+model         ``OPENAI_CHAT_COMPLETION_MODEL``, ``OPENAI_MODEL``  ``openai/gpt-oss-20b``
+API key       ``OPENAI_API_KEY``                                  ``sk-dummy``
+mode          ``CHATLAB_LLM`` = ``auto`` | ``offline`` | ``endpoint``   ``auto``
+============  ==================================================  ==========================
+
+``auto`` uses the endpoint when it answers ``GET {base_url}/models`` within a second,
+otherwise it starts the offline tutorial model (:mod:`chatlab.offline_model`).
+``endpoint`` never falls back (it raises if the endpoint does not answer); ``offline``
+never touches the network beyond the local offline model. Whatever is chosen is logged
+and printed, and returned in :class:`LLMConnection`.
+
+Chat Completions on purpose: the Responses client (``OpenAIChatClient``) stores the
+history server-side and, with a history provider, would send it twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import httpx
+from agent_framework.openai import OpenAIChatCompletionClient
+
+from .errors import LLMUnavailableError
+from .offline_model import OFFLINE_MODEL_ID, start_offline_model
+from .runner import BackgroundServer
+
+__all__ = [
+    "DEFAULT_API_KEY",
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MODEL",
+    "LLMConnection",
+    "connect_llm",
+    "llm_mode",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "http://localhost:1234/v1"
+DEFAULT_MODEL = "openai/gpt-oss-20b"
+DEFAULT_API_KEY = "sk-dummy"
+MODES = ("auto", "offline", "endpoint")
+
+Mode = Literal["auto", "offline", "endpoint"]
+
+
+@dataclass
+class LLMConnection:
+    """The chat client to build the agent on, and what it talks to."""
+
+    client: OpenAIChatCompletionClient
+    kind: Literal["endpoint", "offline"]
+    base_url: str
+    model: str
+    description: str
+    offline_server: BackgroundServer | None = None
+
+    def __str__(self) -> str:
+        return self.description
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the OpenAI client (the offline model keeps running)."""
+        openai_client = getattr(self.client, "client", None)
+        if openai_client is not None:
+            await openai_client.close()
+
+
+def llm_mode(mode: str | None = None) -> Mode:
+    """The mode from the argument or ``CHATLAB_LLM`` (default ``auto``), validated."""
+    value = (mode or os.environ.get("CHATLAB_LLM") or "auto").strip().lower()
+    if value not in MODES:
+        raise ValueError(f"CHATLAB_LLM={value!r} is not a mode: use one of {', '.join(MODES)}")
+    return value  # type: ignore[return-value]
+
+
+async def connect_llm(
+    mode: str | None = None,
+    *,
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key: str | None = None,
+    probe_timeout: float = 1.0,
+    announce: bool = True,
+) -> LLMConnection:
+    """Create the chat client for ``mode`` and say which LLM is in use."""
+    chosen = llm_mode(mode)
+    url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    name = model or os.environ.get("OPENAI_CHAT_COMPLETION_MODEL") or os.environ.get("OPENAI_MODEL") or DEFAULT_MODEL
+    key = api_key or os.environ.get("OPENAI_API_KEY") or DEFAULT_API_KEY
+
+    if chosen == "offline":
+        connection = await _offline("CHATLAB_LLM=offline")
+    else:
+        problem = await probe_endpoint(url, timeout=probe_timeout)
+        if problem is None:
+            client = OpenAIChatCompletionClient(model=name, base_url=url, api_key=key)
+            connection = LLMConnection(client, "endpoint", url, name, f"{name} at {url} (CHATLAB_LLM={chosen})")
+        elif chosen == "endpoint":
+            raise LLMUnavailableError(
+                f"The LLM endpoint {url} does not answer ({problem}). Start LM Studio (or another "
+                "OpenAI-compatible server) there, set OPENAI_BASE_URL to where it runs, "
+                "or set CHATLAB_LLM=offline (or auto) to use the offline tutorial model."
+            )
+        else:
+            connection = await _offline(f"no LLM answered at {url}/models: {problem}")
+    log.info("%s", connection.description)
+    if announce:
+        print(f"[LLM] {connection.description}")
+    return connection
+
+
+async def probe_endpoint(base_url: str, *, timeout: float = 1.0) -> str | None:
+    """``None`` when ``GET {base_url}/models`` answers 200 in time, else why not."""
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as http:
+            response = await http.get(f"{base_url.rstrip('/')}/models")
+    except httpx.TimeoutException:
+        return f"no answer within {timeout:g} s"
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if response.status_code != 200:
+        return f"HTTP {response.status_code}"
+    return None
+
+
+async def _offline(reason: str) -> LLMConnection:
+    server = await asyncio.to_thread(start_offline_model)  # waits for the server: keep the loop free
+    url = f"{server.url}/v1"
+    client = OpenAIChatCompletionClient(model=OFFLINE_MODEL_ID, base_url=url, api_key=DEFAULT_API_KEY)
+    description = (f"the offline tutorial model ({OFFLINE_MODEL_ID}) at {url}, not a real LLM; "
+                   f"{reason}. Set CHATLAB_LLM=endpoint and OPENAI_BASE_URL to use yours.")
+    return LLMConnection(client, "offline", url, OFFLINE_MODEL_ID, description, server)

@@ -1,0 +1,274 @@
+"""The offline tutorial model: a tiny, deterministic, OpenAI-compatible chat-completions server.
+
+It lets the tutorial run without LM Studio (CI, committed notebook outputs, a laptop on a
+train), and it is announced as what it is. It is not a recording: every answer is
+decided from the request it receives, the way a small model would decide it:
+
+* the newest user message asks for the current date/time (Japanese or English) and a
+  date/time tool is offered -> it calls that tool (``finish_reason: "tool_calls"``);
+* the tool result has arrived -> it answers with it, in the user's language;
+* "how long since the first time?" -> it computes the difference between the first
+  and the latest date/time tool results **found in the messages it was sent**; with
+  fewer than two it says so. A history provider that loads nothing therefore makes
+  this answer visibly wrong;
+* anything else -> a short, clearly labelled reply.
+
+Endpoints: ``POST /v1/chat/completions`` (JSON, or SSE with ``"stream": true``) and
+``GET /v1/models``. Start it in a background thread with :func:`start_offline_model`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from .runner import BackgroundServer
+
+__all__ = [
+    "OFFLINE_MODEL_ID",
+    "Reply",
+    "create_offline_app",
+    "decide",
+    "start_offline_model",
+]
+
+OFFLINE_MODEL_ID = "chatlab/offline-tutorial-model"
+LABEL_JA = "（オフライン・チュートリアルモデル）"
+LABEL_EN = "(offline tutorial model)"
+
+_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
+_JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+_ASKS_ELAPSED = re.compile(
+    r"経過|どれくらい|どのくらい|何秒|何分|\b(?:how long|elapsed|time has passed|since the first)\b", re.IGNORECASE
+)
+_MENTIONS_FIRST = re.compile(r"最初|初め|はじめ|1回目|\b(?:first|earlier|previous)\b", re.IGNORECASE)
+_ASKS_TIME = re.compile(
+    r"時刻|日時|日付|時間|何時|今日|\b(?:what time|current time|the time|date|clock|today|now)\b", re.IGNORECASE
+)
+_TIME_TOOL = re.compile(r"date|time|clock|日時|時刻|日付", re.IGNORECASE)
+
+
+@dataclass
+class Reply:
+    """What the model decided: text, or one tool call (``tool_name`` with JSON ``tool_arguments``)."""
+
+    text: str | None = None
+    tool_name: str | None = None
+    tool_arguments: str = "{}"
+    tool_call_id: str | None = None
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.tool_name else "stop"
+
+
+# --------------------------------------------------------------------------- the decision
+
+
+def decide(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
+           tool_choice: Any = None) -> Reply:
+    """Decide the next assistant turn from an OpenAI ``messages`` list and the ``tools`` offered."""
+    last_user = _last_index(messages, "user")
+    if last_user is None:
+        return Reply(text=f"{LABEL_EN} There is no user message to answer.")
+    question = _text_of(messages[last_user])
+    ja = bool(_JAPANESE.search(question))
+    since_question = messages[last_user + 1:]
+    time_tool = None if tool_choice == "none" else _find_time_tool(tools or [])
+
+    if _ASKS_ELAPSED.search(question) and _MENTIONS_FIRST.search(question):
+        return _elapsed_reply(_tool_datetimes(messages), ja)
+
+    if _ASKS_TIME.search(question):
+        fresh = _tool_datetimes(since_question)
+        if fresh:
+            return _time_reply(fresh[-1], ja)
+        if time_tool:
+            return Reply(tool_name=time_tool, tool_call_id=f"call_{_count_tool_calls(messages) + 1}")
+        return Reply(text=(f"{LABEL_JA}日時を取得するツールが渡されていないため、現在の日時はわかりません。" if ja
+                           else f"{LABEL_EN} No date/time tool was offered, so I cannot tell the current time."))
+
+    return Reply(text=(f"{LABEL_JA}このモデルは日時の取得と経過時間の計算だけに答えます。「現在時刻を教えてください」と聞いてください。"
+                       if ja else
+                       f"{LABEL_EN} I only answer questions about the current date/time and the time elapsed "
+                       "since then. Try: \"What time is it now?\""))
+
+
+def _time_reply(value: str, ja: bool) -> Reply:
+    return Reply(text=f"現在の日時は **{value}** です。" if ja else f"The current date and time is **{value}**.")
+
+
+def _elapsed_reply(found: list[str], ja: bool) -> Reply:
+    if len(found) < 2:
+        seen = f"（{found[0]}）" if found else ""
+        if ja:
+            what = f"取得した時刻が1つ{seen}しかない" if found else "以前に取得した時刻が見つからない"
+            return Reply(text=f"{LABEL_JA}この会話の履歴には{what}ため、経過時間を計算できません。")
+        what = f"only one time ({found[0]})" if found else "no earlier time"
+        return Reply(text=f"{LABEL_EN} The conversation I was sent holds {what}, so I cannot tell how much time has passed.")
+    first, last = found[0], found[-1]
+    seconds = int((_parse(last) - _parse(first)).total_seconds())
+    if ja:
+        return Reply(text=f"最初に取得した時刻（{first}）から、今回の取得時刻（{last}）まで **{_duration_ja(seconds)}** が経過しています。")
+    return Reply(text=f"From the first time I got ({first}) to the latest ({last}), **{_duration_en(seconds)}** have passed.")
+
+
+def _duration_ja(seconds: int) -> str:
+    h, rest = divmod(abs(seconds), 3600)
+    m, s = divmod(rest, 60)
+    parts = [f"{h} 時間" if h else "", f"{m} 分" if m else "", f"{s} 秒" if s or not (h or m) else ""]
+    return ("-" if seconds < 0 else "") + " ".join(p for p in parts if p)
+
+
+def _duration_en(seconds: int) -> str:
+    h, rest = divmod(abs(seconds), 3600)
+    m, s = divmod(rest, 60)
+    parts = [f"{h} h" if h else "", f"{m} min" if m else "", f"{s} seconds" if s or not (h or m) else ""]
+    return ("-" if seconds < 0 else "") + " ".join(p for p in parts if p)
+
+
+def _parse(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("T", " "))
+
+
+def _last_index(messages: Sequence[Mapping[str, Any]], role: str) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == role:
+            return i
+    return None
+
+
+def _text_of(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _tool_datetimes(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Date/time values returned by tools, in conversation order."""
+    found: list[str] = []
+    for m in messages:
+        if m.get("role") == "tool":
+            found.extend(_DATETIME.findall(_text_of(m)))
+    return found
+
+
+def _count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
+    return sum(len(m.get("tool_calls") or []) for m in messages)
+
+
+def _find_time_tool(tools: Sequence[Mapping[str, Any]]) -> str | None:
+    for t in tools:
+        fn = t.get("function") if isinstance(t, Mapping) else None
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+            continue
+        if _TIME_TOOL.search(f"{fn['name']} {fn.get('description') or ''}"):
+            return fn["name"]
+    return None
+
+
+# --------------------------------------------------------------------------- the OpenAI wire format
+
+
+def _tokens(text: str) -> int:
+    """A rough token count (about 4 characters a token): honest enough for a usage report."""
+    return max(1, (len(text) + 3) // 4) if text else 0
+
+
+def _usage(messages: Sequence[Mapping[str, Any]], reply: Reply) -> dict[str, int]:
+    prompt = _tokens(json.dumps(list(messages), ensure_ascii=False))
+    completion = _tokens(reply.text or "") + (_tokens(reply.tool_name + reply.tool_arguments) if reply.tool_name else 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _tool_call(reply: Reply) -> dict[str, Any]:
+    return {"id": reply.tool_call_id, "type": "function",
+            "function": {"name": reply.tool_name, "arguments": reply.tool_arguments}}
+
+
+def completion_json(reply: Reply, completion_id: str, created: int, usage: dict[str, int]) -> dict[str, Any]:
+    """A ``chat.completion`` object."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    if reply.tool_name:
+        message["tool_calls"] = [_tool_call(reply)]
+    return {
+        "id": completion_id, "object": "chat.completion", "created": created, "model": OFFLINE_MODEL_ID,
+        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
+        "usage": usage,
+    }
+
+
+def completion_chunks(reply: Reply, completion_id: str, created: int, usage: dict[str, int] | None) -> Iterator[str]:
+    """The same answer as ``chat.completion.chunk`` SSE events, ending with ``[DONE]``."""
+    def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        chunk = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": OFFLINE_MODEL_ID,
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
+        return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+
+    yield event({"role": "assistant", "content": ""})
+    if reply.tool_name:
+        call = _tool_call(reply)
+        yield event({"tool_calls": [{"index": 0, **call, "function": {"name": reply.tool_name, "arguments": ""}}]})
+        yield event({"tool_calls": [{"index": 0, "function": {"arguments": reply.tool_arguments}}]})
+    else:
+        text = reply.text or ""
+        for i in range(0, len(text), 16):
+            yield event({"content": text[i:i + 16]})
+    yield event({}, reply.finish_reason)
+    if usage is not None:
+        usage_chunk = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
+                       "model": OFFLINE_MODEL_ID, "choices": [], "usage": usage}
+        yield f"data: {json.dumps(usage_chunk)}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+def create_offline_app() -> FastAPI:
+    """The FastAPI app of the offline model (OpenAI paths under ``/v1``)."""
+    app = FastAPI(title="chatlab offline tutorial model", docs_url=None, redoc_url=None)
+    counter = {"n": 0}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list",
+                "data": [{"id": OFFLINE_MODEL_ID, "object": "model", "created": 0, "owned_by": "chatlab"}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Any:
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, "The request body is not JSON.")
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            return _error(400, "'messages' must be a list of message objects.")
+        reply = decide(messages, body.get("tools"), body.get("tool_choice"))
+        counter["n"] += 1
+        completion_id, created = f"chatcmpl-offline-{counter['n']}", int(time.time())
+        usage = _usage(messages, reply)
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            chunks = completion_chunks(reply, completion_id, created, usage if include_usage else None)
+            return StreamingResponse(chunks, media_type="text/event-stream")
+        return completion_json(reply, completion_id, created, usage)
+
+    return app
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": "invalid_request_error"}}, status_code=status)
+
+
+def start_offline_model(host: str = "127.0.0.1", port: int = 0) -> BackgroundServer:
+    """Start (or reuse) the offline model in a background thread; its API is at ``server.url + "/v1"``."""
+    return BackgroundServer.ensure(create_offline_app, name="offline-model", host=host, port=port)

@@ -1,0 +1,346 @@
+"""``RemoteChatHistoryProvider``: the agent's history lives in the chat history service, not in the session.
+
+The session keeps one thing, under the state key ``RemoteChatHistoryProvider``:
+``{"externalConversationKey": "<32 hex digits>"}``. Before each run the provider reads
+that conversation (``GET /chat-history/{key}``); after the run it appends the run's
+request and response messages in **one** ``POST`` (so a failure appends nothing).
+``session.to_dict()`` stays plain JSON, and any process that knows the key can resume.
+
+The article's C# members and their Python names:
+
+=================================  ==============================================  ==============================
+C# (``RemoteChatHistoryProvider``)  Python                                          what it does
+=================================  ==============================================  ==============================
+``ProvideChatHistoryAsync``        ``before_run`` -> ``get_messages``              load the history before a run
+``StoreChatHistoryAsync``          ``after_run`` -> ``save_messages``              append request + response after
+``StateKeys``                      ``state_keys``                                  the state keys it uses
+``TryGetExternalConversationKey``  ``try_get_external_conversation_key(session)``  the session's key, or ``None``
+(``GetOrInitializeState``)         ``conversation_key(session)``                   the key, created if missing
+``GetStoredMessageCountAsync``     ``get_stored_message_count(key)``               how many messages a key holds
+``GetMessagesAsync``               ``get_messages(session)``                       a session's stored messages
+``SetMessagesAsync``               ``set_messages(session, messages)``             replace them (``PUT``)
+``GetConversationSummariesAsync``  ``get_conversation_summaries()``                every key with its count
+``SessionExistsAsync``             ``session_exists(key)``                         is the key on the service?
+``AttachToSession``                ``attach_to_session(session, key)``             point a session at a key
+``Dispose``                        ``aclose()`` / ``async with``                   close the HTTP client it owns
+=================================  ==============================================  ==============================
+
+Call :func:`show_provider_calls` to print what happens when, like the article's
+``Console.WriteLine`` lines (``[ProvideChatHistoryAsync]``, ``Messages Count: N``, ...).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from agent_framework import AgentSession, HistoryProvider, Message
+
+from .codec import messages_from_meai, messages_to_meai
+from .errors import (
+    ChatHistoryServiceError,
+    ChatHistoryServiceStatusError,
+    ChatHistoryServiceUnavailable,
+    ChatlabError,
+)
+
+__all__ = [
+    "DEFAULT_SERVICE_URL",
+    "ChatHistorySummary",
+    "RemoteChatHistoryProvider",
+    "service_url",
+    "show_provider_calls",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SERVICE_URL = "http://localhost:5000"
+STATE_KEY = "RemoteChatHistoryProvider"
+KEY_FIELD = "externalConversationKey"
+
+StateInitializer = Callable[[AgentSession | None], str]
+
+
+@dataclass(frozen=True)
+class ChatHistorySummary:
+    """The article's ``ChatHistorySummary``: a conversation key and its message count."""
+
+    conversation_key: str
+    message_count: int
+
+
+def service_url(url: str | None = None) -> str:
+    """The service URL: the argument, else ``CHAT_HISTORY_SERVICE_URL``, else ``http://localhost:5000``."""
+    return (url or os.environ.get("CHAT_HISTORY_SERVICE_URL") or DEFAULT_SERVICE_URL).rstrip("/")
+
+
+_last_key = 0
+_key_lock = threading.Lock()
+
+
+def new_conversation_key(_session: AgentSession | None = None) -> str:
+    """A fresh key: a GUID in .NET's "N" format (32 hex digits), as in the article.
+
+    It is a time-ordered UUID version 7 (RFC 9562), strictly increasing within a process, so the
+    service, which lists conversations by key, lists them in the order they began, and database
+    stores insert new keys at the end of their index.
+    """
+    global _last_key
+    with _key_lock:
+        value = max(((time.time_ns() // 1_000_000) << 74) | secrets.randbits(74), _last_key + 1)
+        _last_key = value
+    millis, rand_a, rand_b = value >> 74, (value >> 62) & 0xFFF, value & ((1 << 62) - 1)
+    return f"{(millis << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b:032x}"
+
+
+class RemoteChatHistoryProvider(HistoryProvider):
+    """A ``HistoryProvider`` that keeps the history in the chat history service, keyed per session.
+
+    Args:
+        url: the service; default ``CHAT_HISTORY_SERVICE_URL``, else ``http://localhost:5000``.
+        http_client: a caller-owned ``httpx.AsyncClient`` to send requests with (not closed here).
+        state_initializer: makes the key of a session that has none (default: a new 32-hex key).
+        state_key: where the key lives in ``session.state`` (default ``"RemoteChatHistoryProvider"``).
+        timeout: seconds per request when the provider creates its own client (the article: 1 minute).
+        history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        http_client: httpx.AsyncClient | None = None,
+        state_initializer: StateInitializer | None = None,
+        state_key: str | None = None,
+        timeout: float = 60.0,
+        **history_options: Any,
+    ) -> None:
+        super().__init__(state_key or STATE_KEY, **history_options)
+        if url is None and http_client is not None and str(http_client.base_url):
+            url = str(http_client.base_url)
+        self.url = service_url(url)
+        self._owns_client = http_client is None
+        self._http = http_client or httpx.AsyncClient(timeout=timeout)
+        self._initializer = state_initializer or new_conversation_key
+
+    # ------------------------------------------------------------------ session <-> key
+
+    @property
+    def state_keys(self) -> list[str]:
+        """The keys this provider uses in ``session.state`` (C# ``StateKeys``)."""
+        return [self.source_id]
+
+    def try_get_external_conversation_key(self, session: AgentSession) -> str | None:
+        """The session's conversation key, or ``None`` if it has none yet."""
+        state = session.state.get(self.source_id)
+        key = state.get(KEY_FIELD) if isinstance(state, dict) else None
+        return key if isinstance(key, str) and key else None
+
+    def conversation_key(self, session: AgentSession) -> str:
+        """The session's conversation key, creating it (as the first run would) if missing."""
+        return self._key_in(session.state.setdefault(self.source_id, {}), session)
+
+    def attach_to_session(self, session: AgentSession, key: str) -> None:
+        """Make ``session`` continue the conversation ``key`` (its state then holds only that key)."""
+        if not isinstance(key, str) or not key.strip():
+            raise ValueError("a conversation key must be a non-empty string")
+        session.state[self.source_id] = {KEY_FIELD: key}
+
+    def _key_in(self, state: dict[str, Any], session: AgentSession | None) -> str:
+        key = state.get(KEY_FIELD)
+        if not isinstance(key, str) or not key:
+            key = self._initializer(session)
+            if not isinstance(key, str) or not key.strip():
+                raise ChatlabError(f"the state initializer returned {key!r}; it must return a non-empty key")
+            state.clear()
+            state[KEY_FIELD] = key
+        return key
+
+    # ------------------------------------------------------------------ the run hooks
+
+    async def before_run(self, *, agent: Any, session: AgentSession, context: Any, state: dict[str, Any]) -> None:
+        """Load the conversation before a run (C# ``ProvideChatHistoryAsync``)."""
+        log.info("[ProvideChatHistoryAsync]")
+        key = self._key_in(state, session)
+        log.info("Found messages for ExternalConversationKey: %s", key)
+        await super().before_run(agent=agent, session=session, context=context, state=state)
+
+    async def after_run(self, *, agent: Any, session: AgentSession, context: Any, state: dict[str, Any]) -> None:
+        """Append the run's request and response messages (C# ``StoreChatHistoryAsync``)."""
+        log.info("[StoreChatHistoryAsync]")
+        key = self._key_in(state, session)
+        log.info("Storing messages for ExternalConversationKey: %s", key)
+        response = context.response.messages if context.response is not None else None
+        if response is not None:
+            log.info("ResponseMessages Count: %d", len(response))
+            log.info("First ResponseMessage: %s", _describe(response[0] if response else None))
+        await super().after_run(agent=agent, session=session, context=context, state=state)
+
+    async def get_messages(
+        self, session_id: AgentSession | str | None = None, *, state: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Message]:
+        """A session's stored messages (C# ``GetMessagesAsync``); the framework calls it with ``state``.
+
+        Pass an ``AgentSession`` to read that session's conversation; ``[]`` when it has no key yet.
+        """
+        if isinstance(session_id, AgentSession):
+            key = self.try_get_external_conversation_key(session_id)
+        else:
+            key = state.get(KEY_FIELD) if isinstance(state, dict) else None
+        if not key:
+            return []
+        messages = await self._load(key)
+        if state is not None:
+            log.info("Messages Count: %d", len(messages))
+            log.info("First Message: %s", _describe(messages[0] if messages else None))
+        return messages
+
+    async def save_messages(
+        self, session_id: str | None, messages: Sequence[Message], *, state: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Append ``messages`` to the conversation in ``state`` in one request (all or nothing)."""
+        key = state.get(KEY_FIELD) if isinstance(state, dict) else None
+        if not key:
+            raise ValueError("save_messages needs the session's provider state holding the conversation key")
+        await self.append_messages(key, messages)
+
+    # ------------------------------------------------------------------ the article's extras
+
+    async def set_messages(self, session: AgentSession, messages: Sequence[Message]) -> None:
+        """Replace a session's stored messages (C# ``SetMessagesAsync``); no key, nothing to do."""
+        key = self.try_get_external_conversation_key(session)
+        if key:
+            body = {"messages": messages_to_meai(messages)}
+            await self._request("PUT", self._conversation_url(key), json=body)
+
+    async def append_messages(self, key: str, messages: Sequence[Message]) -> None:
+        """Append messages to conversation ``key`` in one ``POST``; an empty list sends nothing."""
+        if messages:
+            body = {"messages": messages_to_meai(messages)}  # encode first: a bad message sends nothing
+            await self._request("POST", self._conversation_url(key), json=body)
+
+    async def get_stored_message_count(self, key: str) -> int:
+        """How many messages conversation ``key`` holds (C# ``GetStoredMessageCountAsync``)."""
+        return len(await self._get_json_list(self._conversation_url(key)))
+
+    async def get_conversation_summaries(self) -> list[ChatHistorySummary]:
+        """Every conversation on the service with its message count, ordered by key."""
+        items = await self._get_json_list(f"{self.url}/chat-history")
+        try:
+            return [ChatHistorySummary(str(i["conversationKey"]), int(i["messageCount"])) for i in items]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self._not_a_service(f"{self.url}/chat-history", f"unexpected summary: {exc}") from exc
+
+    async def session_exists(self, key: str) -> bool:
+        """Whether the service holds a conversation ``key`` (C# ``SessionExistsAsync``)."""
+        if not isinstance(key, str) or not key.strip():
+            raise ValueError("a conversation key must be a non-empty string")
+        return any(s.conversation_key == key for s in await self.get_conversation_summaries())
+
+    # ------------------------------------------------------------------ HTTP
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this provider created it (never a caller's)."""
+        if self._owns_client:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> RemoteChatHistoryProvider:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"<RemoteChatHistoryProvider {self.url} state_key={self.source_id!r}>"
+
+    def _conversation_url(self, key: str) -> str:
+        return f"{self.url}/chat-history/{quote(key, safe='')}"
+
+    async def _load(self, key: str) -> list[Message]:
+        return messages_from_meai(await self._get_json_list(self._conversation_url(key)))
+
+    async def _get_json_list(self, url: str) -> list[Any]:
+        response = await self._request("GET", url)
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if not isinstance(data, list):
+            raise self._not_a_service(url, "the answer is not a JSON array")
+        return data
+
+    async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = await self._http.request(method, url, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise ChatHistoryServiceUnavailable.for_request(method, url, f"timed out: {type(exc).__name__}") from exc
+        except httpx.HTTPError as exc:
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise ChatHistoryServiceUnavailable.for_request(method, url, reason) from exc
+        if response.status_code >= 400:
+            raise ChatHistoryServiceStatusError.for_response(method, url, response.status_code, _detail(response))
+        return response
+
+    @staticmethod
+    def _not_a_service(url: str, why: str) -> ChatHistoryServiceError:
+        return ChatHistoryServiceError(
+            f"{url} did not answer like a chat history service ({why}). "
+            "Check CHAT_HISTORY_SERVICE_URL; start the service with `python -m chatlab serve --port 5000`.",
+            url=url,
+        )
+
+
+def _detail(response: httpx.Response) -> str:
+    """The service's own explanation of an error, short."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300].strip()
+    if isinstance(body, dict):
+        for key in ("detail", "error", "message", "title"):
+            if key in body:
+                value = body[key]
+                return value if isinstance(value, str) else str(value)[:300]
+    return str(body)[:300]
+
+
+def _describe(message: Message | None) -> str:
+    """``role , [content types]`` like the article's ``First Message: user , ...`` line."""
+    if message is None:
+        return " ,"
+    return f"{message.role} , [{', '.join(c.type for c in message.contents)}]"
+
+
+class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stdout`` is at the time (a notebook cell's, pytest's)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+def show_provider_calls(enabled: bool = True) -> None:
+    """Print the provider's calls to stdout as the article does (``[ProvideChatHistoryAsync]``, ...)."""
+    for handler in [h for h in log.handlers if isinstance(h, _StdoutHandler)]:
+        log.removeHandler(handler)
+    if enabled:
+        handler = _StdoutHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+    else:
+        log.setLevel(logging.NOTSET)
