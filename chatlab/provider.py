@@ -27,6 +27,12 @@ C# (``RemoteChatHistoryProvider``)  Python                                      
 
 Call :func:`show_provider_calls` to print what happens when, like the article's
 ``Console.WriteLine`` lines (``[ProvideChatHistoryAsync]``, ``Messages Count: N``, ...).
+
+Against a protected service (docs/protections.md) the provider sends its API key
+(``api_key=`` or ``CHAT_HISTORY_SERVICE_API_KEY``), verifies the service's TLS certificate
+(``verify=`` a CA bundle for a private CA), and retries transient failures (no answer, 429
+after its ``Retry-After``, 502-504) with backoff (``retry=``); each append carries an
+``Idempotency-Key`` kept across its retries, so a retried append is stored once.
 """
 
 from __future__ import annotations
@@ -34,9 +40,11 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import ssl
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +54,7 @@ import httpx
 from agent_framework import AgentSession, HistoryProvider, Message
 
 from .codec import messages_from_meai, messages_to_meai
+from .protections.retry import NO_RETRIES, RetryPolicy
 from .errors import (
     ChatHistoryServiceError,
     ChatHistoryServiceStatusError,
@@ -64,6 +73,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_SERVICE_URL = "http://localhost:5000"
+API_KEY_VARIABLE = "CHAT_HISTORY_SERVICE_API_KEY"
 STATE_KEY = "RemoteChatHistoryProvider"
 KEY_FIELD = "externalConversationKey"
 
@@ -111,6 +121,13 @@ class RemoteChatHistoryProvider(HistoryProvider):
         state_initializer: makes the key of a session that has none (default: a new 32-hex key).
         state_key: where the key lives in ``session.state`` (default ``"RemoteChatHistoryProvider"``).
         timeout: seconds per request when the provider creates its own client (the article: 1 minute).
+        api_key: the service's API key, sent as ``Authorization: Bearer <key>``; default
+            ``CHAT_HISTORY_SERVICE_API_KEY``, else none (the article's open service).
+        verify: how the client the provider creates checks the service's TLS certificate: ``True``
+            (the system's CAs, or ``SSL_CERT_FILE``), a CA bundle path, an ``ssl.SSLContext``, or
+            ``False`` (no check: only for experiments). A caller-owned client keeps its own setting.
+        retry: how transient failures (no answer, 429, 502-504) are retried; ``None`` never retries.
+            Each append carries an ``Idempotency-Key`` kept across its retries, so it is stored once.
         history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).
     """
 
@@ -122,15 +139,23 @@ class RemoteChatHistoryProvider(HistoryProvider):
         state_initializer: StateInitializer | None = None,
         state_key: str | None = None,
         timeout: float = 60.0,
+        api_key: str | None = None,
+        verify: bool | str | os.PathLike[str] | ssl.SSLContext | None = None,
+        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - immutable
         **history_options: Any,
     ) -> None:
         super().__init__(state_key or STATE_KEY, **history_options)
         if url is None and http_client is not None and str(http_client.base_url):
             url = str(http_client.base_url)
+        if http_client is not None and verify is not None:
+            raise ValueError("verify applies to the client the provider creates: set it on your http_client instead")
         self.url = service_url(url)
         self._owns_client = http_client is None
-        self._http = http_client or httpx.AsyncClient(timeout=timeout)
+        self._http = http_client or httpx.AsyncClient(timeout=timeout, verify=_ssl_verify(verify))
         self._initializer = state_initializer or new_conversation_key
+        key = api_key if api_key is not None else os.environ.get(API_KEY_VARIABLE) or None
+        self._auth_headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.retry = retry or NO_RETRIES
 
     # ------------------------------------------------------------------ session <-> key
 
@@ -224,10 +249,15 @@ class RemoteChatHistoryProvider(HistoryProvider):
             await self._request("PUT", self._conversation_url(key), json=body)
 
     async def append_messages(self, key: str, messages: Sequence[Message]) -> None:
-        """Append messages to conversation ``key`` in one ``POST``; an empty list sends nothing."""
+        """Append messages to conversation ``key`` in one ``POST``; an empty list sends nothing.
+
+        The ``POST`` carries a fresh ``Idempotency-Key``, the same on each retry, so a retry
+        whose first attempt was stored but not answered stores nothing twice.
+        """
         if messages:
             body = {"messages": messages_to_meai(messages)}  # encode first: a bad message sends nothing
-            await self._request("POST", self._conversation_url(key), json=body)
+            headers = {"Idempotency-Key": f'"{uuid.uuid4()}"'}
+            await self._request("POST", self._conversation_url(key), json=body, headers=headers)
 
     async def get_stored_message_count(self, key: str) -> int:
         """How many messages conversation ``key`` holds (C# ``GetStoredMessageCountAsync``)."""
@@ -279,9 +309,15 @@ class RemoteChatHistoryProvider(HistoryProvider):
             raise self._not_a_service(url, "the answer is not a JSON array")
         return data
 
-    async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    async def _request(
+        self, method: str, url: str, *, headers: dict[str, str] | None = None, **kwargs: Any
+    ) -> httpx.Response:
+        """One request, retried by the policy when it fails transiently (every request here is safe to repeat)."""
+        all_headers = {**self._auth_headers, **(headers or {})}
         try:
-            response = await self._http.request(method, url, **kwargs)
+            response = await self.retry.send(
+                lambda: self._http.request(method, url, headers=all_headers, **kwargs), f"{method} {url}"
+            )
         except httpx.TimeoutException as exc:
             raise ChatHistoryServiceUnavailable.for_request(method, url, f"timed out: {type(exc).__name__}") from exc
         except httpx.HTTPError as exc:
@@ -298,6 +334,15 @@ class RemoteChatHistoryProvider(HistoryProvider):
             "Check CHAT_HISTORY_SERVICE_URL; start the service with `python -m chatlab serve --port 5000`.",
             url=url,
         )
+
+
+def _ssl_verify(verify: bool | str | os.PathLike[str] | ssl.SSLContext | None) -> bool | ssl.SSLContext:
+    """httpx's ``verify`` from the provider's: a CA bundle path becomes an SSL context."""
+    if verify is None:
+        return True
+    if isinstance(verify, (str, os.PathLike)):
+        return ssl.create_default_context(cafile=os.fspath(verify))
+    return verify
 
 
 def _detail(response: httpx.Response) -> str:
