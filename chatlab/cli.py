@@ -36,6 +36,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .service import create_app
+    from .stores import describe_url
 
     tls_cert = args.tls_cert or os.environ.get("CHATLAB_TLS_CERT") or None
     tls_key = args.tls_key or os.environ.get("CHATLAB_TLS_KEY") or None
@@ -44,8 +45,9 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     app = create_app(args.store, settings)
     host = f"[{args.host}]" if ":" in args.host else args.host
+    store = describe_url(args.store)  # without a password
     scheme = "https" if tls_cert else "http"
-    print(f"Chat history service on {scheme}://{host}:{args.port} (store: {args.store or 'memory://'}); Ctrl+C stops it.")
+    print(f"Chat history service on {scheme}://{host}:{args.port} (store: {store}); Ctrl+C stops it.")
     print(f"Protections: {_describe(settings, tls_cert is not None)}.")
     if args.host not in LOOPBACK:
         if settings.api_keys is None:
@@ -109,7 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=int, default=5000, help="port (default 5000, as in the article)")
-    serve.add_argument("--store", default=None, help="where to keep history, as a URL (default memory://)")
+    serve.add_argument(
+        "--store",
+        default=None,
+        help="where to keep history (default memory://): sqlite:///history.db or a file path, "
+        "postgresql://user@host/db, redis://host:6379/0 (see docs/stores.md)",
+    )
     limits = serve.add_argument_group("limits")
     limits.add_argument("--max-body-bytes", type=int, default=None, help="largest request body (default 8 MiB; CHATLAB_MAX_BODY_BYTES)")
     limits.add_argument("--max-messages", type=int, default=None, help="most messages per request (default 10000; CHATLAB_MAX_MESSAGES)")

@@ -1,9 +1,21 @@
 """Where the chat history service keeps messages: one interface, several stores.
 
-``open_store(url)`` picks one by URL: ``memory://`` (the default, as in the article).
+``open_store(url)`` picks one by URL:
+
+* ``memory://`` (or nothing): in this process's memory, as in the article (the default);
+* ``sqlite:///history.db`` (relative), ``sqlite:////var/lib/chatlab/history.db`` (absolute),
+  or a bare file path: an embedded SQLite file, standard library only;
+* ``postgresql://user@host:5432/db`` (``postgres://`` too; ``?schema=NAME`` picks the schema):
+  needs ``chatlab[postgres]``;
+* ``redis://host:6379/0`` (``rediss://``, ``unix://`` too; ``?prefix=NAME:`` namespaces the
+  keys): needs ``chatlab[redis]``.
+
+The drivers are imported only when their store is opened, so the base install works without them.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from .base import ChatHistoryStore, ConversationSummary, EncodedMessage, StoreError
 from .memory import InMemoryChatHistoryStore
@@ -14,14 +26,57 @@ __all__ = [
     "EncodedMessage",
     "InMemoryChatHistoryStore",
     "StoreError",
+    "describe_url",
     "open_store",
 ]
 
-SUPPORTED = "memory://"
+SUPPORTED = "memory://, sqlite:///path/to/history.db (or a file path), postgresql://..., redis://..."
 
 
-def open_store(url: str | None = None) -> ChatHistoryStore:
-    """Create the store a URL names; ``None`` or ``"memory://"`` is the in-memory store."""
-    if url in (None, "", "memory", "memory://"):
-        return InMemoryChatHistoryStore()
-    raise ValueError(f"unsupported store URL {url!r}: use one of {SUPPORTED}")
+def open_store(url: str | None = None, **options: Any) -> ChatHistoryStore:
+    """Create the store a URL names; ``None`` or ``"memory://"`` is the in-memory store.
+
+    ``options`` go to the store's constructor (for example ``timeout=2.0`` for PostgreSQL
+    or Redis). Nothing is connected yet: a store opens its connections and creates its
+    schema on first use. An unknown URL raises ``ValueError``.
+    """
+    url = (url or "").strip()
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if url in ("", "memory", "memory://") or scheme == "memory":
+        if url not in ("", "memory", "memory://"):
+            raise ValueError(f"unsupported store URL {url!r}: the in-memory store is just memory://")
+        return InMemoryChatHistoryStore(**options)
+    if url.lower().startswith("sqlite:"):
+        from .sqlite import SqliteChatHistoryStore, path_from_url
+
+        return SqliteChatHistoryStore(path_from_url(url), **options)
+    if scheme in ("postgresql", "postgres"):
+        from .postgres import PostgresChatHistoryStore
+
+        return PostgresChatHistoryStore(url, **options)
+    if scheme in ("redis", "rediss", "unix"):
+        from .redis import RedisChatHistoryStore
+
+        return RedisChatHistoryStore(url, **options)
+    if scheme or (":" in url.split("/", 1)[0] and not _looks_like_windows_path(url)):
+        raise ValueError(f"unsupported store URL {url!r}: use one of {SUPPORTED}")
+    from .sqlite import SqliteChatHistoryStore, path_from_url
+
+    return SqliteChatHistoryStore(path_from_url(url), **options)
+
+
+def _looks_like_windows_path(url: str) -> bool:
+    return len(url) >= 3 and url[0].isalpha() and url[1] == ":" and url[2] in "\\/"
+
+
+def describe_url(url: str | None) -> str:
+    """A store URL without its password, for logs."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if not url or "://" not in url:
+        return url or "memory://"
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,72 @@
+"""One async resource (a connection pool, a client) per event loop.
+
+Async drivers tie their connections to the event loop that opened them. A chatlab store,
+though, may be created in a notebook's loop and then used in the loop of a background
+uvicorn thread (and by a test's own loop as well). So a store keeps one resource per
+running loop, opened lazily on first use in that loop, and closes them all in ``close()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+
+class PerLoop(Generic[T]):
+    """Lazily opened, per-event-loop instances of a resource."""
+
+    def __init__(self, opener: Callable[[], Awaitable[T]], closer: Callable[[T], Awaitable[None]]) -> None:
+        self._opener = opener
+        self._closer = closer
+        self._lock = threading.Lock()
+        self._tasks: dict[asyncio.AbstractEventLoop, asyncio.Task[T]] = {}
+
+    async def get(self) -> T:
+        """The resource of the running loop, opened now if needed (concurrent callers share one opening)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            for other in [other for other in self._tasks if other.is_closed()]:
+                del self._tasks[other]  # a loop that ended (a finished asyncio.run): nothing left to close
+            task = self._tasks.get(loop)
+            if task is None:
+                task = loop.create_task(self._opener())
+                self._tasks[loop] = task
+        try:
+            return await asyncio.shield(task)
+        except BaseException:
+            if task.done() and (task.cancelled() or task.exception() is not None):
+                with self._lock:  # a failed opening is retried by the next call
+                    if self._tasks.get(loop) is task:
+                        del self._tasks[loop]
+            raise
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Close every instance: this loop's here, another running loop's in that loop.
+
+        Closing is not final: a later call opens a new instance, as a store handed to a
+        restarted service (a notebook cell run again) expects.
+        """
+        with self._lock:
+            tasks, self._tasks = self._tasks, {}
+        current = asyncio.get_running_loop()
+        for loop, task in tasks.items():
+            try:
+                if loop is current:
+                    resource = await task
+                    await self._closer(resource)
+                elif loop.is_running() and not loop.is_closed():
+                    fut = asyncio.run_coroutine_threadsafe(self._close_task(task), loop)
+                    await asyncio.wait_for(asyncio.wrap_future(fut), timeout)
+                # a loop that is stopped or closed can run nothing: its connections go with it
+            except Exception as exc:  # closing is best effort
+                log.debug("closing a store resource failed: %r", exc)
+
+    async def _close_task(self, task: asyncio.Task[T]) -> None:
+        await self._closer(await task)

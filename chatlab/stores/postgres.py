@@ -1,0 +1,301 @@
+"""Chat history in PostgreSQL, shared by any number of service processes.
+
+Uses psycopg 3 with its async connection pool (``pip install 'chatlab[postgres]'``).
+
+Guarantees:
+
+* Each write is one transaction, committed before the call returns: a crash of the
+  service process afterwards loses nothing (PostgreSQL's own durability then applies:
+  ``fsync`` and ``synchronous_commit`` on, as by default).
+* An append first upserts the conversation's row (``INSERT ... ON CONFLICT DO UPDATE``
+  adding the batch size to ``message_count``). That takes the row's lock until commit,
+  so concurrent appends to one conversation, from any process, get disjoint contiguous
+  ranges of positions, in commit order. Replace and delete lock the same row first, so
+  the three never interleave.
+* ``message_count`` changes in the same transaction as the messages: summaries are exact.
+* Messages are ``bytea``: what was stored is what comes back, byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ._loops import PerLoop
+from .base import ChatHistoryStore, ConversationSummary, EncodedMessage, StoreError
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+#: Query parameters of a store URL that chatlab reads itself (libpq would refuse them).
+CHATLAB_PARAMETERS = ("schema",)
+
+
+def split_url(url: str) -> tuple[str, dict[str, str]]:
+    """The libpq URL without chatlab's own query parameters, and those parameters."""
+    parts = urlsplit(url)
+    ours: dict[str, str] = {}
+    theirs: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        (ours.__setitem__(name, value) if name in CHATLAB_PARAMETERS else theirs.append((name, value)))
+    return urlunsplit(parts._replace(query=urlencode(theirs))), ours
+
+
+def _redacted(url: str) -> str:
+    """host:port/database of a URL, without user or password, for messages and ``GET /``."""
+    parts = urlsplit(url)
+    host = parts.hostname or "localhost"
+    port = parts.port or 5432
+    database = parts.path.lstrip("/") or "(default database)"
+    return f"{host}:{port}/{database}"
+
+
+class PostgresChatHistoryStore(ChatHistoryStore):
+    """History in three tables of one PostgreSQL schema (created on first use).
+
+    ``url`` is a libpq URL (``postgresql://user@host:5432/db``); the extra query parameter
+    ``schema=NAME`` puts the tables in that schema (created if missing) instead of ``public``.
+    ``timeout`` bounds the wait for a connection; ``statement_timeout`` (seconds, ``None``
+    for the server's) bounds each statement, lock waits included.
+    """
+
+    schema_version = SCHEMA_VERSION
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        timeout: float = 10.0,
+        statement_timeout: float | None = 30.0,
+        min_size: int = 1,
+        max_size: int = 10,
+    ) -> None:
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ImportError(
+                "the PostgreSQL store needs psycopg 3 and its pool: pip install 'chatlab[postgres]'"
+            ) from exc
+        conninfo, ours = split_url(url)
+        self.conninfo = conninfo
+        self.schema = schema or ours.get("schema") or "public"
+        self.timeout = timeout
+        self.statement_timeout = statement_timeout
+        self.min_size = min_size
+        self.max_size = max_size
+        self.where = _redacted(conninfo)
+        self.description = (
+            f"Chat history is stored in PostgreSQL at {self.where} (schema {self.schema}) and exposed over HTTP."
+        )
+        self._pools: PerLoop[AsyncConnectionPool] = PerLoop(self._open_pool, self._close_pool)
+        self._schema_ready = False
+        self._queries = self._build_queries()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.where} schema={self.schema}>"
+
+    # -- SQL --------------------------------------------------------------------------
+
+    def _build_queries(self) -> dict[str, Any]:
+        from psycopg import sql
+
+        names = {
+            "schema": sql.Identifier(self.schema),
+            "meta": sql.Identifier(self.schema, "chatlab_meta"),
+            "conversations": sql.Identifier(self.schema, "chatlab_conversations"),
+            "messages": sql.Identifier(self.schema, "chatlab_messages"),
+        }
+        q = {
+            "create_schema": "CREATE SCHEMA IF NOT EXISTS {schema}",
+            "create": [
+                "CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)",
+                "CREATE TABLE IF NOT EXISTS {conversations} ("
+                " conversation_key text PRIMARY KEY, message_count bigint NOT NULL)",
+                "CREATE TABLE IF NOT EXISTS {messages} ("
+                " conversation_key text NOT NULL, position bigint NOT NULL, body bytea NOT NULL,"
+                " PRIMARY KEY (conversation_key, position))",
+            ],
+            "version_get": "SELECT value FROM {meta} WHERE key = 'schema_version'",
+            "version_set": "INSERT INTO {meta} (key, value) VALUES ('schema_version', %s) ON CONFLICT DO NOTHING",
+            "get": "SELECT body FROM {messages} WHERE conversation_key = %s ORDER BY position",
+            "append_count": "INSERT INTO {conversations} AS c (conversation_key, message_count) VALUES (%s, %s)"
+            " ON CONFLICT (conversation_key) DO UPDATE SET message_count = c.message_count + excluded.message_count"
+            " RETURNING message_count",
+            "replace_count": "INSERT INTO {conversations} AS c (conversation_key, message_count) VALUES (%s, %s)"
+            " ON CONFLICT (conversation_key) DO UPDATE SET message_count = excluded.message_count",
+            "insert_messages": "INSERT INTO {messages} (conversation_key, position, body)"
+            " SELECT %s, %s + t.ord - 1, t.body FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(body, ord)",
+            "delete_messages": "DELETE FROM {messages} WHERE conversation_key = %s",
+            "delete_conversation": "DELETE FROM {conversations} WHERE conversation_key = %s",
+            # "C" collation: byte order of UTF-8, which is code point order, as the other stores sort.
+            "summaries": 'SELECT conversation_key, message_count FROM {conversations} ORDER BY conversation_key COLLATE "C"',
+        }
+        built: dict[str, Any] = {}
+        for name, text in q.items():
+            if isinstance(text, list):
+                built[name] = [sql.SQL(t).format(**names) for t in text]
+            else:
+                built[name] = sql.SQL(text).format(**names)
+        return built
+
+    # -- connections ------------------------------------------------------------------
+
+    async def _configure(self, conn: Any) -> None:
+        if self.statement_timeout is not None:
+            await conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{int(self.statement_timeout * 1000)}",))
+
+    async def _open_pool(self) -> AsyncConnectionPool:
+        from psycopg.conninfo import conninfo_to_dict
+        from psycopg_pool import AsyncConnectionPool
+
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in conninfo_to_dict(self.conninfo):
+            kwargs["connect_timeout"] = max(2, int(self.timeout))
+        pool = AsyncConnectionPool(
+            self.conninfo,
+            kwargs=kwargs,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            timeout=self.timeout,
+            configure=self._configure,
+            name=f"chatlab-{self.where}",
+            open=False,
+        )
+        await pool.open(wait=False)
+        return pool
+
+    @staticmethod
+    async def _close_pool(pool: AsyncConnectionPool) -> None:
+        await pool.close()
+
+    async def _ensure_schema(self, conn: Any) -> None:
+        if self._schema_ready:
+            return
+        q = self._queries
+        async with conn.transaction():
+            # DDL only when the tables are missing: a role with no CREATE right can use a
+            # schema that someone else created.
+            cur = await conn.execute(
+                "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = 'chatlab_meta'",
+                (self.schema,),
+            )
+            if await cur.fetchone() is None:
+                # Serialize creation among processes starting together (CREATE ... IF NOT
+                # EXISTS alone can still collide on the catalog's unique indexes).
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"chatlab-schema:{self.schema}",))
+                cur = await conn.execute("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s", (self.schema,))
+                if await cur.fetchone() is None:
+                    await conn.execute(q["create_schema"])
+                for statement in q["create"]:
+                    await conn.execute(statement)
+                await conn.execute(q["version_set"], (str(SCHEMA_VERSION),))
+            row = await (await conn.execute(q["version_get"])).fetchone()
+        if row is None or int(row[0]) != SCHEMA_VERSION:
+            raise StoreError(
+                f"PostgreSQL store {self.where} schema {self.schema} has schema version {row and row[0]}; "
+                f"this chatlab reads version {SCHEMA_VERSION} only"
+            )
+        self._schema_ready = True
+
+    def _connection(self) -> _Connection:
+        return _Connection(self)
+
+    # -- the store interface ----------------------------------------------------------
+
+    async def get(self, conversation_key: str) -> list[EncodedMessage]:
+        async with self._connection() as conn:
+            cur = await conn.execute(self._queries["get"], (conversation_key,), binary=True)
+            return [bytes(row[0]) for row in await cur.fetchall()]
+
+    async def append(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
+        if not messages:
+            return
+        batch = [bytes(m) for m in messages]
+        q = self._queries
+        async with self._connection() as conn, conn.transaction():
+            cur = await conn.execute(q["append_count"], (conversation_key, len(batch)))
+            (new_count,) = await cur.fetchone()
+            await conn.execute(q["insert_messages"], (conversation_key, new_count - len(batch), batch))
+
+    async def replace(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
+        batch = [bytes(m) for m in messages]
+        q = self._queries
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute(q["replace_count"], (conversation_key, len(batch)))
+            await conn.execute(q["delete_messages"], (conversation_key,))
+            if batch:
+                await conn.execute(q["insert_messages"], (conversation_key, 0, batch))
+
+    async def delete(self, conversation_key: str) -> None:
+        q = self._queries
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute(q["delete_conversation"], (conversation_key,))
+            await conn.execute(q["delete_messages"], (conversation_key,))
+
+    async def summaries(self) -> list[ConversationSummary]:
+        async with self._connection() as conn:
+            cur = await conn.execute(self._queries["summaries"])
+            return [ConversationSummary(key, count) for key, count in await cur.fetchall()]
+
+    async def close(self) -> None:
+        """Close the connection pools (a later call opens new ones)."""
+        await self._pools.close()
+
+
+class _Connection:
+    """``async with``: a pooled connection with the schema in place; driver errors become StoreError."""
+
+    def __init__(self, store: PostgresChatHistoryStore) -> None:
+        self._store = store
+        self._cm: Any = None
+
+    async def __aenter__(self) -> Any:
+        store = self._store
+        try:
+            pool = await store._pools.get()
+            self._cm = pool.connection()
+            conn = await self._cm.__aenter__()
+        except Exception as exc:
+            raise _store_error(store, exc) from exc
+        try:
+            await store._ensure_schema(conn)
+        except BaseException as exc:
+            await self._cm.__aexit__(type(exc), exc, exc.__traceback__)
+            if isinstance(exc, Exception) and not isinstance(exc, StoreError):
+                raise _store_error(store, exc) from exc
+            raise
+        return conn
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        try:
+            await self._cm.__aexit__(exc_type, exc, tb)
+        except Exception as exit_exc:
+            if exc is None:
+                raise _store_error(self._store, exit_exc) from exit_exc
+        if exc is not None and isinstance(exc, Exception) and not isinstance(exc, StoreError):
+            raise _store_error(self._store, exc) from exc
+
+
+def _store_error(store: PostgresChatHistoryStore, exc: BaseException) -> StoreError:
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
+    if isinstance(exc, PoolTimeout):
+        message = f"PostgreSQL at {store.where} is unreachable: no connection within {store.timeout:g} s"
+    elif isinstance(exc, psycopg.errors.QueryCanceled):
+        message = f"PostgreSQL at {store.where} timed out: {exc}".strip()
+    elif isinstance(exc, (psycopg.Error, OSError, asyncio.TimeoutError)):
+        message = f"PostgreSQL at {store.where} failed: {exc}".strip()
+    else:
+        message = f"PostgreSQL store {store.where} failed: {exc!r}"
+    log.warning("%s", message)
+    return StoreError(message)

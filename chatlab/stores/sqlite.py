@@ -1,0 +1,277 @@
+"""Chat history in a SQLite file: embedded, persistent, no server to run.
+
+Uses the standard library's ``sqlite3`` in worker threads (``asyncio.to_thread``), so the
+event loop never waits on the disk. Every operation is one short function that runs a whole
+transaction on a connection of its own, so transactions of concurrent requests never mix.
+
+Guarantees:
+
+* WAL journal with ``synchronous=FULL``: a transaction that returned is in the WAL file and
+  fsync'ed, so it survives a kill -9 of the process and also a power cut. (``NORMAL`` would
+  survive a process crash too, but may lose the last transactions on a power cut.)
+* Writes start with ``BEGIN IMMEDIATE``: they take SQLite's write lock before reading the
+  message count, so a batch gets contiguous positions even when several processes append
+  to the same file. Writers of one process also queue on a lock of their own, and other
+  processes are waited for up to ``busy_timeout``.
+* Readers don't block writers (WAL) and see whole transactions only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from .base import ChatHistoryStore, ConversationSummary, EncodedMessage, StoreError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chatlab_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chatlab_conversations (
+    conversation_key TEXT PRIMARY KEY,
+    message_count    INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chatlab_messages (
+    conversation_key TEXT    NOT NULL,
+    position         INTEGER NOT NULL,
+    body             BLOB    NOT NULL,
+    PRIMARY KEY (conversation_key, position)
+) WITHOUT ROWID;
+"""
+
+
+def path_from_url(url: str) -> Path:
+    """The file a ``sqlite:`` URL or a bare path names.
+
+    As in SQLAlchemy: ``sqlite:///history.db`` is ``history.db`` relative to the working
+    directory, ``sqlite:////var/lib/chatlab/history.db`` an absolute path. A URL with a
+    query string or a host is refused.
+    """
+    if url.startswith("sqlite:"):
+        rest = url[len("sqlite:") :]
+        if not rest.startswith("///") or len(rest) == 3:
+            raise ValueError(
+                f"invalid SQLite store URL {url!r}: use sqlite:///relative/path.db or sqlite:////absolute/path.db"
+            )
+        rest = rest[3:]
+        if "?" in rest or "#" in rest:
+            raise ValueError(f"invalid SQLite store URL {url!r}: query strings are not supported")
+    else:
+        rest = url
+    if rest in (":memory:", "") or rest.startswith("file:"):
+        raise ValueError(f"invalid SQLite store {url!r}: give a file path (for memory, use memory://)")
+    return Path(rest).expanduser()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:  # SQLite may have rolled back already (disk full, I/O error)
+        conn.execute("ROLLBACK")
+
+
+class SqliteChatHistoryStore(ChatHistoryStore):
+    """History in one SQLite database file (created with its tables on first use)."""
+
+    schema_version = SCHEMA_VERSION
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0, max_idle_connections: int = 4) -> None:
+        self.path = Path(path).expanduser().absolute()
+        self.busy_timeout = busy_timeout
+        self.description = f"Chat history is stored in the SQLite file {self.path} and exposed over HTTP."
+        self._idle: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
+        self._max_idle = max_idle_connections
+        self._write_lock = threading.Lock()
+        self._schema_lock = threading.Lock()
+        self._schema_ready = False
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.path}>"
+
+    # -- connections ------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout,  # the busy handler: wait for other processes' write locks
+            isolation_level=None,  # no implicit transactions: each function says BEGIN itself
+            check_same_thread=False,  # used by one worker thread at a time, never concurrently
+        )
+        try:
+            conn.execute("PRAGMA synchronous=FULL")
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                # Switching to WAL needs the file to itself and SQLite does not wait for that
+                # (no busy handler): retry while another connection or process holds it.
+                with self._schema_lock:
+                    mode = self._retry_while_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"SQLite store {self.path}: cannot switch to WAL journal mode (got {mode!r})")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _retry_while_busy(self, attempt: Callable[[], T]) -> T:
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                return attempt()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.01)
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        if self._schema_ready:
+            return
+        with self._schema_lock:
+            if self._schema_ready:
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # not executescript(), which would COMMIT first: one statement at a time
+                for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                    conn.execute(statement)
+                row = conn.execute("SELECT value FROM chatlab_meta WHERE key = 'schema_version'").fetchone()
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO chatlab_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                    )
+                elif int(row[0]) != SCHEMA_VERSION:
+                    raise StoreError(
+                        f"SQLite store {self.path} has schema version {row[0]}; "
+                        f"this chatlab reads version {SCHEMA_VERSION} only"
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+            self._schema_ready = True
+
+    def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` on an idle connection (in the calling worker thread); errors become StoreError."""
+        try:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                conn = self._connect()
+            healthy = False
+            try:
+                self._ensure_schema(conn)
+                result = work(conn)
+                healthy = True
+                return result
+            finally:
+                if healthy and self._idle.qsize() < self._max_idle:
+                    self._idle.put(conn)
+                else:
+                    conn.close()
+        except StoreError:
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("SQLite store %s failed: %r", self.path, exc)
+            raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+
+    async def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.to_thread(self._run, work)
+
+    def _write(self, conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], None]) -> None:
+        with self._write_lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                body(conn)
+            except BaseException:
+                _rollback(conn)
+                raise
+            conn.execute("COMMIT")
+
+    # -- the store interface ----------------------------------------------------------
+
+    async def get(self, conversation_key: str) -> list[EncodedMessage]:
+        def work(conn: sqlite3.Connection) -> list[EncodedMessage]:
+            rows = conn.execute(
+                "SELECT body FROM chatlab_messages WHERE conversation_key = ? ORDER BY position",
+                (conversation_key,),
+            ).fetchall()
+            return [bytes(row[0]) for row in rows]
+
+        return await self._call(work)
+
+    async def append(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
+        if not messages:
+            return
+        batch = [bytes(m) for m in messages]
+
+        def body(conn: sqlite3.Connection) -> None:
+            (new_count,) = conn.execute(
+                "INSERT INTO chatlab_conversations (conversation_key, message_count) VALUES (?, ?) "
+                "ON CONFLICT (conversation_key) DO UPDATE SET message_count = message_count + excluded.message_count "
+                "RETURNING message_count",
+                (conversation_key, len(batch)),
+            ).fetchone()
+            start = new_count - len(batch)
+            conn.executemany(
+                "INSERT INTO chatlab_messages (conversation_key, position, body) VALUES (?, ?, ?)",
+                [(conversation_key, start + i, m) for i, m in enumerate(batch)],
+            )
+
+        await self._call(lambda conn: self._write(conn, body))
+
+    async def replace(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
+        batch = [bytes(m) for m in messages]
+
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO chatlab_conversations (conversation_key, message_count) VALUES (?, ?) "
+                "ON CONFLICT (conversation_key) DO UPDATE SET message_count = excluded.message_count",
+                (conversation_key, len(batch)),
+            )
+            conn.execute("DELETE FROM chatlab_messages WHERE conversation_key = ?", (conversation_key,))
+            conn.executemany(
+                "INSERT INTO chatlab_messages (conversation_key, position, body) VALUES (?, ?, ?)",
+                [(conversation_key, i, m) for i, m in enumerate(batch)],
+            )
+
+        await self._call(lambda conn: self._write(conn, body))
+
+    async def delete(self, conversation_key: str) -> None:
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM chatlab_conversations WHERE conversation_key = ?", (conversation_key,))
+            conn.execute("DELETE FROM chatlab_messages WHERE conversation_key = ?", (conversation_key,))
+
+        await self._call(lambda conn: self._write(conn, body))
+
+    async def summaries(self) -> list[ConversationSummary]:
+        def work(conn: sqlite3.Connection) -> list[ConversationSummary]:
+            # TEXT compares with BINARY collation: UTF-8 byte order, which is code point order.
+            rows = conn.execute(
+                "SELECT conversation_key, message_count FROM chatlab_conversations ORDER BY conversation_key"
+            ).fetchall()
+            return [ConversationSummary(key, count) for key, count in rows]
+
+        return await self._call(work)
+
+    async def close(self) -> None:
+        """Close the idle connections (a later call opens new ones)."""
+
+        def close_idle() -> None:
+            while True:
+                try:
+                    self._idle.get_nowait().close()
+                except queue.Empty:
+                    return
+
+        await asyncio.to_thread(close_idle)

@@ -1,0 +1,320 @@
+"""The store contract, called directly (no HTTP), on every store; and open_store's URL rules."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from store_helpers import batch, check_batches
+
+from chatlab.stores import ChatHistoryStore, ConversationSummary, InMemoryChatHistoryStore, StoreError, open_store
+from chatlab.stores.sqlite import SqliteChatHistoryStore, path_from_url
+
+# Bytes a JSON encoder may produce: escapes, non-ASCII (2-, 3- and 4-byte UTF-8), nulls, nesting.
+ODD_MESSAGES = [
+    b'{"role":"user","contents":[{"$type":"text","text":"hello"}]}',
+    '{"role":"assistant","contents":[{"$type":"text","text":"日本語 é 😀 \\u0000 \\"q\\" \\\\"}]}'.encode(),
+    b'{"role":"tool","contents":[{"$type":"functionResult","callId":"c1","result":{"a":[1,2.5,null,true],"b":{}}}],'
+    b'"additionalProperties":null}',
+    b'{"role":"user","contents":[{"$type":"text","text":"' + b"x" * 300_000 + b'"}]}',
+]
+
+
+PERSISTENT = ["sqlite", "postgres", "redis"]
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def _use(url: str, work):
+    store = open_store(url)
+    try:
+        return await work(store)
+    finally:
+        await store.close()
+
+
+def test_round_trip_is_byte_for_byte_and_in_order(store_url):
+    async def work(store: ChatHistoryStore):
+        assert await store.get("c1") == []
+        await store.append("c1", ODD_MESSAGES[:2])
+        await store.append("c1", [])  # nothing
+        await store.append("c1", ODD_MESSAGES[2:])
+        got = await store.get("c1")
+        assert got == ODD_MESSAGES
+        assert all(type(m) is bytes for m in got)
+        assert await store.summaries() == [ConversationSummary("c1", 4)]
+
+    run(_use(store_url, work))
+
+
+def test_replace_delete_and_summaries(store_url):
+    async def work(store: ChatHistoryStore):
+        await store.append("b", batch(0, 0, 3))
+        await store.append("a", batch(0, 1, 2))
+        await store.replace("c", [])  # an empty conversation exists
+        await store.replace("b", batch(0, 2, 1))
+        assert await store.get("b") == batch(0, 2, 1)
+        assert await store.summaries() == [
+            ConversationSummary("a", 2),
+            ConversationSummary("b", 1),
+            ConversationSummary("c", 0),
+        ]
+        await store.delete("a")
+        await store.delete("never-existed")
+        assert await store.get("a") == []
+        assert await store.summaries() == [ConversationSummary("b", 1), ConversationSummary("c", 0)]
+        await store.append("a", batch(0, 3, 2))  # a deleted key starts afresh
+        assert await store.get("a") == batch(0, 3, 2)
+        await store.replace("b", [])
+        assert await store.get("b") == []
+        assert ConversationSummary("b", 0) in await store.summaries()
+
+    run(_use(store_url, work))
+
+
+def test_summaries_order_keys_by_code_point_like_the_memory_store(store_url):
+    keys = ["b", "B", "a-1", "a_1", "a", "Z9", "é", "z", "\ue000", "😀", "日本", "a.b", "~"]
+
+    async def work(store: ChatHistoryStore):
+        for n, key in enumerate(keys):
+            await store.append(key, batch(0, n, n % 3 + 1))
+        summaries = await store.summaries()
+        assert [s.conversation_key for s in summaries] == sorted(keys)
+        assert {s.conversation_key: s.message_count for s in summaries} == {k: n % 3 + 1 for n, k in enumerate(keys)}
+
+    run(_use(store_url, work))
+
+
+def test_concurrent_appends_stay_whole_contiguous_and_ordered(store_url):
+    """Tasks of one event loop, and threads with loops of their own, append to one conversation."""
+    store = open_store(store_url)
+    expected: dict[tuple[int, int], int] = {}
+    errors: list[BaseException] = []
+    all_written = threading.Barrier(3)
+    all_closed = threading.Barrier(3)
+
+    async def writer(w: int, batches: int) -> None:
+        for b in range(batches):
+            size = (w + b) % 5 + 1
+            await store.append("shared", batch(w, b, size))
+            expected[(w, b)] = size
+
+    async def thread_main(first: int) -> None:
+        try:
+            await asyncio.gather(*(writer(first + w, 8) for w in range(6)))
+        except BaseException as exc:
+            errors.append(exc)
+        # Keep every loop running until all are done, then one thread closes the connections
+        # of all three loops (close() reaches into the other running loops).
+        await asyncio.to_thread(all_written.wait, 60)
+        if first == 0:
+            await store.close()
+        await asyncio.to_thread(all_closed.wait, 60)
+
+    threads = [threading.Thread(target=lambda f=f: run(thread_main(f))) for f in (0, 100, 200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    assert len(expected) == 3 * 6 * 8
+
+    async def check() -> None:
+        messages = await store.get("shared")
+        check_batches(messages, expected)
+        assert await store.summaries() == [ConversationSummary("shared", len(messages))]
+        await store.close()
+
+    run(check())
+
+
+def test_replace_and_delete_racing_appends_leave_whole_batches(store_url):
+    async def work(store: ChatHistoryStore):
+        async def appender(w: int) -> None:
+            for b in range(10):
+                await store.append("k", batch(w, b, 3))
+
+        async def replacer() -> None:
+            for b in range(5):
+                await store.replace("k", batch(99, b, 2))
+                await store.delete("k")
+
+        await asyncio.gather(appender(1), appender(2), replacer())
+        messages = await store.get("k")
+        # What is left is whole batches, each once, each in order; the count agrees.
+        present = {}
+        i = 0
+        while i < len(messages):
+            w, b, pos = json.loads(messages[i])["contents"][0]["text"].split(" ")
+            size = int(pos.split("/")[1])
+            present[(int(w[1:]), int(b[1:]))] = size
+            i += size
+        check_batches(messages, present)
+        summary = {s.conversation_key: s.message_count for s in await store.summaries()}
+        assert summary.get("k", 0) == len(messages)
+
+    run(_use(store_url, work))
+
+
+@pytest.mark.parametrize("backend", PERSISTENT)
+def test_history_outlives_the_store_object(store_url):
+    run(_use(store_url, lambda s: s.append("kept", ODD_MESSAGES)))
+    assert run(_use(store_url, lambda s: s.get("kept"))) == ODD_MESSAGES
+
+
+def test_store_states_its_schema_version_and_description(backend, store_url):
+    store = open_store(store_url)
+    assert store.description and store.description != ChatHistoryStore.description
+    if backend != "memory":
+        assert store.schema_version == 1
+    assert "password" not in store.description
+
+
+def test_schema_version_is_recorded_in_the_database(backend, store_url):
+    run(_use(store_url, lambda s: s.summaries()))  # first use creates the schema
+    if backend == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(path_from_url(store_url)) as conn:
+            row = conn.execute("SELECT value FROM chatlab_meta WHERE key = 'schema_version'").fetchone()
+            assert row == ("1",)
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    elif backend == "postgres":
+        import psycopg
+        from psycopg import sql
+
+        from chatlab.stores.postgres import split_url
+
+        conninfo, ours = split_url(store_url)
+        with psycopg.connect(conninfo) as conn:
+            row = conn.execute(
+                sql.SQL("SELECT value FROM {} WHERE key = 'schema_version'").format(
+                    sql.Identifier(ours["schema"], "chatlab_meta")
+                )
+            ).fetchone()
+            assert row == ("1",)
+    elif backend == "redis":
+        import redis
+
+        from chatlab.stores.redis import split_url
+
+        client_url, ours = split_url(store_url)
+        client = redis.Redis.from_url(client_url)
+        try:
+            assert client.hget(f"{ours['prefix']}meta", "schema_version") == b"1"
+        finally:
+            client.close()
+
+
+@pytest.mark.parametrize("backend", PERSISTENT)
+def test_a_newer_schema_is_refused(backend, store_url):
+    run(_use(store_url, lambda s: s.summaries()))
+    if backend == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(path_from_url(store_url)) as conn:
+            conn.execute("UPDATE chatlab_meta SET value = '2' WHERE key = 'schema_version'")
+    elif backend == "postgres":
+        import psycopg
+        from psycopg import sql
+
+        from chatlab.stores.postgres import split_url
+
+        conninfo, ours = split_url(store_url)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("UPDATE {} SET value = '2' WHERE key = 'schema_version'").format(
+                    sql.Identifier(ours["schema"], "chatlab_meta")
+                )
+            )
+    else:
+        import redis
+
+        from chatlab.stores.redis import split_url
+
+        client_url, ours = split_url(store_url)
+        with redis.Redis.from_url(client_url) as client:
+            client.hset(f"{ours['prefix']}meta", "schema_version", "2")
+    with pytest.raises(StoreError, match="schema version 2"):
+        run(_use(store_url, lambda s: s.summaries()))
+
+
+# -- unreachable databases ---------------------------------------------------------------
+
+
+def test_unreachable_postgres_raises_store_error(closed_port):
+    pytest.importorskip("psycopg")
+    from chatlab.stores.postgres import PostgresChatHistoryStore
+
+    store = PostgresChatHistoryStore(f"postgresql://postgres@127.0.0.1:{closed_port}/test", timeout=1.0)
+    with pytest.raises(StoreError, match=f"127.0.0.1:{closed_port}/test is unreachable"):
+        run(store.get("k"))
+    with pytest.raises(StoreError):
+        run(store.append("k", [b"{}"]))
+    run(store.close())
+
+
+def test_unreachable_redis_raises_store_error(closed_port):
+    pytest.importorskip("redis")
+    from chatlab.stores.redis import RedisChatHistoryStore
+
+    store = RedisChatHistoryStore(f"redis://127.0.0.1:{closed_port}/0", timeout=1.0)
+    with pytest.raises(StoreError, match=f"127.0.0.1:{closed_port}/0 is unreachable"):
+        run(store.append("k", [b"{}"]))
+    with pytest.raises(StoreError):
+        run(store.summaries())
+    run(store.close())
+
+
+def test_unwritable_sqlite_file_raises_store_error(tmp_path):
+    store = SqliteChatHistoryStore(tmp_path / "no-such-dir" / "history.db")
+    with pytest.raises(StoreError, match="unable to open database file"):
+        run(store.summaries())
+
+
+# -- open_store ------------------------------------------------------------------------
+
+
+def test_open_store_selects_by_url(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert isinstance(open_store(None), InMemoryChatHistoryStore)
+    assert isinstance(open_store("memory://"), InMemoryChatHistoryStore)
+    assert open_store("sqlite:///history.db").path == tmp_path / "history.db"
+    assert open_store("sqlite:///data/h.db").path == tmp_path / "data" / "h.db"
+    assert open_store(f"sqlite:///{tmp_path}/abs.db").path == tmp_path / "abs.db"  # four slashes: absolute
+    assert open_store("history.db").path == tmp_path / "history.db"
+    assert open_store(str(tmp_path / "bare.sqlite")).path == tmp_path / "bare.sqlite"
+    assert open_store("./x/y.db").path == tmp_path / "x" / "y.db"
+    assert Path(path_from_url("sqlite:////var/lib/h.db")) == Path("/var/lib/h.db")
+
+
+def test_open_store_selects_the_server_stores_lazily():
+    pytest.importorskip("psycopg")
+    pytest.importorskip("redis")
+    from chatlab.stores.postgres import PostgresChatHistoryStore
+    from chatlab.stores.redis import RedisChatHistoryStore
+
+    pg = open_store("postgresql://u:secret@db.invalid:6543/app?schema=chat&sslmode=disable")
+    assert isinstance(pg, PostgresChatHistoryStore)
+    assert pg.schema == "chat" and "schema" not in pg.conninfo and "sslmode=disable" in pg.conninfo
+    assert "secret" not in pg.description and "db.invalid:6543/app" in pg.description
+    assert isinstance(open_store("postgres://localhost/app"), PostgresChatHistoryStore)
+    rd = open_store("redis://:secret@cache.invalid:6380/2?prefix=app:")
+    assert isinstance(rd, RedisChatHistoryStore)
+    assert rd.prefix == "app:" and "secret" not in rd.description and "cache.invalid:6380/2" in rd.description
+    assert open_store("redis://localhost").prefix == "chatlab:"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["mysql://localhost/db", "memory://elsewhere", "sqlite://host/x.db", "sqlite:///:memory:", ":memory:", "http://x"],
+)
+def test_open_store_refuses_other_urls(url):
+    with pytest.raises(ValueError, match="store"):
+        open_store(url)
