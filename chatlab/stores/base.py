@@ -49,6 +49,22 @@ def version_matches(current: str, if_match: Collection[str] | None) -> bool:
     return current in if_match or (ANY in if_match and current != ABSENT)
 
 
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The least string above every string that starts with ``prefix`` (``None``: no such bound).
+
+    So ``prefix <= key < bound`` selects the keys starting with ``prefix``, in code point
+    order (which is the byte order of UTF-8, as the stores sort).
+    """
+    while prefix and ord(prefix[-1]) == 0x10FFFF:
+        prefix = prefix[:-1]
+    if not prefix:
+        return None
+    last = ord(prefix[-1]) + 1
+    if 0xD800 <= last <= 0xDFFF:
+        last = 0xE000  # surrogates are not text
+    return prefix[:-1] + chr(last)
+
+
 @dataclass(frozen=True, slots=True)
 class ConversationSummary:
     """The article's ``ChatHistorySummary``: a conversation key and how many messages it holds."""

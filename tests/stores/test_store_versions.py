@@ -1,4 +1,4 @@
-"""The store contract for versions and idempotency records, called directly (no HTTP)."""
+"""The store contract for versions and idempotency records, on every store, called directly (no HTTP)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,6 @@ from chatlab.stores import ChatHistoryStore, ConversationSummary, open_store
 from chatlab.stores.base import ABSENT, ANY, Idempotency, IdempotencyKeyReused, VersionMismatch
 
 M1, M2, M3 = b'{"role":"user","contents":[]}', b'{"role":"assistant","contents":[]}', b'{"role":"tool","contents":[]}'
-
-
-@pytest.fixture
-def store_url() -> str:
-    return "memory://"
 
 
 def run(store_url: str, work) -> None:
@@ -157,31 +152,44 @@ def test_summaries_by_prefix(store_url: str) -> None:
     run(store_url, work)
 
 
-def test_concurrent_conditional_writers_one_wins_per_version(store_url: str) -> None:
-    """Threads race read-then-append-if-match; every success extends the version it read."""
+def test_concurrent_conditional_writers_lose_nothing(store_url: str) -> None:
+    """Threads with loops of their own race read-then-append-if-match; a refused writer re-reads and retries."""
     store = open_store(store_url)
-    results: list[str] = []
-    lock = threading.Lock()
+    refusals: list[int] = []
+    errors: list[BaseException] = []
+    all_written = threading.Barrier(4)
+    all_closed = threading.Barrier(4)
 
-    def writer(n: int) -> None:
-        async def go() -> None:
-            for i in range(20):
+    async def writer(n: int) -> None:
+        try:
+            for i in range(10):
                 while True:
                     seen = await store.read("c")
                     try:
                         await store.append("c", [f'"{n}-{i}"'.encode()], if_match=[seen.version])
                         break
                     except VersionMismatch:
-                        with lock:
-                            results.append("412")
+                        refusals.append(n)
+        except BaseException as exc:
+            errors.append(exc)
+        # keep every loop running until all are done; then one thread closes the connections of all
+        await asyncio.to_thread(all_written.wait, 60)
+        if n == 0:
+            await store.close()
+        await asyncio.to_thread(all_closed.wait, 60)
 
-        asyncio.run(go())
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    threads = [threading.Thread(target=lambda n=n: asyncio.run(writer(n))) for n in range(4)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
-    messages = asyncio.run(store.get("c"))
-    assert sorted(messages) == sorted(f'"{n}-{i}"'.encode() for n in range(4) for i in range(20))
-    asyncio.run(store.close())
+        t.join(120)
+    assert not any(t.is_alive() for t in threads) and errors == []
+
+    async def check() -> None:
+        try:
+            messages = await store.get("c")
+        finally:
+            await store.close()
+        assert sorted(messages) == sorted(f'"{n}-{i}"'.encode() for n in range(4) for i in range(10))
+
+    asyncio.run(check())
