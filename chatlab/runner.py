@@ -26,7 +26,7 @@ class BackgroundServer:
     Logs stay quiet (warnings only) unless ``log_level`` says otherwise.
     """
 
-    _running: ClassVar[dict[tuple[str, str, int], BackgroundServer]] = {}
+    _running: ClassVar[dict[tuple[str, str, int, bool], BackgroundServer]] = {}
     _registry_lock: ClassVar[threading.RLock] = threading.RLock()
 
     def __init__(
@@ -62,14 +62,21 @@ class BackgroundServer:
 
     @classmethod
     def ensure(cls, app_factory: Any, *, name: str, host: str = "127.0.0.1", port: int = 0, **kwargs: Any) -> BackgroundServer:
-        """The running server with this name, host and requested port, or a new one built from ``app_factory()``."""
+        """The running server with this name, host, requested port and scheme, or a new one built from ``app_factory()``.
+
+        (An HTTPS server is never taken for an HTTP one or the other way round.)
+        """
         with cls._registry_lock:
-            existing = cls._running.get((name, host, port))
+            existing = cls._running.get((name, host, port, kwargs.get("ssl_certfile") is not None))
             if existing is not None and existing.is_running:
                 return existing
             server = cls(app_factory(), name=name, host=host, port=port, **kwargs)
             server.start()
             return server
+
+    @property
+    def _key(self) -> tuple[str, str, int, bool]:
+        return (self.name, self.host, self.requested_port, self._ssl["ssl_certfile"] is not None)
 
     @property
     def is_running(self) -> bool:
@@ -99,15 +106,15 @@ class BackgroundServer:
         self._thread.start()
         self._wait_started(sock)
         with self._registry_lock:
-            self._running[(self.name, self.host, self.requested_port)] = self
+            self._running[self._key] = self
         log.info("%s listening on %s", self.name, self.url)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop serving and wait for the thread to end; stopping twice is harmless."""
         with self._registry_lock:
-            if self._running.get((self.name, self.host, self.requested_port)) is self:
-                del self._running[(self.name, self.host, self.requested_port)]
+            if self._running.get(self._key) is self:
+                del self._running[self._key]
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:

@@ -112,6 +112,16 @@ def test_tls_serves_https_that_verifies_against_the_ca(tls_service: BackgroundSe
         assert client.get("/chat-history").json() == [{"conversationKey": "k1", "messageCount": 1}]
 
 
+def test_start_service_never_takes_a_plain_server_for_a_tls_one(tls_service: BackgroundServer, pki: dict[str, Path]) -> None:
+    plain = start_service(port=0)
+    try:
+        assert plain.url.startswith("http://") and plain is not tls_service
+        again = start_service(port=0, tls_cert=pki["cert"], tls_key=pki["key"])  # a re-run cell: the same server
+        assert again is tls_service
+    finally:
+        plain.stop()
+
+
 def test_a_client_that_verifies_refuses_an_unknown_certificate(tls_service: BackgroundServer) -> None:
     with httpx.Client(base_url=tls_service.url, timeout=10) as client:  # system CAs: ours is not among them
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
