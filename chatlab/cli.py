@@ -18,7 +18,9 @@ def _settings(args: argparse.Namespace) -> Any:
 
     options: dict[str, Any] = {
         name: getattr(args, name)
-        for name in ("max_body_bytes", "max_messages", "max_message_bytes", "key_pattern", "key_max_length", "idempotency_ttl")
+        for name in (
+            "max_body_bytes", "max_messages", "max_message_bytes", "key_pattern", "key_max_length", "idempotency_ttl"
+        )
         if getattr(args, name) is not None
     }
     if args.api_keys_file:
@@ -51,9 +53,11 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"Protections: {_describe(settings, tls_cert is not None)}.")
     if args.host not in LOOPBACK:
         if settings.api_keys is None:
-            print("Warning: listening beyond loopback without API keys: anyone who reaches it reads and writes.", file=sys.stderr)
+            warn = "Warning: listening beyond loopback without API keys: anyone who reaches it reads and writes."
+            print(warn, file=sys.stderr)
         if not tls_cert:
-            print("Warning: listening beyond loopback without TLS: messages and keys travel in clear text.", file=sys.stderr)
+            warn = "Warning: listening beyond loopback without TLS: messages and keys travel in clear text."
+            print(warn, file=sys.stderr)
     uvicorn.run(
         app,
         host=args.host,
@@ -118,19 +122,82 @@ def build_parser() -> argparse.ArgumentParser:
         "postgresql://user@host/db, redis://host:6379/0 (see docs/stores.md)",
     )
     limits = serve.add_argument_group("limits")
-    limits.add_argument("--max-body-bytes", type=int, default=None, help="largest request body (default 8 MiB; CHATLAB_MAX_BODY_BYTES)")
-    limits.add_argument("--max-messages", type=int, default=None, help="most messages per request (default 10000; CHATLAB_MAX_MESSAGES)")
-    limits.add_argument("--max-message-bytes", type=int, default=None, help="largest message as compact JSON (default none; CHATLAB_MAX_MESSAGE_BYTES)")
-    limits.add_argument("--key-pattern", default=None, help="regular expression a conversation key must match (default ^[A-Za-z0-9_-]+$; CHATLAB_KEY_PATTERN)")
-    limits.add_argument("--key-max-length", type=int, default=None, help="longest conversation key (default 128; CHATLAB_KEY_MAX_LENGTH)")
-    limits.add_argument("--rate-limit", default=None, metavar="N/PERIOD", help="requests per API key (or client without keys): N/s, N/min or N/h (default none; CHATLAB_RATE_LIMIT)")
-    limits.add_argument("--rate-burst", type=int, default=None, metavar="N", help="requests allowed at once (default N of --rate-limit; CHATLAB_RATE_BURST)")
-    limits.add_argument("--idempotency-ttl", type=float, default=None, metavar="SECONDS", help="how long an Idempotency-Key is remembered (default 86400; CHATLAB_IDEMPOTENCY_TTL)")
+    limits.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=None,
+        help="largest request body (default 8 MiB; CHATLAB_MAX_BODY_BYTES)",
+    )
+    limits.add_argument(
+        "--max-messages",
+        type=int,
+        default=None,
+        help="most messages per request (default 10000; CHATLAB_MAX_MESSAGES)",
+    )
+    limits.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=None,
+        help="largest message as compact JSON (default none; CHATLAB_MAX_MESSAGE_BYTES)",
+    )
+    limits.add_argument(
+        "--key-pattern",
+        default=None,
+        help="regular expression a conversation key must match (default ^[A-Za-z0-9_-]+$; CHATLAB_KEY_PATTERN)",
+    )
+    limits.add_argument(
+        "--key-max-length",
+        type=int,
+        default=None,
+        help="longest conversation key (default 128; CHATLAB_KEY_MAX_LENGTH)",
+    )
+    limits.add_argument(
+        "--rate-limit",
+        default=None,
+        metavar="N/PERIOD",
+        help="requests per API key (or client without keys): N/s, N/min or N/h (default none; CHATLAB_RATE_LIMIT)",
+    )
+    limits.add_argument(
+        "--rate-burst",
+        type=int,
+        default=None,
+        metavar="N",
+        help="requests allowed at once (default N of --rate-limit; CHATLAB_RATE_BURST)",
+    )
+    limits.add_argument(
+        "--idempotency-ttl",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long an Idempotency-Key is remembered (default 86400; CHATLAB_IDEMPOTENCY_TTL)",
+    )
     access = serve.add_argument_group("access")
-    access.add_argument("--api-keys-file", default=None, metavar="PATH", help="NAMESPACE:KEY lines; requests then need `Authorization: Bearer KEY` (CHATLAB_API_KEYS_FILE, or the entries in CHATLAB_API_KEYS)")
-    access.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN", help="allow browser calls from this origin (repeatable; CHATLAB_CORS_ORIGINS, comma-separated)")
-    access.add_argument("--tls-cert", default=None, metavar="PEM", help="serve HTTPS with this certificate chain (CHATLAB_TLS_CERT)")
-    access.add_argument("--tls-key", default=None, metavar="PEM", help="the certificate's private key (CHATLAB_TLS_KEY)")
+    access.add_argument(
+        "--api-keys-file",
+        default=None,
+        metavar="PATH",
+        help="NAMESPACE:KEY lines; requests then need `Authorization: Bearer KEY` (CHATLAB_API_KEYS_FILE, or the entries "
+        "in CHATLAB_API_KEYS)",
+    )
+    access.add_argument(
+        "--cors-origin",
+        action="append",
+        default=None,
+        metavar="ORIGIN",
+        help="allow browser calls from this origin (repeatable; CHATLAB_CORS_ORIGINS, comma-separated)",
+    )
+    access.add_argument(
+        "--tls-cert",
+        default=None,
+        metavar="PEM",
+        help="serve HTTPS with this certificate chain (CHATLAB_TLS_CERT)",
+    )
+    access.add_argument(
+        "--tls-key",
+        default=None,
+        metavar="PEM",
+        help="the certificate's private key (CHATLAB_TLS_KEY)",
+    )
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(run=_serve)
 

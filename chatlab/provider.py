@@ -124,8 +124,9 @@ class RemoteChatHistoryProvider(HistoryProvider):
         api_key: the service's API key, sent as ``Authorization: Bearer <key>``; default
             ``CHAT_HISTORY_SERVICE_API_KEY``, else none (the article's open service).
         verify: how the client the provider creates checks the service's TLS certificate: ``True``
-            (the system's CAs, or ``SSL_CERT_FILE``), a CA bundle path, an ``ssl.SSLContext``, or
-            ``False`` (no check: only for experiments). A caller-owned client keeps its own setting.
+            (httpx's default CAs, certifi's, or ``SSL_CERT_FILE``), a CA bundle path, an
+            ``ssl.SSLContext``, or ``False`` (no check: only for experiments). A caller-owned client
+            keeps its own setting.
         retry: how transient failures (no answer, 429, 502-504) are retried; ``None`` never retries.
             Each append carries an ``Idempotency-Key`` kept across its retries, so it is stored once.
         history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).

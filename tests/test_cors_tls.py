@@ -123,7 +123,7 @@ def test_start_service_never_takes_a_plain_server_for_a_tls_one(tls_service: Bac
 
 
 def test_a_client_that_verifies_refuses_an_unknown_certificate(tls_service: BackgroundServer) -> None:
-    with httpx.Client(base_url=tls_service.url, timeout=10) as client:  # system CAs: ours is not among them
+    with httpx.Client(base_url=tls_service.url, timeout=10) as client:  # default CAs: ours is not among them
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
             client.get("/chat-history")
 

@@ -230,7 +230,7 @@ async def test_the_provider_verifies_the_service_certificate(tls_service: Backgr
         await provider.append_messages("conv", [user("over TLS")])
         assert await provider.get_stored_message_count("conv") == 1
 
-    async with RemoteChatHistoryProvider(tls_service.url, api_key=KEY, retry=FAST) as provider:  # the system's CAs
+    async with RemoteChatHistoryProvider(tls_service.url, api_key=KEY, retry=FAST) as provider:  # default CAs
         with pytest.raises(ChatHistoryServiceUnavailable, match="CERTIFICATE_VERIFY_FAILED"):
             await provider.get_conversation_summaries()
 
