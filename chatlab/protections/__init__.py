@@ -11,7 +11,8 @@ CORS (Starlette's ``CORSMiddleware``) and TLS (uvicorn's ``ssl_*`` options) need
 of their own; the service and ``python -m chatlab serve`` wire them. See docs/protections.md.
 """
 
-from .auth import ApiKeys, Caller
+from .auth import ApiKeys, Caller, new_api_key
 from .ratelimit import RateLimit, RateLimiter
+from .retry import RetryPolicy
 
-__all__ = ["ApiKeys", "Caller", "RateLimit", "RateLimiter"]
+__all__ = ["ApiKeys", "Caller", "RateLimit", "RateLimiter", "RetryPolicy", "new_api_key"]
