@@ -32,6 +32,7 @@ _AGENT_API = {
     "print_messages": "display",
     "create_or_resume_session": "display",
     "run_demo": "demo",
+    "RetryPolicy": "protections.retry",
 }
 
 

@@ -3,27 +3,89 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from .protections import ApiKeys
+    from .protections.ratelimit import RateLimit
+    from .service import ServiceSettings
+
+    options: dict[str, Any] = {
+        name: getattr(args, name)
+        for name in (
+            "max_body_bytes", "max_messages", "max_message_bytes", "key_pattern", "key_max_length", "idempotency_ttl"
+        )
+        if getattr(args, name) is not None
+    }
+    if args.api_keys_file:
+        options["api_keys"] = ApiKeys.from_file(args.api_keys_file)
+    if args.cors_origin:
+        options["cors_origins"] = tuple(args.cors_origin)
+    if args.rate_limit:
+        options["rate_limit"] = RateLimit.parse(args.rate_limit, args.rate_burst)
+    elif args.rate_burst:
+        raise ValueError("--rate-burst needs --rate-limit")
+    return ServiceSettings(**options)
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .service import ServiceSettings, create_app
-
-    settings = ServiceSettings(
-        **{k: v for k, v in (("max_body_bytes", args.max_body_bytes), ("max_messages", args.max_messages)) if v}
-    )
-    app = create_app(args.store, settings)
-    host = f"[{args.host}]" if ":" in args.host else args.host
+    from .service import create_app
     from .stores import describe_url
 
+    tls_cert = args.tls_cert or os.environ.get("CHATLAB_TLS_CERT") or None
+    tls_key = args.tls_key or os.environ.get("CHATLAB_TLS_KEY") or None
+    if (tls_cert is None) != (tls_key is None):
+        raise ValueError("TLS needs both --tls-cert and --tls-key (PEM files)")
+    settings = _settings(args)
+    app = create_app(args.store, settings)
+    host = f"[{args.host}]" if ":" in args.host else args.host
     store = describe_url(args.store)  # without a password
-    print(f"Chat history service on http://{host}:{args.port} (store: {store}); Ctrl+C stops it.")
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        print("Warning: listening beyond loopback; the service has no authentication.", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    scheme = "https" if tls_cert else "http"
+    print(f"Chat history service on {scheme}://{host}:{args.port} (store: {store}); Ctrl+C stops it.")
+    print(f"Protections: {_describe(settings, tls_cert is not None)}.")
+    if args.host not in LOOPBACK:
+        if settings.api_keys is None:
+            warn = "Warning: listening beyond loopback without API keys: anyone who reaches it reads and writes."
+            print(warn, file=sys.stderr)
+        if not tls_cert:
+            warn = "Warning: listening beyond loopback without TLS: messages and keys travel in clear text."
+            print(warn, file=sys.stderr)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+    )
+    return 0
+
+
+def _describe(settings: Any, tls: bool) -> str:
+    parts = [
+        f"API keys for namespaces {', '.join(settings.api_keys.namespaces)}" if settings.api_keys else "no API keys",
+        f"CORS for {', '.join(settings.cors_origins)}" if settings.cors_origins else "no CORS",
+        f"rate limit {settings.rate_limit}" if settings.rate_limit else "no rate limit",
+        "TLS" if tls else "no TLS",
+        f"body <= {settings.max_body_bytes} bytes, <= {settings.max_messages} messages per request",
+    ]
+    return "; ".join(parts)
+
+
+def _api_key(args: argparse.Namespace) -> int:
+    from .protections.auth import _NAMESPACE_RE, new_api_key
+
+    if not _NAMESPACE_RE.fullmatch(args.namespace):
+        raise ValueError("the namespace must be 1 to 64 letters, digits, '_' or '-'")
+    print(f"{args.namespace}:{new_api_key()}")
     return 0
 
 
@@ -51,7 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m chatlab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="run the chat history service in the foreground")
+    serve = commands.add_parser(
+        "serve",
+        help="run the chat history service in the foreground",
+        description="Run the chat history service. Every protection is off unless given (docs/protections.md); "
+        "each option also has an environment variable.",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=int, default=5000, help="port (default 5000, as in the article)")
     serve.add_argument(
@@ -60,10 +127,89 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to keep history (default memory://): sqlite:///history.db or a file path, "
         "postgresql://user@host/db, redis://host:6379/0 (see docs/stores.md)",
     )
-    serve.add_argument("--max-body-bytes", type=int, default=None, help="largest request body (default 8 MiB)")
-    serve.add_argument("--max-messages", type=int, default=None, help="most messages per request (default 10000)")
+    limits = serve.add_argument_group("limits")
+    limits.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=None,
+        help="largest request body (default 8 MiB; CHATLAB_MAX_BODY_BYTES)",
+    )
+    limits.add_argument(
+        "--max-messages",
+        type=int,
+        default=None,
+        help="most messages per request (default 10000; CHATLAB_MAX_MESSAGES)",
+    )
+    limits.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=None,
+        help="largest message as compact JSON (default none; CHATLAB_MAX_MESSAGE_BYTES)",
+    )
+    limits.add_argument(
+        "--key-pattern",
+        default=None,
+        help="regular expression a conversation key must match (default ^[A-Za-z0-9_-]+$; CHATLAB_KEY_PATTERN)",
+    )
+    limits.add_argument(
+        "--key-max-length",
+        type=int,
+        default=None,
+        help="longest conversation key (default 128; CHATLAB_KEY_MAX_LENGTH)",
+    )
+    limits.add_argument(
+        "--rate-limit",
+        default=None,
+        metavar="N/PERIOD",
+        help="requests per API key (or client without keys): N/s, N/min or N/h (default none; CHATLAB_RATE_LIMIT)",
+    )
+    limits.add_argument(
+        "--rate-burst",
+        type=int,
+        default=None,
+        metavar="N",
+        help="requests allowed at once (default N of --rate-limit; CHATLAB_RATE_BURST)",
+    )
+    limits.add_argument(
+        "--idempotency-ttl",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long an Idempotency-Key is remembered (default 86400; CHATLAB_IDEMPOTENCY_TTL)",
+    )
+    access = serve.add_argument_group("access")
+    access.add_argument(
+        "--api-keys-file",
+        default=None,
+        metavar="PATH",
+        help="NAMESPACE:KEY lines; requests then need `Authorization: Bearer KEY` (CHATLAB_API_KEYS_FILE, or the entries "
+        "in CHATLAB_API_KEYS)",
+    )
+    access.add_argument(
+        "--cors-origin",
+        action="append",
+        default=None,
+        metavar="ORIGIN",
+        help="allow browser calls from this origin (repeatable; CHATLAB_CORS_ORIGINS, comma-separated)",
+    )
+    access.add_argument(
+        "--tls-cert",
+        default=None,
+        metavar="PEM",
+        help="serve HTTPS with this certificate chain (CHATLAB_TLS_CERT)",
+    )
+    access.add_argument(
+        "--tls-key",
+        default=None,
+        metavar="PEM",
+        help="the certificate's private key (CHATLAB_TLS_KEY)",
+    )
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(run=_serve)
+
+    api_key = commands.add_parser("api-key", help="print a new NAMESPACE:KEY entry for an API keys file")
+    api_key.add_argument("namespace", help="the namespace of conversations the key may use")
+    api_key.set_defaults(run=_api_key)
 
     demo = commands.add_parser("demo", help="run the article's agent scenario twice against one service")
     demo.add_argument("--pause", type=float, default=2.0, help="seconds between the two time prompts (article: 10)")

@@ -62,6 +62,10 @@ class ChatHistoryServiceStatusError(ChatHistoryServiceError):
         elif status == 404:
             advice = ("Check that CHAT_HISTORY_SERVICE_URL points at a chat history service "
                       "and that the conversation key is one it accepts.")
+        elif status == 401:
+            advice = "Give the provider the service's API key (api_key=..., or CHAT_HISTORY_SERVICE_API_KEY)."
+        elif status == 429:
+            advice = "The service's rate limit was reached; nothing was changed. Try again later."
         else:
             advice = "The request was refused and nothing was changed."
         shown = f": {detail}" if detail else ""

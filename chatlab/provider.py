@@ -28,6 +28,12 @@ C# (``RemoteChatHistoryProvider``)  Python                                      
 Call :func:`show_provider_calls` to print what happens when, like the article's
 ``Console.WriteLine`` lines (``[ProvideChatHistoryAsync]``, ``Messages Count: N``, ...).
 
+Against a protected service (docs/protections.md) the provider sends its API key
+(``api_key=`` or ``CHAT_HISTORY_SERVICE_API_KEY``), verifies the service's TLS certificate
+(``verify=`` a CA bundle for a private CA), and retries transient failures (no answer, 429
+after its ``Retry-After``, 502-504) with backoff (``retry=``); each append carries an
+``Idempotency-Key`` kept across its retries, so a retried append is stored once.
+
 Unlike the article, a turn does not download the whole conversation again: the provider
 keeps what it loaded per conversation and asks only for what is new
 (``GET /chat-history/{key}?after=N``), checking with the conversation's version that what it
@@ -43,9 +49,11 @@ import json
 import logging
 import os
 import secrets
+import ssl
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,14 +63,15 @@ import httpx
 from agent_framework import AgentSession, HistoryProvider, Message
 
 from .codec import messages_from_meai, messages_to_meai
-from .history_cache import CachedHistory, HistoryCache, parse_version
-from .window import estimate_tokens, window_messages
 from .errors import (
     ChatHistoryServiceError,
     ChatHistoryServiceStatusError,
     ChatHistoryServiceUnavailable,
     ChatlabError,
 )
+from .history_cache import CachedHistory, HistoryCache, parse_version
+from .protections.retry import NO_RETRIES, RetryPolicy
+from .window import estimate_tokens, window_messages
 
 __all__ = [
     "DEFAULT_SERVICE_URL",
@@ -75,6 +84,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_SERVICE_URL = "http://localhost:5000"
+API_KEY_VARIABLE = "CHAT_HISTORY_SERVICE_API_KEY"
 STATE_KEY = "RemoteChatHistoryProvider"
 KEY_FIELD = "externalConversationKey"
 
@@ -122,6 +132,14 @@ class RemoteChatHistoryProvider(HistoryProvider):
         state_initializer: makes the key of a session that has none (default: a new 32-hex key).
         state_key: where the key lives in ``session.state`` (default ``"RemoteChatHistoryProvider"``).
         timeout: seconds per request when the provider creates its own client (the article: 1 minute).
+        api_key: the service's API key, sent as ``Authorization: Bearer <key>``; default
+            ``CHAT_HISTORY_SERVICE_API_KEY``, else none (the article's open service).
+        verify: how the client the provider creates checks the service's TLS certificate: ``True``
+            (httpx's default CAs, certifi's, or ``SSL_CERT_FILE``), a CA bundle path, an
+            ``ssl.SSLContext``, or ``False`` (no check: only for experiments). A caller-owned client
+            keeps its own setting.
+        retry: how transient failures (no answer, 429, 502-504) are retried; ``None`` never retries.
+            Each append carries an ``Idempotency-Key`` kept across its retries, so it is stored once.
         incremental: keep what was loaded per conversation and fetch only newer messages (default);
             ``False`` reads the whole conversation before every run, as the article does.
         cache_size: how many conversations the incremental cache keeps (least recently used go first).
@@ -140,6 +158,9 @@ class RemoteChatHistoryProvider(HistoryProvider):
         state_initializer: StateInitializer | None = None,
         state_key: str | None = None,
         timeout: float = 60.0,
+        api_key: str | None = None,
+        verify: bool | str | os.PathLike[str] | ssl.SSLContext | None = None,
+        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - immutable
         incremental: bool = True,
         cache_size: int = 32,
         max_history_messages: int | None = None,
@@ -150,10 +171,15 @@ class RemoteChatHistoryProvider(HistoryProvider):
         super().__init__(state_key or STATE_KEY, **history_options)
         if url is None and http_client is not None and str(http_client.base_url):
             url = str(http_client.base_url)
+        if http_client is not None and verify is not None:
+            raise ValueError("verify applies to the client the provider creates: set it on your http_client instead")
         self.url = service_url(url)
         self._owns_client = http_client is None
-        self._http = http_client or httpx.AsyncClient(timeout=timeout)
+        self._http = http_client or httpx.AsyncClient(timeout=timeout, verify=_ssl_verify(verify))
         self._initializer = state_initializer or new_conversation_key
+        key = api_key if api_key is not None else os.environ.get(API_KEY_VARIABLE) or None
+        self._auth_headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.retry = retry or NO_RETRIES
         for name, limit in (("max_history_messages", max_history_messages), ("max_history_tokens", max_history_tokens)):
             if limit is not None and (not isinstance(limit, int) or limit < 1):
                 raise ValueError(f"{name} must be a whole number of at least 1, or None for no limit")
@@ -299,14 +325,17 @@ class RemoteChatHistoryProvider(HistoryProvider):
                 self._cache.discard(key)
 
     async def append_messages(self, key: str, messages: Sequence[Message]) -> None:
-        """Append messages to conversation ``key`` in one ``POST``; an empty list sends nothing."""
+        """Append messages to conversation ``key`` in one ``POST``; an empty list sends nothing.
+
+        The ``POST`` carries a fresh ``Idempotency-Key``, the same on each retry, so a retry
+        whose first attempt was stored but not answered stores nothing twice.
+        """
         if messages:
             body = {"messages": messages_to_meai(messages)}  # encode first: a bad message sends nothing
             content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
             entry = self._cache.get(key)
-            response = await self._request(
-                "POST", self._conversation_url(key), content=content, headers={"Content-Type": "application/json"}
-            )
+            headers = {"Idempotency-Key": f'"{uuid.uuid4()}"', "Content-Type": "application/json"}
+            response = await self._request("POST", self._conversation_url(key), content=content, headers=headers)
             self._remember_append(key, entry, response, content, len(messages))
 
     def _remember_append(
@@ -373,9 +402,15 @@ class RemoteChatHistoryProvider(HistoryProvider):
             raise self._not_a_service(url, "the answer is not a JSON array")
         return data
 
-    async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    async def _request(
+        self, method: str, url: str, *, headers: dict[str, str] | None = None, **kwargs: Any
+    ) -> httpx.Response:
+        """One request, retried by the policy when it fails transiently (every request here is safe to repeat)."""
+        all_headers = {**self._auth_headers, **(headers or {})}
         try:
-            response = await self._http.request(method, url, **kwargs)
+            response = await self.retry.send(
+                lambda: self._http.request(method, url, headers=all_headers, **kwargs), f"{method} {url}"
+            )
         except httpx.TimeoutException as exc:
             raise ChatHistoryServiceUnavailable.for_request(method, url, f"timed out: {type(exc).__name__}") from exc
         except httpx.HTTPError as exc:
@@ -392,6 +427,15 @@ class RemoteChatHistoryProvider(HistoryProvider):
             "Check CHAT_HISTORY_SERVICE_URL; start the service with `python -m chatlab serve --port 5000`.",
             url=url,
         )
+
+
+def _ssl_verify(verify: bool | str | os.PathLike[str] | ssl.SSLContext | None) -> bool | ssl.SSLContext:
+    """httpx's ``verify`` from the provider's: a CA bundle path becomes an SSL context."""
+    if verify is None:
+        return True
+    if isinstance(verify, (str, os.PathLike)):
+        return ssl.create_default_context(cafile=os.fspath(verify))
+    return verify
 
 
 def _detail(response: httpx.Response) -> str:

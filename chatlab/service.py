@@ -12,6 +12,11 @@
 Bodies are read raw and parsed once (:mod:`chatlab.wire`); stored messages are returned
 as the bytes the store holds, so reads never re-encode. Every error is an RFC 9457
 problem JSON with a ``detail`` that says what to do.
+
+The article's plain requests work unchanged. What it leaves out is here as options of
+:class:`ServiceSettings`, all off by default (docs/protections.md): API keys scoped to
+namespaces, CORS, limits, a rate limit; and always on, since a client that does not use
+them sees no difference: ``ETag``/``If-Match`` versions and ``Idempotency-Key`` retries.
 """
 
 from __future__ import annotations
@@ -19,49 +24,124 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Path, Request, Response
+from fastapi import Depends, FastAPI, Header, Path, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import Match
 
 from . import wire
+from .protections.auth import ApiKeys, Caller
+from .protections.conditions import IDEMPOTENCY_KEY_PATTERN, etag, fingerprint, parse_idempotency_key, parse_if_match
+from .protections.ratelimit import RateLimit, RateLimiter, retry_after_header
 from .runner import BackgroundServer
 from .stores import ChatHistoryStore, StoreError, open_store
+from .stores.base import Idempotency, IdempotencyKeyReused, VersionMismatch
 
 SERVICE_NAME = "chat-history-service"
 KEY_PATTERN = r"^[A-Za-z0-9_-]+$"
 KEY_MAX_LENGTH = 128
-_KEY_RE = re.compile(KEY_PATTERN)
 _JSON = "application/json"
 _PROBLEM = "application/problem+json"
+_TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    412: "Precondition Failed",
+    413: "Content Too Large",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    503: "Service Unavailable",
+}
+
+
+def _env_int(name: str, default: int | None) -> int | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a whole number") from None
+
+
+def _env_rate_limit() -> RateLimit | None:
+    spec = os.environ.get("CHATLAB_RATE_LIMIT", "").strip()
+    return RateLimit.parse(spec, _env_int("CHATLAB_RATE_BURST", None)) if spec else None
+
+
+def _env_origins() -> tuple[str, ...]:
+    return tuple(o for o in re.split(r"[,\s]+", os.environ.get("CHATLAB_CORS_ORIGINS", "")) if o)
 
 
 @dataclass(frozen=True)
 class ServiceSettings:
-    """Limits on what one request may carry; defaults come from the environment.
+    """What the service allows; each default comes from the environment (docs/protections.md).
 
-    ``CHATLAB_MAX_BODY_BYTES`` (8 MiB) and ``CHATLAB_MAX_MESSAGES`` (10,000 per request).
+    ============================  ===========================  ====================================
+    setting                       environment variable         default
+    ============================  ===========================  ====================================
+    ``max_body_bytes``            ``CHATLAB_MAX_BODY_BYTES``   8 MiB (413 over it)
+    ``max_messages``              ``CHATLAB_MAX_MESSAGES``     10,000 per request (413 over it)
+    ``max_message_bytes``         ``CHATLAB_MAX_MESSAGE_BYTES`` none (413 over it)
+    ``key_pattern``               ``CHATLAB_KEY_PATTERN``      ``^[A-Za-z0-9_-]+$`` (400 otherwise)
+    ``key_max_length``            ``CHATLAB_KEY_MAX_LENGTH``   128 (400 over it)
+    ``api_keys``                  ``CHATLAB_API_KEYS``,        none: no authentication (401 without
+                                  ``CHATLAB_API_KEYS_FILE``    a valid key when given)
+    ``cors_origins``              ``CHATLAB_CORS_ORIGINS``     none: no CORS headers
+    ``rate_limit``                ``CHATLAB_RATE_LIMIT``,      none (429 + Retry-After when given)
+                                  ``CHATLAB_RATE_BURST``
+    ``idempotency_ttl``           ``CHATLAB_IDEMPOTENCY_TTL``  86,400 s: how long a POST's
+                                                               ``Idempotency-Key`` is remembered
+    ============================  ===========================  ====================================
+
+    ``api_keys`` takes an :class:`~chatlab.protections.ApiKeys` or a mapping key -> namespace;
+    ``rate_limit`` a :class:`~chatlab.protections.RateLimit` or a spec like ``"10/s"``.
     """
 
-    max_body_bytes: int = field(default_factory=lambda: int(os.environ.get("CHATLAB_MAX_BODY_BYTES", 8 * 1024 * 1024)))
-    max_messages: int = field(default_factory=lambda: int(os.environ.get("CHATLAB_MAX_MESSAGES", 10_000)))
+    max_body_bytes: int = field(default_factory=lambda: _env_int("CHATLAB_MAX_BODY_BYTES", 8 * 1024 * 1024))
+    max_messages: int = field(default_factory=lambda: _env_int("CHATLAB_MAX_MESSAGES", 10_000))
+    max_message_bytes: int | None = field(default_factory=lambda: _env_int("CHATLAB_MAX_MESSAGE_BYTES", None))
+    key_pattern: str = field(default_factory=lambda: os.environ.get("CHATLAB_KEY_PATTERN") or KEY_PATTERN)
+    key_max_length: int = field(default_factory=lambda: _env_int("CHATLAB_KEY_MAX_LENGTH", KEY_MAX_LENGTH))
+    api_keys: ApiKeys | Mapping[str, str] | None = field(default_factory=ApiKeys.from_env, repr=False)
+    cors_origins: tuple[str, ...] = field(default_factory=_env_origins)
+    rate_limit: RateLimit | str | None = field(default_factory=_env_rate_limit)
+    idempotency_ttl: float = field(default_factory=lambda: float(os.environ.get("CHATLAB_IDEMPOTENCY_TTL") or 86_400))
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "max_messages", "key_max_length"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a whole number of at least 1, not {getattr(self, name)!r}")
+        if self.max_message_bytes is not None and self.max_message_bytes < 1:
+            raise ValueError(f"max_message_bytes must be at least 1, not {self.max_message_bytes!r}")
+        if not self.idempotency_ttl > 0:
+            raise ValueError(f"idempotency_ttl must be a positive number of seconds, not {self.idempotency_ttl!r}")
+        try:
+            re.compile(self.key_pattern)
+        except re.error as exc:
+            raise ValueError(f"the conversation key pattern {self.key_pattern!r} is not a regular expression: {exc}") from None
+        if self.api_keys is not None and not isinstance(self.api_keys, ApiKeys):
+            object.__setattr__(self, "api_keys", ApiKeys(self.api_keys))
+        if isinstance(self.rate_limit, str):
+            object.__setattr__(self, "rate_limit", RateLimit.parse(self.rate_limit))
+        object.__setattr__(self, "cors_origins", tuple(self.cors_origins))
 
 
-ConversationKey = Annotated[
-    str,
-    Path(
-        alias="conversationKey",
-        pattern=KEY_PATTERN,
-        max_length=KEY_MAX_LENGTH,
-        description=f"Letters, digits, '_' and '-', 1 to {KEY_MAX_LENGTH} characters (a GUID in 'N' format fits).",
-        examples=["286d2f0b7b7a43688ad32556e3610f54"],
-    ),
-]
+class Refused(Exception):
+    """A request the service refuses; becomes a problem JSON response with ``headers``."""
+
+    def __init__(self, status: int, detail: str, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.headers = dict(headers or {})
 
 
 def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
@@ -88,76 +168,287 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     )
     app.state.store = the_store
     app.state.settings = limits
-    _add_error_handlers(app)
+    _add_error_handlers(app, limits)
     _add_routes(app, the_store, limits)
-    _complete_openapi(app)
+    _complete_openapi(app, limits)
+    if limits.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=limits.cors_origins,
+            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "If-Match", "Idempotency-Key"],
+            expose_headers=["ETag", "Location", "Retry-After", "Idempotent-Replayed", "WWW-Authenticate"],
+            allow_credentials=False,
+        )
     return app
 
 
-def _add_routes(app: FastAPI, store: ChatHistoryStore, limits: ServiceSettings) -> None:
-    errors = {400: {"model": wire.Problem}, 413: {"model": wire.Problem}, 503: {"model": wire.Problem}}
-    read_errors = {400: errors[400], 503: errors[503]}
+# -- who is calling: API keys and the rate limit ---------------------------------------------------
 
-    @app.get("/", response_model=wire.ServiceInfo, summary="Service name and description")
-    async def service_info() -> Response:
+
+def _caller_dependency(settings: ServiceSettings) -> Any:
+    """The dependency that names the caller (401 without a valid key when keys are on; 429 over the rate)."""
+    keys: ApiKeys | None = settings.api_keys  # type: ignore[assignment]
+    limiter = RateLimiter(settings.rate_limit) if settings.rate_limit else None  # type: ignore[arg-type]
+
+    def limit(identity: str) -> None:
+        if limiter is not None:
+            wait = limiter.take(identity)
+            if wait:
+                raise Refused(
+                    429,
+                    f"too many requests: the limit is {limiter.limit}; retry after the Retry-After seconds",
+                    {"Retry-After": retry_after_header(wait)},
+                )
+
+    if keys is None:
+
+        async def open_caller(request: Request) -> Caller:
+            identity = f"client:{request.client.host if request.client else '-'}"
+            limit(identity)
+            return Caller(None, identity)
+
+        return open_caller
+
+    bearer = HTTPBearer(
+        auto_error=False,
+        scheme_name="ApiKey",
+        description="An API key of the service (`Authorization: Bearer <key>`); it decides the namespace "
+        "of conversations the request sees.",
+    )
+
+    async def authenticated_caller(
+        request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)  # noqa: B008
+    ) -> Caller:
+        found = keys.namespace_of(credentials.credentials) if credentials is not None else None
+        if found is None:
+            limit(f"client:{request.client.host if request.client else '-'}")  # slows down key guessing
+            if request.headers.get("authorization") is None:
+                raise Refused(
+                    401,
+                    "this service needs an API key: send it as `Authorization: Bearer <key>`",
+                    {"WWW-Authenticate": 'Bearer realm="chat-history"'},
+                )
+            raise Refused(
+                401,
+                "the API key is not valid: send `Authorization: Bearer <key>` with a key the service was given",
+                {"WWW-Authenticate": 'Bearer realm="chat-history", error="invalid_token"'},
+            )
+        number, namespace = found
+        identity = f"key:{number}"
+        limit(identity)
+        return Caller(namespace, identity)
+
+    return authenticated_caller
+
+
+def _key_dependency(settings: ServiceSettings) -> Any:
+    """The dependency that checks a conversation key against the configured pattern and length."""
+    pattern = re.compile(settings.key_pattern)
+    max_length = settings.key_max_length
+    default = settings.key_pattern == KEY_PATTERN
+    rule = (
+        f"use 1 to {max_length} letters, digits, '_' or '-' (for example a GUID without dashes)"
+        if default
+        else f"use 1 to {max_length} characters matching {settings.key_pattern}"
+    )
+
+    async def conversation_key(
+        key: str = Path(  # noqa: B008
+            alias="conversationKey",
+            description=f"The conversation; {rule}.",
+            examples=["286d2f0b7b7a43688ad32556e3610f54"],
+            json_schema_extra={"pattern": settings.key_pattern, "minLength": 1, "maxLength": max_length},
+        ),
+    ) -> str:
+        if not (1 <= len(key) <= max_length and pattern.fullmatch(key)):
+            raise wire.BadRequest(400, f"invalid conversationKey: {rule}")
+        return key
+
+    return conversation_key
+
+
+IfMatch = Annotated[
+    str | None,
+    Header(
+        alias="If-Match",
+        description='Write only if the conversation is still at one of these ETags (from a GET or an earlier '
+        'write); `*`: only if it exists; `"0"`: only if it does not. Otherwise 412 and nothing changes '
+        "(a weak or malformed tag never matches).",
+        examples=['"5f0c9a7e2b4d1e83"'],
+    ),
+]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        description="A unique key per append (for example a UUID), 1 to 255 printable ASCII characters, quoted "
+        "or not. Retrying with the same key and messages appends once and answers as the first time; the same "
+        "key with other messages gets 422.",
+        examples=['"8e03978e-40d5-43e8-bc93-6894a57f9324"'],
+        json_schema_extra={"pattern": IDEMPOTENCY_KEY_PATTERN},
+    ),
+]
+
+
+def _header(parse: Any, value: str | None) -> Any:
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise wire.BadRequest(400, str(exc)) from None
+
+
+# -- the endpoints ---------------------------------------------------------------------------------
+
+
+def _header_doc(description: str, required: bool = True) -> dict[str, Any]:
+    return {"description": description, "required": required, "schema": {"type": "string"}}
+
+
+_ETAG_DOC = _header_doc('The conversation\'s version, for `If-Match` (`"0"`: it does not exist).')
+
+
+def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
+    # Defaults, not local Annotated aliases: annotations are strings here and resolve in module scope.
+    caller_of = Depends(_caller_dependency(settings))
+    key_of = Depends(_key_dependency(settings))
+    problem = {"model": wire.Problem}
+
+    common: dict[int | str, dict[str, Any]] = {503: {**problem, "description": "The store failed; retry later."}}
+    if settings.api_keys is not None:
+        common[401] = {
+            **problem,
+            "description": "No API key, or not a valid one.",
+            "headers": {"WWW-Authenticate": _header_doc("`Bearer realm=\"chat-history\"`")},
+        }
+    if settings.rate_limit is not None:
+        common[429] = {
+            **problem,
+            "description": "Over the rate limit.",
+            "headers": {"Retry-After": _header_doc("Seconds until a request is allowed again.")},
+        }
+    keyed = {**common, 400: {**problem, "description": "An invalid conversation key or header."}}
+    writes = {
+        **keyed,
+        400: {**problem, "description": "An invalid body, conversation key or header."},
+        412: {
+            **problem,
+            "description": "`If-Match` did not hold: the conversation changed (nothing was written).",
+            "headers": {"ETag": _ETAG_DOC},
+        },
+        413: {**problem, "description": "Over a size limit (body, messages per request, message size)."},
+    }
+
+    @app.get("/", response_model=wire.ServiceInfo, responses=common, summary="Service name and description")
+    async def service_info(caller: Caller = caller_of) -> Response:
         return _json({"service": SERVICE_NAME, "description": store.description})
 
     @app.get(
         "/chat-history",
         response_model=list[wire.ChatHistorySummary],
-        responses={503: errors[503]},
+        responses=common,
         summary="Stored conversations and their message counts, ordered by key",
     )
-    async def list_conversations() -> Response:
-        summaries = await store.summaries()
-        return _json([{"conversationKey": s.conversation_key, "messageCount": s.message_count} for s in summaries])
+    async def list_conversations(caller: Caller = caller_of) -> Response:
+        prefix = caller.prefix
+        summaries = await store.summaries(prefix)
+        return _json(
+            [
+                {"conversationKey": s.conversation_key[len(prefix) :], "messageCount": s.message_count}
+                for s in summaries
+                if s.conversation_key.startswith(prefix)
+            ]
+        )
 
     @app.get(
         "/chat-history/{conversationKey}",
         response_model=list[wire.ChatMessage],
-        responses=read_errors,
+        responses={200: {"headers": {"ETag": _ETAG_DOC}}, **keyed},
         summary="The messages of a conversation ([] for an unknown key)",
     )
-    async def get_messages(key: ConversationKey) -> Response:
-        messages = await store.get(key)
-        return Response(b"[" + b",".join(messages) + b"]", media_type=_JSON)
+    async def get_messages(caller: Caller = caller_of, key: str = key_of) -> Response:
+        conversation = await store.read(caller.stored_key(key))
+        body = b"[" + b",".join(conversation.messages) + b"]"
+        return Response(body, media_type=_JSON, headers={"ETag": etag(conversation.version)})
 
     @app.post(
         "/chat-history/{conversationKey}",
         status_code=202,
         response_class=Response,
-        responses={202: {"description": "Appended; `Location` names the conversation."}, **errors},
+        responses={
+            202: {
+                "description": "Appended; `Location` names the conversation.",
+                "headers": {
+                    "Location": _header_doc("`/chat-history/{conversationKey}`"),
+                    "ETag": _ETAG_DOC,
+                    "Idempotent-Replayed": _header_doc(
+                        "`true` when this answers a retry of an append already applied.", required=False
+                    ),
+                },
+            },
+            **writes,
+            422: {**problem, "description": "The `Idempotency-Key` was used before with other messages."},
+        },
         summary="Append messages to a conversation",
         openapi_extra=_body_doc("AppendChatMessagesRequest"),
     )
-    async def append_messages(key: ConversationKey, request: Request) -> Response:
-        messages = wire.decode_messages_body(await _read_body(request, limits), max_messages=limits.max_messages)
-        await store.append(key, messages)
-        return Response(status_code=202, headers={"Location": f"/chat-history/{key}"})
+    async def append_messages(
+        request: Request, caller: Caller = caller_of, key: str = key_of, if_match: IfMatch = None, idempotency_key: IdempotencyKey = None
+    ) -> Response:
+        condition = _header(parse_if_match, if_match)
+        idem_key = _header(parse_idempotency_key, idempotency_key)
+        messages = await _read_messages(request, settings)
+        idempotency = (
+            Idempotency(idem_key, fingerprint("append", messages), settings.idempotency_ttl)
+            if idem_key is not None
+            else None
+        )
+        result = await store.append(caller.stored_key(key), messages, if_match=condition, idempotency=idempotency)
+        headers = {"Location": f"/chat-history/{key}", "ETag": etag(result.version)}
+        if result.replayed:
+            headers["Idempotent-Replayed"] = "true"
+        return Response(status_code=202, headers=headers)
 
     @app.put(
         "/chat-history/{conversationKey}",
         status_code=204,
         response_class=Response,
-        responses={204: {"description": "Replaced."}, **errors},
+        responses={204: {"description": "Replaced.", "headers": {"ETag": _ETAG_DOC}}, **writes},
         summary="Replace a conversation's messages",
         openapi_extra=_body_doc("ReplaceChatMessagesRequest"),
     )
-    async def replace_messages(key: ConversationKey, request: Request) -> Response:
-        messages = wire.decode_messages_body(await _read_body(request, limits), max_messages=limits.max_messages)
-        await store.replace(key, messages)
-        return Response(status_code=204)
+    async def replace_messages(
+        request: Request, caller: Caller = caller_of, key: str = key_of, if_match: IfMatch = None
+    ) -> Response:
+        condition = _header(parse_if_match, if_match)
+        messages = await _read_messages(request, settings)
+        result = await store.replace(caller.stored_key(key), messages, if_match=condition)
+        return Response(status_code=204, headers={"ETag": etag(result.version)})
 
     @app.delete(
         "/chat-history/{conversationKey}",
         status_code=204,
         response_class=Response,
-        responses={204: {"description": "Deleted (also when it did not exist)."}, **read_errors},
+        responses={204: {"description": "Deleted (also when it did not exist)."}, **keyed},
         summary="Delete a conversation",
     )
-    async def delete_conversation(key: ConversationKey) -> Response:
-        await store.delete(key)
+    async def delete_conversation(caller: Caller = caller_of, key: str = key_of) -> Response:
+        await store.delete(caller.stored_key(key))
         return Response(status_code=204)
+
+
+async def _read_messages(request: Request, settings: ServiceSettings) -> list[bytes]:
+    """The checked, encoded messages of a body, within every size limit."""
+    messages = wire.decode_messages_body(await _read_body(request, settings), max_messages=settings.max_messages)
+    if settings.max_message_bytes is not None:
+        for i, message in enumerate(messages):
+            if len(message) > settings.max_message_bytes:
+                raise wire.BadRequest(
+                    413,
+                    f"messages[{i}] is {len(message)} bytes as compact JSON; the limit is "
+                    f"{settings.max_message_bytes} bytes per message",
+                )
+    return messages
 
 
 async def _read_body(request: Request, limits: ServiceSettings) -> bytes:
@@ -191,21 +482,40 @@ def _problem(status: int, title: str, detail: str, errors: list[dict[str, Any]] 
     return response
 
 
-def _add_error_handlers(app: FastAPI) -> None:
+def _add_error_handlers(app: FastAPI, settings: ServiceSettings) -> None:
     @app.exception_handler(wire.BadRequest)
     async def bad_request(_: Request, exc: wire.BadRequest) -> Response:
-        title = "Content Too Large" if exc.status == 413 else "Bad Request"
-        return _problem(exc.status, title, exc.detail, exc.errors)
+        return _problem(exc.status, _TITLES.get(exc.status, "Bad Request"), exc.detail, exc.errors)
+
+    @app.exception_handler(Refused)
+    async def refused(_: Request, exc: Refused) -> Response:
+        response = _problem(exc.status, _TITLES.get(exc.status, "Error"), exc.detail)
+        response.headers.update(exc.headers)
+        return response
+
+    @app.exception_handler(VersionMismatch)
+    async def precondition_failed(_: Request, exc: VersionMismatch) -> Response:
+        response = _problem(
+            412,
+            _TITLES[412],
+            "the conversation changed since the If-Match version (it is now at the ETag of this answer): "
+            "GET it again, redo your change and retry; nothing was written",
+        )
+        response.headers["ETag"] = etag(exc.current)
+        return response
+
+    @app.exception_handler(IdempotencyKeyReused)
+    async def key_reused(_: Request, exc: IdempotencyKeyReused) -> Response:
+        return _problem(
+            422,
+            _TITLES[422],
+            "this Idempotency-Key was already used for an append of other messages to this conversation: "
+            "use a new key for each new append; nothing was written",
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_parameter(_: Request, exc: RequestValidationError) -> Response:
-        if any(tuple(e["loc"][:2]) == ("path", "conversationKey") for e in exc.errors()):
-            detail = (
-                f"invalid conversationKey: use 1 to {KEY_MAX_LENGTH} letters, digits, '_' or '-' "
-                "(for example a GUID without dashes)"
-            )
-        else:
-            detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return _problem(400, "Bad Request", detail)
 
     @app.exception_handler(StoreError)
@@ -213,10 +523,21 @@ def _add_error_handlers(app: FastAPI) -> None:
         return _problem(503, "Service Unavailable", f"the history store failed: {exc}; retry later")
 
     @app.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> Response:
+    async def http_error(request: Request, exc: HTTPException) -> Response:
         response = _problem(exc.status_code, str(exc.detail), _http_hint(exc.status_code))
         response.headers.update(exc.headers or {})
+        if exc.status_code == 405:  # Starlette names only the first route's method; list every one
+            response.headers["Allow"] = ", ".join(_allowed_methods(app, request))
         return response
+
+
+def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match != Match.NONE and getattr(route, "methods", None):
+            methods |= set(route.methods)  # type: ignore[attr-defined]
+    return sorted(methods)
 
 
 def _http_hint(status: int) -> str:
@@ -232,7 +553,7 @@ def _body_doc(model_name: str) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {_JSON: {"schema": ref}}}}
 
 
-def _complete_openapi(app: FastAPI) -> None:
+def _complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
     """Make OpenAPI say what the service does: bodies are parsed by hand, errors are problem JSON, 400 not 422."""
     build = app.openapi
 
@@ -246,9 +567,13 @@ def _complete_openapi(app: FastAPI) -> None:
         components.update(defs["$defs"])
         for name in ("HTTPValidationError", "ValidationError"):
             components.pop(name, None)
+        for name in ("AppendChatMessagesRequest", "ReplaceChatMessagesRequest"):
+            components[name]["properties"]["messages"]["maxItems"] = settings.max_messages
         for operation in (op for path in schema["paths"].values() for op in path.values()):
-            operation["responses"].pop("422", None)
-            for status, response in operation["responses"].items():
+            responses = operation["responses"]
+            if "422" in responses and "Idempotency" not in responses["422"].get("description", ""):
+                responses.pop("422")
+            for status, response in responses.items():
                 if status >= "400" and _JSON in response.get("content", {}):
                     response["content"] = {_PROBLEM: response["content"].pop(_JSON)}
         return schema
@@ -262,15 +587,24 @@ def start_service(
     store: ChatHistoryStore | str | None = None,
     settings: ServiceSettings | None = None,
     log_level: str = "warning",
+    *,
+    tls_cert: str | os.PathLike[str] | None = None,
+    tls_key: str | os.PathLike[str] | None = None,
 ) -> BackgroundServer:
     """Start the service in a background thread (as the article's separately started server).
 
     Returns the running :class:`~chatlab.runner.BackgroundServer` (``.url``, ``.stop()``).
     Calling it again with the same host and port returns the server already running, so
-    a notebook cell can be re-run.
+    a notebook cell can be re-run. ``tls_cert``/``tls_key`` (PEM files) serve HTTPS.
     """
     return BackgroundServer.ensure(
-        lambda: create_app(store, settings), name=SERVICE_NAME, host=host, port=port, log_level=log_level
+        lambda: create_app(store, settings),
+        name=SERVICE_NAME,
+        host=host,
+        port=port,
+        log_level=log_level,
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
     )
 
 

@@ -155,7 +155,13 @@ class ChatMessage(BaseModel):
     authorName: StrictStr | None = None
     createdAt: Timestamp | None = None
     role: Annotated[StrictStr, Field(min_length=1, examples=["user", "assistant", "system", "tool"])]
-    contents: list[AIContent]
+    contents: Annotated[
+        list[AIContent],
+        Field(
+            description='The message\'s contents. In each item `"$type"` must be the first key, as .NET writes it '
+            "(its polymorphic reader needs the discriminator first); a body where it is not is refused with 400."
+        ),
+    ]
     messageId: StrictStr | None = None
     additionalProperties: dict[str, Json] | None = None
 

@@ -248,7 +248,9 @@ def test_openapi_documents_real_schemas_and_examples(http: httpx.Client) -> None
     assert post["requestBody"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/AppendChatMessagesRequest"
     }
-    assert "202" in post["responses"] and "422" not in post["responses"]
+    assert "202" in post["responses"]
+    assert "Idempotency-Key" in post["responses"]["422"]["description"]  # not FastAPI's validation error
+    assert "422" not in paths["/chat-history/{conversationKey}"]["put"]["responses"]
     assert "application/problem+json" in post["responses"]["400"]["content"]
     schemas = spec["components"]["schemas"]
     assert schemas["AppendChatMessagesRequest"]["examples"][0]["messages"][0]["role"] == "user"

@@ -3,16 +3,66 @@
 The HTTP layer validates and encodes messages; a store only keeps them. Each message is
 held as the UTF-8 JSON bytes the service produced from the request, so what a client
 POSTs is what it GETs back and a read never re-encodes anything.
+
+Versions and idempotency (for ``ETag``/``If-Match`` and ``Idempotency-Key``) live in the
+store, so that checking them and writing are one atomic step in every store:
+
+* every conversation has a **version**, an opaque string that changes on every write
+  (a fresh random token, never reused, so a conversation deleted and written again never
+  gets an old version back); a conversation that does not exist has :data:`ABSENT`;
+* :meth:`~ChatHistoryStore.append` and :meth:`~ChatHistoryStore.replace` take ``if_match``
+  (the versions the caller expects; :data:`ANY` means "exists") and raise
+  :class:`VersionMismatch` instead of writing when the conversation is at another version;
+* :meth:`~ChatHistoryStore.append` takes an :class:`Idempotency` record: the first call
+  with its key writes and records the result; a later call with the same key and the same
+  fingerprint writes nothing and returns the recorded result (``replayed=True``); the same
+  key with another fingerprint raises :class:`IdempotencyKeyReused`. Records are kept per
+  conversation key for ``ttl`` seconds, also across a delete of the conversation.
 """
 
 from __future__ import annotations
 
+import secrets
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 EncodedMessage = bytes
 """One chat message as compact UTF-8 JSON (the article's ``ChatMessage`` wire format)."""
+
+ABSENT = "0"
+"""The version of a conversation that does not exist (never written, or deleted)."""
+
+ANY = "*"
+"""In ``if_match``: any version, as long as the conversation exists (HTTP ``If-Match: *``)."""
+
+
+def new_version() -> str:
+    """A fresh version token: 16 random hex digits, never :data:`ABSENT`."""
+    return secrets.token_hex(8)
+
+
+def version_matches(current: str, if_match: Collection[str] | None) -> bool:
+    """Whether a conversation at ``current`` satisfies ``if_match`` (``None``: no condition)."""
+    if if_match is None:
+        return True
+    return current in if_match or (ANY in if_match and current != ABSENT)
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The least string above every string that starts with ``prefix`` (``None``: no such bound).
+
+    So ``prefix <= key < bound`` selects the keys starting with ``prefix``, in code point
+    order (which is the byte order of UTF-8, as the stores sort).
+    """
+    while prefix and ord(prefix[-1]) == 0x10FFFF:
+        prefix = prefix[:-1]
+    if not prefix:
+        return None
+    last = ord(prefix[-1]) + 1
+    if 0xD800 <= last <= 0xDFFF:
+        last = 0xE000  # surrogates are not text
+    return prefix[:-1] + chr(last)
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,40 +73,95 @@ class ConversationSummary:
     message_count: int
 
 
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A consistent snapshot: the messages and the version they are at."""
+
+    messages: list[EncodedMessage]
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """What a write did: the conversation's version after it, and whether it was a replay."""
+
+    version: str
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Idempotency:
+    """An idempotency key for one append: ``key`` as the client sent it, ``fingerprint`` of the request."""
+
+    key: str
+    fingerprint: str
+    ttl: float = 24 * 3600.0
+
+
 class StoreError(Exception):
     """The store could not do its job (database down, timeout); the service answers 503."""
 
 
+class VersionMismatch(Exception):
+    """``if_match`` did not hold: nothing was written. ``current`` is the conversation's version."""
+
+    def __init__(self, current: str) -> None:
+        super().__init__(f"the conversation is at version {current!r}")
+        self.current = current
+
+
+class IdempotencyKeyReused(Exception):
+    """The idempotency key was used before for a different request: nothing was written."""
+
+
 class ChatHistoryStore(ABC):
-    """Keeps an ordered list of encoded messages per conversation key.
+    """Keeps an ordered list of encoded messages per conversation key, with a version.
 
     Implementations guarantee: a batch passed to :meth:`append` is stored atomically and
     contiguously, in order, whatever else is appended to the same conversation meanwhile;
-    :meth:`replace` and :meth:`delete` are atomic; :meth:`summaries` is ordered by key.
+    :meth:`replace` and :meth:`delete` are atomic; the ``if_match`` check, the write and the
+    idempotency record of one call are one atomic step; :meth:`summaries` is ordered by key.
     """
 
     #: One line for ``GET /``: where this store keeps the history.
     description: str = "Chat history store."
 
-    @abstractmethod
     async def get(self, conversation_key: str) -> list[EncodedMessage]:
         """The messages of a conversation in order; ``[]`` for an unknown key."""
+        return (await self.read(conversation_key)).messages
 
     @abstractmethod
-    async def append(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
-        """Add a batch at the end of a conversation, creating it if needed. An empty batch does nothing."""
+    async def read(self, conversation_key: str) -> Conversation:
+        """The messages and version of a conversation, as one snapshot (``[]``/:data:`ABSENT` if unknown)."""
 
     @abstractmethod
-    async def replace(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
+    async def append(
+        self,
+        conversation_key: str,
+        messages: Sequence[EncodedMessage],
+        *,
+        if_match: Collection[str] | None = None,
+        idempotency: Idempotency | None = None,
+    ) -> WriteResult:
+        """Add a batch at the end of a conversation, creating it if needed.
+
+        An empty batch writes nothing and keeps the version (its condition and idempotency
+        record still count).
+        """
+
+    @abstractmethod
+    async def replace(
+        self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
+    ) -> WriteResult:
         """Make the conversation hold exactly ``messages`` (an empty list keeps an empty conversation)."""
 
     @abstractmethod
     async def delete(self, conversation_key: str) -> None:
-        """Forget a conversation; deleting an unknown key is not an error."""
+        """Forget a conversation; deleting an unknown key is not an error. Idempotency records stay."""
 
     @abstractmethod
-    async def summaries(self) -> list[ConversationSummary]:
-        """Every conversation with its exact message count, ordered by key."""
+    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
+        """Every conversation whose key starts with ``prefix``, with its exact message count, ordered by key."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the in-memory store has none."""

@@ -3,19 +3,34 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable
+from collections.abc import Collection, Sequence
 
-from .base import ChatHistoryStore, ConversationSummary, EncodedMessage
+from .base import (
+    ABSENT,
+    ChatHistoryStore,
+    Conversation,
+    ConversationSummary,
+    EncodedMessage,
+    Idempotency,
+    IdempotencyKeyReused,
+    VersionMismatch,
+    WriteResult,
+    new_version,
+    version_matches,
+)
 
 
 class _Bucket:
-    """One conversation: its messages and the lock that keeps each batch contiguous."""
+    """One conversation: its messages, its version and the lock that keeps each batch contiguous."""
 
-    __slots__ = ("lock", "messages")
+    __slots__ = ("lock", "messages", "version")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.messages: list[EncodedMessage] = []
+        self.version = ABSENT
 
 
 class InMemoryChatHistoryStore(ChatHistoryStore):
@@ -23,14 +38,19 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
 
     Like the C# original (a ``ConcurrentDictionary`` of buckets, a lock per bucket) it is
     thread-safe, so one store can serve several servers or threads at once. No lock is
-    held across an ``await``.
+    held across an ``await``. Idempotency records are kept in a dict of their own (taken
+    only while the conversation's lock is held, so a check and its write are one step).
     """
 
     description = "Chat history is stored in memory and exposed over HTTP."
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._buckets: dict[str, _Bucket] = {}
         self._buckets_lock = threading.Lock()
+        # (conversation key, idempotency key) -> (fingerprint, version, expires at); insertion ordered
+        self._records: dict[tuple[str, str], tuple[str, str, float]] = {}
+        self._records_lock = threading.Lock()
+        self._clock = clock
 
     def _bucket(self, conversation_key: str) -> _Bucket:
         bucket = self._buckets.get(conversation_key)
@@ -39,30 +59,72 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 bucket = self._buckets.setdefault(conversation_key, _Bucket())
         return bucket
 
-    async def get(self, conversation_key: str) -> list[EncodedMessage]:
+    def _locked_bucket(self, conversation_key: str) -> _Bucket:
+        """The conversation's bucket, locked, and still the current one (not deleted meanwhile)."""
+        while True:
+            bucket = self._bucket(conversation_key)
+            bucket.lock.acquire()
+            if self._buckets.get(conversation_key) is bucket:
+                return bucket
+            bucket.lock.release()
+
+    async def read(self, conversation_key: str) -> Conversation:
         bucket = self._buckets.get(conversation_key)
         if bucket is None:
-            return []
+            return Conversation([], ABSENT)
         with bucket.lock:
-            return bucket.messages.copy()
+            return Conversation(bucket.messages.copy(), bucket.version)
 
-    async def append(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
-        if not messages:
-            return
-        while True:
-            bucket = self._bucket(conversation_key)
-            with bucket.lock:
-                if self._buckets.get(conversation_key) is bucket:  # not deleted meanwhile
-                    bucket.messages.extend(messages)
-                    return
+    async def append(
+        self,
+        conversation_key: str,
+        messages: Sequence[EncodedMessage],
+        *,
+        if_match: Collection[str] | None = None,
+        idempotency: Idempotency | None = None,
+    ) -> WriteResult:
+        if not messages and if_match is None and idempotency is None:
+            bucket = self._buckets.get(conversation_key)
+            return WriteResult(bucket.version if bucket is not None else ABSENT)
+        bucket = self._locked_bucket(conversation_key)
+        try:
+            if idempotency is not None:
+                recorded = self._recorded(conversation_key, idempotency)
+                if recorded is not None:
+                    return recorded
+            if not version_matches(bucket.version, if_match):
+                raise VersionMismatch(bucket.version)
+            if messages:
+                bucket.messages.extend(messages)
+                bucket.version = new_version()
+            if idempotency is not None:
+                self._record(conversation_key, idempotency, bucket.version)
+            return WriteResult(bucket.version)
+        finally:
+            created_nothing = not bucket.messages and bucket.version == ABSENT
+            bucket.lock.release()
+            if created_nothing:  # a condition or record on an unknown key must not create it
+                with self._buckets_lock:
+                    if self._buckets.get(conversation_key) is bucket and bucket.version == ABSENT:
+                        del self._buckets[conversation_key]
 
-    async def replace(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
-        while True:
-            bucket = self._bucket(conversation_key)
-            with bucket.lock:
-                if self._buckets.get(conversation_key) is bucket:
-                    bucket.messages[:] = messages
-                    return
+    async def replace(
+        self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
+    ) -> WriteResult:
+        bucket = self._locked_bucket(conversation_key)
+        try:
+            if not version_matches(bucket.version, if_match):
+                raise VersionMismatch(bucket.version)
+            bucket.messages[:] = messages
+            bucket.version = new_version()
+            return WriteResult(bucket.version)
+        finally:
+            failed = bucket.version == ABSENT
+            bucket.lock.release()
+            if failed:
+                with self._buckets_lock:
+                    if self._buckets.get(conversation_key) is bucket and bucket.version == ABSENT:
+                        del self._buckets[conversation_key]
 
     async def delete(self, conversation_key: str) -> None:
         with self._buckets_lock:
@@ -70,12 +132,37 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         if bucket is not None:
             with bucket.lock:  # wait for a write in progress to finish
                 bucket.messages.clear()
+                bucket.version = ABSENT
 
-    async def summaries(self) -> list[ConversationSummary]:
+    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
         with self._buckets_lock:
-            items = sorted(self._buckets.items())
+            items = sorted((k, b) for k, b in self._buckets.items() if k.startswith(prefix))
         result = []
         for key, bucket in items:
             with bucket.lock:
-                result.append(ConversationSummary(key, len(bucket.messages)))
+                if bucket.version != ABSENT:  # a bucket being created by a write that may still fail
+                    result.append(ConversationSummary(key, len(bucket.messages)))
         return result
+
+    # -- idempotency records (called with the conversation's lock held) ----------------
+
+    def _recorded(self, conversation_key: str, idempotency: Idempotency) -> WriteResult | None:
+        now = self._clock()
+        with self._records_lock:
+            record = self._records.get((conversation_key, idempotency.key))
+        if record is None or record[2] <= now:
+            return None
+        fingerprint, version, _ = record
+        if fingerprint != idempotency.fingerprint:
+            raise IdempotencyKeyReused(idempotency.key)
+        return WriteResult(version, replayed=True)
+
+    def _record(self, conversation_key: str, idempotency: Idempotency, version: str) -> None:
+        now = self._clock()
+        with self._records_lock:
+            self._records.pop((conversation_key, idempotency.key), None)  # re-insert at the end
+            self._records[(conversation_key, idempotency.key)] = (idempotency.fingerprint, version, now + idempotency.ttl)
+            # drop expired records from the front (oldest first; good enough when TTLs are equal)
+            expired = [k for k, _ in zip(self._records, range(64)) if self._records[k][2] <= now]
+            for key in expired:
+                del self._records[key]

@@ -14,25 +14,46 @@ Guarantees:
   the three never interleave.
 * ``message_count`` changes in the same transaction as the messages: summaries are exact.
 * Messages are ``bytea``: what was stored is what comes back, byte for byte.
+* Versions and idempotency records (schema version 2): every write first takes a
+  transaction-scoped advisory lock on its conversation key, then checks ``if_match`` and the
+  idempotency record, writes, and records, all in one transaction; so a check and its write
+  are one atomic step across processes, also for a conversation that does not exist yet.
+  A read of messages and version is one statement, one snapshot. A version 1 schema is
+  upgraded in place on first use (each conversation gets a version).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ._loops import PerLoop
-from .base import ChatHistoryStore, ConversationSummary, EncodedMessage, StoreError
+from .base import (
+    ABSENT,
+    ChatHistoryStore,
+    Conversation,
+    ConversationSummary,
+    EncodedMessage,
+    Idempotency,
+    IdempotencyKeyReused,
+    StoreError,
+    VersionMismatch,
+    WriteResult,
+    new_version,
+    prefix_upper_bound,
+    version_matches,
+)
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Query parameters of a store URL that chatlab reads itself (libpq would refuse them).
 CHATLAB_PARAMETERS = ("schema",)
@@ -113,31 +134,68 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             "meta": sql.Identifier(self.schema, "chatlab_meta"),
             "conversations": sql.Identifier(self.schema, "chatlab_conversations"),
             "messages": sql.Identifier(self.schema, "chatlab_messages"),
+            "idempotency": sql.Identifier(self.schema, "chatlab_idempotency"),
+            "idempotency_expiry": sql.Identifier("chatlab_idempotency_expiry"),
         }
+        idempotency_tables = [
+            "CREATE TABLE IF NOT EXISTS {idempotency} ("
+            " conversation_key text NOT NULL, idempotency_key text NOT NULL, fingerprint text NOT NULL,"
+            " version text NOT NULL, expires_at double precision NOT NULL,"
+            " PRIMARY KEY (conversation_key, idempotency_key))",
+            "CREATE INDEX IF NOT EXISTS {idempotency_expiry} ON {idempotency} (expires_at)",
+        ]
         q = {
             "create_schema": "CREATE SCHEMA IF NOT EXISTS {schema}",
             "create": [
                 "CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)",
                 "CREATE TABLE IF NOT EXISTS {conversations} ("
-                " conversation_key text PRIMARY KEY, message_count bigint NOT NULL)",
+                " conversation_key text PRIMARY KEY, message_count bigint NOT NULL, version text)",
                 "CREATE TABLE IF NOT EXISTS {messages} ("
                 " conversation_key text NOT NULL, position bigint NOT NULL, body bytea NOT NULL,"
                 " PRIMARY KEY (conversation_key, position))",
+                *idempotency_tables,
+            ],
+            "upgrade_from_1": [
+                "ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS version text",
+                "UPDATE {conversations} SET version = substr(md5(random()::text || clock_timestamp()::text"
+                " || conversation_key), 1, 16) WHERE version IS NULL",
+                *idempotency_tables,
+                "UPDATE {meta} SET value = '2' WHERE key = 'schema_version'",
             ],
             "version_get": "SELECT value FROM {meta} WHERE key = 'schema_version'",
             "version_set": "INSERT INTO {meta} (key, value) VALUES ('schema_version', %s) ON CONFLICT DO NOTHING",
             "get": "SELECT body FROM {messages} WHERE conversation_key = %s ORDER BY position",
-            "append_count": "INSERT INTO {conversations} AS c (conversation_key, message_count) VALUES (%s, %s)"
-            " ON CONFLICT (conversation_key) DO UPDATE SET message_count = c.message_count + excluded.message_count"
+            # one statement: one snapshot of the version and the messages
+            "read": "SELECT c.version, ARRAY(SELECT m.body FROM {messages} m"
+            " WHERE m.conversation_key = c.conversation_key ORDER BY m.position)"
+            " FROM {conversations} c WHERE c.conversation_key = %s",
+            "lock": "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            "current": "SELECT version FROM {conversations} WHERE conversation_key = %s",
+            "idempotency_get": "SELECT fingerprint, version FROM {idempotency}"
+            " WHERE conversation_key = %s AND idempotency_key = %s AND expires_at > %s",
+            "idempotency_purge": "DELETE FROM {idempotency} WHERE expires_at <= %s",
+            "idempotency_put": "INSERT INTO {idempotency}"
+            " (conversation_key, idempotency_key, fingerprint, version, expires_at) VALUES (%s, %s, %s, %s, %s)"
+            " ON CONFLICT (conversation_key, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
+            " version = excluded.version, expires_at = excluded.expires_at",
+            "append_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version)"
+            " VALUES (%s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
+            " message_count = c.message_count + excluded.message_count, version = excluded.version"
             " RETURNING message_count",
-            "replace_count": "INSERT INTO {conversations} AS c (conversation_key, message_count) VALUES (%s, %s)"
-            " ON CONFLICT (conversation_key) DO UPDATE SET message_count = excluded.message_count",
+            "replace_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version)"
+            " VALUES (%s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
+            " message_count = excluded.message_count, version = excluded.version",
             "insert_messages": "INSERT INTO {messages} (conversation_key, position, body)"
             " SELECT %s, %s + t.ord - 1, t.body FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(body, ord)",
             "delete_messages": "DELETE FROM {messages} WHERE conversation_key = %s",
             "delete_conversation": "DELETE FROM {conversations} WHERE conversation_key = %s",
             # "C" collation: byte order of UTF-8, which is code point order, as the other stores sort.
             "summaries": 'SELECT conversation_key, message_count FROM {conversations} ORDER BY conversation_key COLLATE "C"',
+            "summaries_from": "SELECT conversation_key, message_count FROM {conversations}"
+            ' WHERE conversation_key COLLATE "C" >= %s ORDER BY conversation_key COLLATE "C"',
+            "summaries_range": "SELECT conversation_key, message_count FROM {conversations}"
+            ' WHERE conversation_key COLLATE "C" >= %s AND conversation_key COLLATE "C" < %s'
+            ' ORDER BY conversation_key COLLATE "C"',
         }
         built: dict[str, Any] = {}
         for name, text in q.items():
@@ -199,10 +257,17 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                     await conn.execute(statement)
                 await conn.execute(q["version_set"], (str(SCHEMA_VERSION),))
             row = await (await conn.execute(q["version_get"])).fetchone()
+            if row is not None and int(row[0]) == 1:
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"chatlab-schema:{self.schema}",))
+                row = await (await conn.execute(q["version_get"])).fetchone()
+                if row is not None and int(row[0]) == 1:  # not upgraded by another process meanwhile
+                    for statement in q["upgrade_from_1"]:
+                        await conn.execute(statement)
+                    row = await (await conn.execute(q["version_get"])).fetchone()
         if row is None or int(row[0]) != SCHEMA_VERSION:
             raise StoreError(
                 f"PostgreSQL store {self.where} schema {self.schema} has schema version {row and row[0]}; "
-                f"this chatlab reads version {SCHEMA_VERSION} only"
+                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades version 1) only"
             )
         self._schema_ready = True
 
@@ -216,34 +281,90 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             cur = await conn.execute(self._queries["get"], (conversation_key,), binary=True)
             return [bytes(row[0]) for row in await cur.fetchall()]
 
-    async def append(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
-        if not messages:
-            return
-        batch = [bytes(m) for m in messages]
-        q = self._queries
-        async with self._connection() as conn, conn.transaction():
-            cur = await conn.execute(q["append_count"], (conversation_key, len(batch)))
-            (new_count,) = await cur.fetchone()
-            await conn.execute(q["insert_messages"], (conversation_key, new_count - len(batch), batch))
+    async def read(self, conversation_key: str) -> Conversation:
+        async with self._connection() as conn:
+            cur = await conn.execute(self._queries["read"], (conversation_key,), binary=True)
+            row = await cur.fetchone()
+        if row is None:
+            return Conversation([], ABSENT)
+        return Conversation([bytes(m) for m in row[1]], row[0])
 
-    async def replace(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
+    async def _locked_version(self, conn: Any, conversation_key: str) -> str:
+        """Take the conversation's write lock (until commit) and return its version."""
+        await conn.execute(self._queries["lock"], (f"chatlab:{self.schema}:{conversation_key}",))
+        row = await (await conn.execute(self._queries["current"], (conversation_key,))).fetchone()
+        return row[0] if row is not None else ABSENT
+
+    async def append(
+        self,
+        conversation_key: str,
+        messages: Sequence[EncodedMessage],
+        *,
+        if_match: Collection[str] | None = None,
+        idempotency: Idempotency | None = None,
+    ) -> WriteResult:
+        batch = [bytes(m) for m in messages]
+        if not batch and if_match is None and idempotency is None:
+            return WriteResult((await self.read(conversation_key)).version)
+        q = self._queries
+        async with self._connection() as conn, conn.transaction():
+            version = await self._locked_version(conn, conversation_key)
+            now = time.time()
+            if idempotency is not None:
+                cur = await conn.execute(q["idempotency_get"], (conversation_key, idempotency.key, now))
+                record = await cur.fetchone()
+                if record is not None:
+                    if record[0] != idempotency.fingerprint:
+                        raise IdempotencyKeyReused(idempotency.key)
+                    return WriteResult(record[1], replayed=True)
+            if not version_matches(version, if_match):
+                raise VersionMismatch(version)
+            if batch:
+                version = new_version()
+                cur = await conn.execute(q["append_count"], (conversation_key, len(batch), version))
+                (new_count,) = await cur.fetchone()
+                await conn.execute(q["insert_messages"], (conversation_key, new_count - len(batch), batch))
+            if idempotency is not None:
+                await conn.execute(q["idempotency_purge"], (now,))
+                await conn.execute(
+                    q["idempotency_put"],
+                    (conversation_key, idempotency.key, idempotency.fingerprint, version, now + idempotency.ttl),
+                )
+            return WriteResult(version)
+
+    async def replace(
+        self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
+    ) -> WriteResult:
         batch = [bytes(m) for m in messages]
         q = self._queries
         async with self._connection() as conn, conn.transaction():
-            await conn.execute(q["replace_count"], (conversation_key, len(batch)))
+            current = await self._locked_version(conn, conversation_key)
+            if not version_matches(current, if_match):
+                raise VersionMismatch(current)
+            version = new_version()
+            await conn.execute(q["replace_count"], (conversation_key, len(batch), version))
             await conn.execute(q["delete_messages"], (conversation_key,))
             if batch:
                 await conn.execute(q["insert_messages"], (conversation_key, 0, batch))
+            return WriteResult(version)
 
     async def delete(self, conversation_key: str) -> None:
         q = self._queries
         async with self._connection() as conn, conn.transaction():
+            await conn.execute(q["lock"], (f"chatlab:{self.schema}:{conversation_key}",))
             await conn.execute(q["delete_conversation"], (conversation_key,))
             await conn.execute(q["delete_messages"], (conversation_key,))
 
-    async def summaries(self) -> list[ConversationSummary]:
+    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
+        q = self._queries
+        upper = prefix_upper_bound(prefix) if prefix else None
         async with self._connection() as conn:
-            cur = await conn.execute(self._queries["summaries"])
+            if not prefix:
+                cur = await conn.execute(q["summaries"])
+            elif upper is None:
+                cur = await conn.execute(q["summaries_from"], (prefix,))
+            else:
+                cur = await conn.execute(q["summaries_range"], (prefix, upper))
             return [ConversationSummary(key, count) for key, count in await cur.fetchall()]
 
     async def close(self) -> None:
@@ -281,8 +402,12 @@ class _Connection:
         except Exception as exit_exc:
             if exc is None:
                 raise _store_error(self._store, exit_exc) from exit_exc
-        if exc is not None and isinstance(exc, Exception) and not isinstance(exc, StoreError):
+        if exc is not None and isinstance(exc, Exception) and not isinstance(exc, _ANSWERS):
             raise _store_error(self._store, exc) from exc
+
+
+#: Exceptions that are the store's answer (nothing written), not a failure of the database.
+_ANSWERS = (StoreError, VersionMismatch, IdempotencyKeyReused)
 
 
 def _store_error(store: PostgresChatHistoryStore, exc: BaseException) -> StoreError:

@@ -9,12 +9,18 @@ Layout, under a key prefix (``chatlab:`` unless the URL says ``?prefix=...``):
   Redis orders them by their bytes (UTF-8: code point order, as the other stores).
 * ``{prefix}messages:{key}``: a list of the conversation's messages, in order, as the bytes
   they were given.
+* ``{prefix}version:{key}``: the conversation's version (layout version 2; a conversation
+  written by version 1 has none and reads as ``unversioned`` until its next write).
+* ``{prefix}idempotency:{len(key)}:{key}:{idempotency key}``: ``fingerprint version`` of an
+  idempotent append, expiring after its TTL (``PX``).
 
 Guarantees: an append is one ``MULTI``/``EXEC`` transaction (``ZADD`` + one ``RPUSH`` of the
 whole batch), so the batch lands contiguously and in order, all or nothing, whatever other
 clients (other service processes included) append meanwhile; replace (``DEL`` + ``RPUSH``)
 and delete (``DEL`` + ``ZREM``) are transactions too. Summaries run as one Lua script, a
-consistent snapshot of every conversation with its ``LLEN``.
+consistent snapshot of every conversation with its ``LLEN``. Appends and replaces that carry
+an ``if_match`` condition or an idempotency record are Lua scripts too: the check, the write
+and the record are one atomic step.
 
 Durability is Redis's own: with no persistence (``save ""``, ``appendonly no``) everything
 is lost when Redis restarts; see docs/stores.md for ``appendonly yes`` and ``appendfsync``.
@@ -26,19 +32,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ._loops import PerLoop
-from .base import ChatHistoryStore, ConversationSummary, EncodedMessage, StoreError
+from .base import (
+    ABSENT,
+    ChatHistoryStore,
+    Conversation,
+    ConversationSummary,
+    EncodedMessage,
+    Idempotency,
+    IdempotencyKeyReused,
+    StoreError,
+    VersionMismatch,
+    WriteResult,
+    new_version,
+    prefix_upper_bound,
+)
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: The version of a conversation written by layout version 1 (it has no version key yet).
+UNVERSIONED = "unversioned"
 
 DEFAULT_PREFIX = "chatlab:"
 
@@ -54,6 +76,80 @@ for i, key in ipairs(keys) do
     result[2 * i] = redis.call('LLEN', ARGV[1] .. key)
 end
 return result
+"""
+
+
+# KEYS[1] = the conversations sorted set; ARGV[1] = the prefix of message lists, ARGV[2]/[3] = lex range.
+_SUMMARIES_RANGE = """
+local keys = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[2], ARGV[3])
+local result = {}
+for i, key in ipairs(keys) do
+    result[2 * i - 1] = key
+    result[2 * i] = redis.call('LLEN', ARGV[1] .. key)
+end
+return result
+"""
+
+# Shared by the write scripts: the current version, and the If-Match check.
+_VERSION_CHECK = """
+local function current_version(index, member, version_key)
+    local v = redis.call('GET', version_key)
+    if v then return v end
+    if redis.call('ZSCORE', index, member) then return '""" + UNVERSIONED + """' end
+    return '""" + ABSENT + """'
+end
+local function matches(current, first, count)
+    if count < 0 then return true end
+    for i = first, first + count - 1 do
+        if ARGV[i] == current or (ARGV[i] == '*' and current ~= '""" + ABSENT + """') then return true end
+    end
+    return false
+end
+local function push(list, first)
+    for i = first, #ARGV, 1000 do
+        redis.call('RPUSH', list, unpack(ARGV, i, math.min(i + 999, #ARGV)))
+    end
+end
+"""
+
+# KEYS: index, list, version, idempotency record (or any key when none).
+# ARGV: member, new version, fingerprint ('' for none), ttl ms, condition count (-1: none), conditions..., messages...
+_APPEND = _VERSION_CHECK + """
+local current = current_version(KEYS[1], ARGV[1], KEYS[3])
+if ARGV[3] ~= '' then
+    local record = redis.call('GET', KEYS[4])
+    if record then
+        local space = string.find(record, ' ', 1, true)
+        if string.sub(record, 1, space - 1) ~= ARGV[3] then return {'reused', ''} end
+        return {'replayed', string.sub(record, space + 1)}
+    end
+end
+local count = tonumber(ARGV[5])
+if not matches(current, 6, count) then return {'mismatch', current} end
+local first = 6 + math.max(count, 0)
+local version = current
+if #ARGV >= first then
+    redis.call('ZADD', KEYS[1], 0, ARGV[1])
+    push(KEYS[2], first)
+    version = ARGV[2]
+    redis.call('SET', KEYS[3], version)
+end
+if ARGV[3] ~= '' then
+    redis.call('SET', KEYS[4], ARGV[3] .. ' ' .. version, 'PX', ARGV[4])
+end
+return {'ok', version}
+"""
+
+# KEYS: index, list, version. ARGV: member, new version, condition count (-1: none), conditions..., messages...
+_REPLACE = _VERSION_CHECK + """
+local current = current_version(KEYS[1], ARGV[1], KEYS[3])
+local count = tonumber(ARGV[3])
+if not matches(current, 4, count) then return {'mismatch', current} end
+redis.call('ZADD', KEYS[1], 0, ARGV[1])
+redis.call('DEL', KEYS[2])
+push(KEYS[2], 4 + math.max(count, 0))
+redis.call('SET', KEYS[3], ARGV[2])
+return {'ok', ARGV[2]}
 """
 
 
@@ -104,6 +200,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
         self._meta_key = f"{self.prefix}meta"
         self._index_key = f"{self.prefix}conversations"
         self._list_prefix = f"{self.prefix}messages:"
+        self._version_prefix = f"{self.prefix}version:"
+        self._idempotency_prefix = f"{self.prefix}idempotency:"
         self._clients: PerLoop[Redis] = PerLoop(self._open_client, self._close_client)
         self._schema_ready = False
 
@@ -112,6 +210,13 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
     def _list_key(self, conversation_key: str) -> bytes:
         return (self._list_prefix + conversation_key).encode("utf-8")
+
+    def _version_key(self, conversation_key: str) -> bytes:
+        return (self._version_prefix + conversation_key).encode("utf-8")
+
+    def _idempotency_key(self, conversation_key: str, idempotency_key: str) -> bytes:
+        # the length makes the split unambiguous whatever characters the two keys hold
+        return f"{self._idempotency_prefix}{len(conversation_key)}:{conversation_key}:{idempotency_key}".encode()
 
     # -- connections ------------------------------------------------------------------
 
@@ -137,10 +242,15 @@ class RedisChatHistoryStore(ChatHistoryStore):
             pipe.hsetnx(self._meta_key, "schema_version", str(SCHEMA_VERSION))
             pipe.hget(self._meta_key, "schema_version")
             _, version = await pipe.execute()
+            if version is not None and int(version) == 1:
+                # Layout 2 only adds keys (conversations without a version read as unversioned);
+                # marking it keeps chatlab versions that do not write versions away from it.
+                await client.hset(self._meta_key, "schema_version", str(SCHEMA_VERSION))
+                version = str(SCHEMA_VERSION).encode()
             if version is None or int(version) != SCHEMA_VERSION:
                 raise StoreError(
                     f"Redis store {self.where} prefix {self.prefix!r} has schema version "
-                    f"{version.decode() if version else None}; this chatlab reads version {SCHEMA_VERSION} only"
+                    f"{version.decode() if version else None}; this chatlab reads version {SCHEMA_VERSION} (and upgrades version 1) only"
                 )
             self._schema_ready = True
         return client
@@ -171,44 +281,98 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
         return await self._guard(work)
 
-    async def append(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
-        if not messages:
-            return
+    async def read(self, conversation_key: str) -> Conversation:
+        async def work(client: Redis) -> Conversation:
+            pipe = client.pipeline(transaction=True)  # MULTI/EXEC: one snapshot
+            pipe.get(self._version_key(conversation_key))
+            pipe.zscore(self._index_key, conversation_key.encode("utf-8"))
+            pipe.lrange(self._list_key(conversation_key), 0, -1)
+            version, score, messages = await pipe.execute()
+            if version is not None:
+                current = version.decode()
+            else:
+                current = UNVERSIONED if score is not None else ABSENT
+            return Conversation(list(messages), current)
+
+        return await self._guard(work)
+
+    @staticmethod
+    def _conditions(if_match: Collection[str] | None) -> list[str | int]:
+        return [-1] if if_match is None else [len(if_match), *if_match]
+
+    async def append(
+        self,
+        conversation_key: str,
+        messages: Sequence[EncodedMessage],
+        *,
+        if_match: Collection[str] | None = None,
+        idempotency: Idempotency | None = None,
+    ) -> WriteResult:
         batch = [bytes(m) for m in messages]
+        if not batch and if_match is None and idempotency is None:
+            return WriteResult((await self.read(conversation_key)).version)
+        version = new_version()
+        keys = [
+            self._index_key,
+            self._list_key(conversation_key),
+            self._version_key(conversation_key),
+            self._idempotency_key(conversation_key, idempotency.key) if idempotency else self._meta_key,
+        ]
+        args = [
+            conversation_key.encode("utf-8"),
+            version,
+            idempotency.fingerprint if idempotency else "",
+            max(1, int(idempotency.ttl * 1000)) if idempotency else 0,
+            *self._conditions(if_match),
+            *batch,
+        ]
 
-        async def work(client: Redis) -> None:
-            pipe = client.pipeline(transaction=True)
-            pipe.zadd(self._index_key, {conversation_key.encode("utf-8"): 0})
-            pipe.rpush(self._list_key(conversation_key), *batch)
-            await pipe.execute()
+        async def work(client: Redis) -> list[bytes]:
+            return await client.eval(_APPEND, len(keys), *keys, *args)
 
-        await self._guard(work)
+        status, value = await self._guard(work)
+        return self._outcome(status, value, idempotency)
 
-    async def replace(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
+    async def replace(
+        self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
+    ) -> WriteResult:
         batch = [bytes(m) for m in messages]
+        keys = [self._index_key, self._list_key(conversation_key), self._version_key(conversation_key)]
+        args = [conversation_key.encode("utf-8"), new_version(), *self._conditions(if_match), *batch]
 
-        async def work(client: Redis) -> None:
-            pipe = client.pipeline(transaction=True)
-            pipe.zadd(self._index_key, {conversation_key.encode("utf-8"): 0})
-            pipe.delete(self._list_key(conversation_key))
-            if batch:
-                pipe.rpush(self._list_key(conversation_key), *batch)
-            await pipe.execute()
+        async def work(client: Redis) -> list[bytes]:
+            return await client.eval(_REPLACE, len(keys), *keys, *args)
 
-        await self._guard(work)
+        status, value = await self._guard(work)
+        return self._outcome(status, value, None)
+
+    @staticmethod
+    def _outcome(status: bytes, value: bytes, idempotency: Idempotency | None) -> WriteResult:
+        if status == b"mismatch":
+            raise VersionMismatch(value.decode())
+        if status == b"reused":
+            raise IdempotencyKeyReused(idempotency.key if idempotency else "")
+        return WriteResult(value.decode(), replayed=status == b"replayed")
 
     async def delete(self, conversation_key: str) -> None:
         async def work(client: Redis) -> None:
             pipe = client.pipeline(transaction=True)
             pipe.zrem(self._index_key, conversation_key.encode("utf-8"))
             pipe.delete(self._list_key(conversation_key))
+            pipe.delete(self._version_key(conversation_key))
             await pipe.execute()
 
         await self._guard(work)
 
-    async def summaries(self) -> list[ConversationSummary]:
+    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
         async def work(client: Redis) -> list[ConversationSummary]:
-            flat = await client.eval(_SUMMARIES, 1, self._index_key, self._list_prefix)
+            if prefix:
+                upper = prefix_upper_bound(prefix)
+                low = b"[" + prefix.encode("utf-8")
+                high = b"(" + upper.encode("utf-8") if upper is not None else b"+"
+                flat = await client.eval(_SUMMARIES_RANGE, 1, self._index_key, self._list_prefix, low, high)
+            else:
+                flat = await client.eval(_SUMMARIES, 1, self._index_key, self._list_prefix)
             return [
                 ConversationSummary(flat[i].decode("utf-8"), int(flat[i + 1])) for i in range(0, len(flat), 2)
             ]

@@ -13,7 +13,11 @@ Guarantees:
   message count, so a batch gets contiguous positions even when several processes append
   to the same file. Writers of one process also queue on a lock of their own, and other
   processes are waited for up to ``busy_timeout``.
-* Readers don't block writers (WAL) and see whole transactions only.
+* Readers don't block writers (WAL) and see whole transactions only; a read of messages and
+  version is one transaction, so the two always agree.
+* Versions and idempotency records (schema version 2) are read and written in the writing
+  transaction itself, so a check and its write are one atomic step. A version 1 file is
+  upgraded in place on first use (each conversation gets a version).
 """
 
 from __future__ import annotations
@@ -25,17 +29,31 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from .base import ChatHistoryStore, ConversationSummary, EncodedMessage, StoreError
+from .base import (
+    ABSENT,
+    ChatHistoryStore,
+    Conversation,
+    ConversationSummary,
+    EncodedMessage,
+    Idempotency,
+    IdempotencyKeyReused,
+    StoreError,
+    VersionMismatch,
+    WriteResult,
+    new_version,
+    prefix_upper_bound,
+    version_matches,
+)
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chatlab_meta (
@@ -44,7 +62,8 @@ CREATE TABLE IF NOT EXISTS chatlab_meta (
 );
 CREATE TABLE IF NOT EXISTS chatlab_conversations (
     conversation_key TEXT PRIMARY KEY,
-    message_count    INTEGER NOT NULL
+    message_count    INTEGER NOT NULL,
+    version          TEXT
 );
 CREATE TABLE IF NOT EXISTS chatlab_messages (
     conversation_key TEXT    NOT NULL,
@@ -52,6 +71,15 @@ CREATE TABLE IF NOT EXISTS chatlab_messages (
     body             BLOB    NOT NULL,
     PRIMARY KEY (conversation_key, position)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS chatlab_idempotency (
+    conversation_key TEXT NOT NULL,
+    idempotency_key  TEXT NOT NULL,
+    fingerprint      TEXT NOT NULL,
+    version          TEXT NOT NULL,
+    expires_at       REAL NOT NULL,
+    PRIMARY KEY (conversation_key, idempotency_key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS chatlab_idempotency_expiry ON chatlab_idempotency (expires_at);
 """
 
 
@@ -154,16 +182,30 @@ class SqliteChatHistoryStore(ChatHistoryStore):
                     conn.execute(
                         "INSERT INTO chatlab_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                     )
+                elif int(row[0]) == 1:
+                    self._upgrade_from_1(conn)
                 elif int(row[0]) != SCHEMA_VERSION:
                     raise StoreError(
                         f"SQLite store {self.path} has schema version {row[0]}; "
-                        f"this chatlab reads version {SCHEMA_VERSION} only"
+                        f"this chatlab reads version {SCHEMA_VERSION} (and upgrades version 1) only"
                     )
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback(conn)
                 raise
             self._schema_ready = True
+
+    @staticmethod
+    def _upgrade_from_1(conn: sqlite3.Connection) -> None:
+        """Version 1 had no versions: give each conversation one (the idempotency table is new)."""
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
+        if "version" not in columns:
+            conn.execute("ALTER TABLE chatlab_conversations ADD COLUMN version TEXT")
+        keys = [row[0] for row in conn.execute("SELECT conversation_key FROM chatlab_conversations WHERE version IS NULL")]
+        conn.executemany(
+            "UPDATE chatlab_conversations SET version = ? WHERE conversation_key = ?", [(new_version(), k) for k in keys]
+        )
+        conn.execute("UPDATE chatlab_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
     def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` on an idle connection (in the calling worker thread); errors become StoreError."""
@@ -178,12 +220,15 @@ class SqliteChatHistoryStore(ChatHistoryStore):
                 result = work(conn)
                 healthy = True
                 return result
+            except (VersionMismatch, IdempotencyKeyReused):
+                healthy = True  # an answer, not a failure: the connection is fine
+                raise
             finally:
                 if healthy and self._idle.qsize() < self._max_idle:
                     self._idle.put(conn)
                 else:
                     conn.close()
-        except StoreError:
+        except (StoreError, VersionMismatch, IdempotencyKeyReused):
             raise
         except (sqlite3.Error, OSError) as exc:
             log.warning("SQLite store %s failed: %r", self.path, exc)
@@ -192,64 +237,119 @@ class SqliteChatHistoryStore(ChatHistoryStore):
     async def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
         return await asyncio.to_thread(self._run, work)
 
-    def _write(self, conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], None]) -> None:
+    def _write(self, conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], T]) -> T:
         with self._write_lock:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                body(conn)
+                result = body(conn)
             except BaseException:
                 _rollback(conn)
                 raise
             conn.execute("COMMIT")
+            return result
 
     # -- the store interface ----------------------------------------------------------
 
-    async def get(self, conversation_key: str) -> list[EncodedMessage]:
-        def work(conn: sqlite3.Connection) -> list[EncodedMessage]:
-            rows = conn.execute(
-                "SELECT body FROM chatlab_messages WHERE conversation_key = ? ORDER BY position",
-                (conversation_key,),
-            ).fetchall()
-            return [bytes(row[0]) for row in rows]
+    async def read(self, conversation_key: str) -> Conversation:
+        def work(conn: sqlite3.Connection) -> Conversation:
+            conn.execute("BEGIN")  # one snapshot for the version and the messages
+            try:
+                row = conn.execute(
+                    "SELECT version FROM chatlab_conversations WHERE conversation_key = ?", (conversation_key,)
+                ).fetchone()
+                rows = conn.execute(
+                    "SELECT body FROM chatlab_messages WHERE conversation_key = ? ORDER BY position",
+                    (conversation_key,),
+                ).fetchall()
+            finally:
+                _rollback(conn)
+            return Conversation([bytes(r[0]) for r in rows], row[0] if row is not None else ABSENT)
 
         return await self._call(work)
 
-    async def append(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
-        if not messages:
-            return
+    @staticmethod
+    def _current(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> str:
+        """The conversation's version, checked against ``if_match`` (inside the write transaction)."""
+        row = conn.execute(
+            "SELECT version FROM chatlab_conversations WHERE conversation_key = ?", (conversation_key,)
+        ).fetchone()
+        current = row[0] if row is not None else ABSENT
+        if not version_matches(current, if_match):
+            raise VersionMismatch(current)
+        return current
+
+    async def append(
+        self,
+        conversation_key: str,
+        messages: Sequence[EncodedMessage],
+        *,
+        if_match: Collection[str] | None = None,
+        idempotency: Idempotency | None = None,
+    ) -> WriteResult:
+        batch = [bytes(m) for m in messages]
+        if not batch and if_match is None and idempotency is None:
+            return WriteResult((await self.read(conversation_key)).version)
+
+        def body(conn: sqlite3.Connection) -> WriteResult:
+            now = time.time()
+            if idempotency is not None:
+                row = conn.execute(
+                    "SELECT fingerprint, version FROM chatlab_idempotency "
+                    "WHERE conversation_key = ? AND idempotency_key = ? AND expires_at > ?",
+                    (conversation_key, idempotency.key, now),
+                ).fetchone()
+                if row is not None:
+                    if row[0] != idempotency.fingerprint:
+                        raise IdempotencyKeyReused(idempotency.key)
+                    return WriteResult(row[1], replayed=True)
+            version = self._current(conn, conversation_key, if_match)
+            if batch:
+                version = new_version()
+                (new_count,) = conn.execute(
+                    "INSERT INTO chatlab_conversations (conversation_key, message_count, version) VALUES (?, ?, ?) "
+                    "ON CONFLICT (conversation_key) DO UPDATE SET "
+                    "message_count = message_count + excluded.message_count, version = excluded.version "
+                    "RETURNING message_count",
+                    (conversation_key, len(batch), version),
+                ).fetchone()
+                start = new_count - len(batch)
+                conn.executemany(
+                    "INSERT INTO chatlab_messages (conversation_key, position, body) VALUES (?, ?, ?)",
+                    [(conversation_key, start + i, m) for i, m in enumerate(batch)],
+                )
+            if idempotency is not None:
+                conn.execute("DELETE FROM chatlab_idempotency WHERE expires_at <= ?", (now,))
+                conn.execute(
+                    "INSERT OR REPLACE INTO chatlab_idempotency "
+                    "(conversation_key, idempotency_key, fingerprint, version, expires_at) VALUES (?, ?, ?, ?, ?)",
+                    (conversation_key, idempotency.key, idempotency.fingerprint, version, now + idempotency.ttl),
+                )
+            return WriteResult(version)
+
+        return await self._call(lambda conn: self._write(conn, body))
+
+    async def replace(
+        self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
+    ) -> WriteResult:
         batch = [bytes(m) for m in messages]
 
-        def body(conn: sqlite3.Connection) -> None:
-            (new_count,) = conn.execute(
-                "INSERT INTO chatlab_conversations (conversation_key, message_count) VALUES (?, ?) "
-                "ON CONFLICT (conversation_key) DO UPDATE SET message_count = message_count + excluded.message_count "
-                "RETURNING message_count",
-                (conversation_key, len(batch)),
-            ).fetchone()
-            start = new_count - len(batch)
-            conn.executemany(
-                "INSERT INTO chatlab_messages (conversation_key, position, body) VALUES (?, ?, ?)",
-                [(conversation_key, start + i, m) for i, m in enumerate(batch)],
-            )
-
-        await self._call(lambda conn: self._write(conn, body))
-
-    async def replace(self, conversation_key: str, messages: Sequence[EncodedMessage]) -> None:
-        batch = [bytes(m) for m in messages]
-
-        def body(conn: sqlite3.Connection) -> None:
+        def body(conn: sqlite3.Connection) -> WriteResult:
+            self._current(conn, conversation_key, if_match)
+            version = new_version()
             conn.execute(
-                "INSERT INTO chatlab_conversations (conversation_key, message_count) VALUES (?, ?) "
-                "ON CONFLICT (conversation_key) DO UPDATE SET message_count = excluded.message_count",
-                (conversation_key, len(batch)),
+                "INSERT INTO chatlab_conversations (conversation_key, message_count, version) VALUES (?, ?, ?) "
+                "ON CONFLICT (conversation_key) DO UPDATE SET "
+                "message_count = excluded.message_count, version = excluded.version",
+                (conversation_key, len(batch), version),
             )
             conn.execute("DELETE FROM chatlab_messages WHERE conversation_key = ?", (conversation_key,))
             conn.executemany(
                 "INSERT INTO chatlab_messages (conversation_key, position, body) VALUES (?, ?, ?)",
                 [(conversation_key, i, m) for i, m in enumerate(batch)],
             )
+            return WriteResult(version)
 
-        await self._call(lambda conn: self._write(conn, body))
+        return await self._call(lambda conn: self._write(conn, body))
 
     async def delete(self, conversation_key: str) -> None:
         def body(conn: sqlite3.Connection) -> None:
@@ -258,12 +358,19 @@ class SqliteChatHistoryStore(ChatHistoryStore):
 
         await self._call(lambda conn: self._write(conn, body))
 
-    async def summaries(self) -> list[ConversationSummary]:
+    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
         def work(conn: sqlite3.Connection) -> list[ConversationSummary]:
             # TEXT compares with BINARY collation: UTF-8 byte order, which is code point order.
-            rows = conn.execute(
-                "SELECT conversation_key, message_count FROM chatlab_conversations ORDER BY conversation_key"
-            ).fetchall()
+            query = "SELECT conversation_key, message_count FROM chatlab_conversations"
+            params: list[str] = []
+            if prefix:
+                query += " WHERE conversation_key >= ?"
+                params.append(prefix)
+                upper = prefix_upper_bound(prefix)
+                if upper is not None:
+                    query += " AND conversation_key < ?"
+                    params.append(upper)
+            rows = conn.execute(query + " ORDER BY conversation_key", params).fetchall()
             return [ConversationSummary(key, count) for key, count in rows]
 
         return await self._call(work)

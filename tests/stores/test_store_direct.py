@@ -172,7 +172,7 @@ def test_store_states_its_schema_version_and_description(backend, store_url):
     store = open_store(store_url)
     assert store.description and store.description != ChatHistoryStore.description
     if backend != "memory":
-        assert store.schema_version == 1
+        assert store.schema_version == 2  # 2: versions and idempotency records
     assert "password" not in store.description
 
 
@@ -183,7 +183,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
 
         with sqlite3.connect(path_from_url(store_url)) as conn:
             row = conn.execute("SELECT value FROM chatlab_meta WHERE key = 'schema_version'").fetchone()
-            assert row == ("1",)
+            assert row == ("2",)
             assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     elif backend == "postgres":
         import psycopg
@@ -198,7 +198,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
                     sql.Identifier(ours["schema"], "chatlab_meta")
                 )
             ).fetchone()
-            assert row == ("1",)
+            assert row == ("2",)
     elif backend == "redis":
         import redis
 
@@ -207,7 +207,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
         client_url, ours = split_url(store_url)
         client = redis.Redis.from_url(client_url)
         try:
-            assert client.hget(f"{ours['prefix']}meta", "schema_version") == b"1"
+            assert client.hget(f"{ours['prefix']}meta", "schema_version") == b"2"
         finally:
             client.close()
 
@@ -219,7 +219,7 @@ def test_a_newer_schema_is_refused(backend, store_url):
         import sqlite3
 
         with sqlite3.connect(path_from_url(store_url)) as conn:
-            conn.execute("UPDATE chatlab_meta SET value = '2' WHERE key = 'schema_version'")
+            conn.execute("UPDATE chatlab_meta SET value = '3' WHERE key = 'schema_version'")
     elif backend == "postgres":
         import psycopg
         from psycopg import sql
@@ -229,7 +229,7 @@ def test_a_newer_schema_is_refused(backend, store_url):
         conninfo, ours = split_url(store_url)
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(
-                sql.SQL("UPDATE {} SET value = '2' WHERE key = 'schema_version'").format(
+                sql.SQL("UPDATE {} SET value = '3' WHERE key = 'schema_version'").format(
                     sql.Identifier(ours["schema"], "chatlab_meta")
                 )
             )
@@ -240,8 +240,8 @@ def test_a_newer_schema_is_refused(backend, store_url):
 
         client_url, ours = split_url(store_url)
         with redis.Redis.from_url(client_url) as client:
-            client.hset(f"{ours['prefix']}meta", "schema_version", "2")
-    with pytest.raises(StoreError, match="schema version 2"):
+            client.hset(f"{ours['prefix']}meta", "schema_version", "3")
+    with pytest.raises(StoreError, match="schema version 3"):
         run(_use(store_url, lambda s: s.summaries()))
 
 

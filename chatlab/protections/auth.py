@@ -1,0 +1,162 @@
+"""API keys (bearer tokens), each scoped to a namespace of conversations.
+
+Format, in ``CHATLAB_API_KEYS`` or a file named by ``--api-keys-file`` /
+``CHATLAB_API_KEYS_FILE``: entries ``NAMESPACE:KEY``, separated by newlines or commas;
+``#`` starts a comment, blank lines are ignored. Several keys may share a namespace (to
+rotate a key: add the new one, move the clients, remove the old one). A namespace is 1 to
+64 letters, digits, ``_`` or ``-``; a key is at least 16 characters of a bearer token
+(letters, digits and ``-._~+/``, ``=`` padding at the end). ``python -m chatlab api-key
+NAMESPACE`` prints a fresh entry.
+
+Keys are never logged or shown: only their SHA-256 digests are kept, a presented key is
+compared against every digest with :func:`hmac.compare_digest` (no early exit), and
+errors name the line, never the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+NAMESPACE_PATTERN = r"[A-Za-z0-9_-]{1,64}"
+KEY_PATTERN = r"[A-Za-z0-9._~+/-]+=*"
+MIN_KEY_LENGTH = 16
+SEPARATOR = "/"
+"""Between the namespace and the client's conversation key in a stored key (``alice/286d...``)."""
+
+_NAMESPACE_RE = re.compile(NAMESPACE_PATTERN)
+_KEY_RE = re.compile(KEY_PATTERN)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sent a request: its namespace (``None`` when the service has no API keys) and rate-limit identity."""
+
+    namespace: str | None
+    identity: str
+
+    def stored_key(self, conversation_key: str) -> str:
+        """The key the store uses for the caller's ``conversation_key`` (namespaced when keys are on)."""
+        return conversation_key if self.namespace is None else f"{self.namespace}{SEPARATOR}{conversation_key}"
+
+    @property
+    def prefix(self) -> str:
+        """The stored-key prefix of the caller's conversations (``""`` when keys are off)."""
+        return "" if self.namespace is None else f"{self.namespace}{SEPARATOR}"
+
+
+def new_api_key() -> str:
+    """A fresh random key: 43 URL-safe characters (256 bits)."""
+    return secrets.token_urlsafe(32)
+
+
+class ApiKeys:
+    """The configured keys, as digests, each mapped to its namespace."""
+
+    def __init__(self, keys: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
+        """``keys``: key -> namespace (or ``(key, namespace)`` pairs)."""
+        pairs = list(keys.items()) if isinstance(keys, Mapping) else list(keys)
+        entries: dict[bytes, str] = {}
+        for i, (key, namespace) in enumerate(pairs, 1):
+            _check_entry(key, namespace, f"key {i}")
+            digest = _digest(key)
+            if entries.get(digest, namespace) != namespace:
+                raise ValueError(f"key {i} is also given for namespace {entries[digest]!r}: a key has one namespace")
+            entries[digest] = namespace
+        if not entries:
+            raise ValueError("no API keys given: give at least one NAMESPACE:KEY entry")
+        self._entries = list(entries.items())
+
+    @classmethod
+    def parse(cls, text: str, *, source: str = "CHATLAB_API_KEYS") -> ApiKeys:
+        """Read ``NAMESPACE:KEY`` entries (newline or comma separated, ``#`` comments)."""
+        pairs: list[tuple[str, str]] = []
+        for number, line in enumerate(text.splitlines(), 1):
+            for entry in line.split("#", 1)[0].split(","):
+                entry = entry.strip()
+                if not entry:
+                    continue
+                namespace, sep, key = entry.partition(":")
+                where = f"{source} line {number}"
+                if not sep:
+                    raise ValueError(f"{where}: expected NAMESPACE:KEY entries (the key is not shown)")
+                _check_entry(key.strip(), namespace.strip(), where)
+                pairs.append((key.strip(), namespace.strip()))
+        if not pairs:
+            raise ValueError(f"{source} holds no NAMESPACE:KEY entry")
+        return cls(pairs)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> ApiKeys:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read the API keys file {path}: {exc.strerror or exc}") from None
+        return cls.parse(text, source=str(path))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ApiKeys | None:
+        """Keys from ``CHATLAB_API_KEYS`` and/or the file ``CHATLAB_API_KEYS_FILE``; ``None`` if neither is set."""
+        env = os.environ if environ is None else environ
+        found: list[ApiKeys] = []
+        if env.get("CHATLAB_API_KEYS", "").strip():
+            found.append(cls.parse(env["CHATLAB_API_KEYS"]))
+        if env.get("CHATLAB_API_KEYS_FILE", "").strip():
+            found.append(cls.from_file(env["CHATLAB_API_KEYS_FILE"]))
+        return cls.combine(*found) if found else None
+
+    @classmethod
+    def combine(cls, *sets: ApiKeys) -> ApiKeys:
+        combined = cls.__new__(cls)
+        entries: dict[bytes, str] = {}
+        for keys in sets:
+            for digest, namespace in keys._entries:
+                if entries.get(digest, namespace) != namespace:
+                    raise ValueError(f"one key is given for namespaces {entries[digest]!r} and {namespace!r}")
+                entries[digest] = namespace
+        combined._entries = list(entries.items())
+        return combined
+
+    def namespace_of(self, key: str) -> tuple[int, str] | None:
+        """``(entry number, namespace)`` of a presented key, or ``None``; constant time in the key."""
+        digest = _digest(key)
+        found: tuple[int, str] | None = None
+        for i, (known, namespace) in enumerate(self._entries):
+            if hmac.compare_digest(digest, known) and found is None:
+                found = (i, namespace)
+        return found
+
+    @property
+    def namespaces(self) -> list[str]:
+        return sorted({namespace for _, namespace in self._entries})
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:  # never the keys
+        return f"<ApiKeys {len(self._entries)} keys, namespaces {', '.join(self.namespaces)}>"
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
+def _check_entry(key: str, namespace: str, where: str) -> None:
+    if not isinstance(namespace, str) or not _NAMESPACE_RE.fullmatch(namespace):
+        raise ValueError(f"{where}: the namespace must be 1 to 64 letters, digits, '_' or '-'")
+    if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
+        raise ValueError(
+            f"{where} (namespace {namespace!r}): the key must be a bearer token: letters, digits and -._~+/ "
+            "(the key is not shown)"
+        )
+    if len(key) < MIN_KEY_LENGTH:
+        raise ValueError(
+            f"{where} (namespace {namespace!r}): the key is shorter than {MIN_KEY_LENGTH} characters; "
+            "make one with `python -m chatlab api-key NAMESPACE`"
+        )

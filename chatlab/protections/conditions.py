@@ -1,0 +1,76 @@
+"""HTTP side of versions and idempotency: ``ETag``, ``If-Match`` and ``Idempotency-Key``.
+
+* ``GET /chat-history/{key}`` answers ``ETag: "<version>"``; a conversation that does not
+  exist is at ``"0"``. Writes answer the new ``ETag``.
+* ``If-Match`` on ``PUT``/``POST``: one or more entity tags (``"v1", "v2"``) or ``*``
+  (exists). Strong comparison (RFC 9110): a weak tag (``W/"..."``) never matches. When the
+  conversation is at another version the write is refused with ``412`` and changes nothing.
+* ``Idempotency-Key`` on ``POST``: 1 to 255 visible ASCII characters, quoted (as a
+  structured-field string) or not. The first request with a key is applied and recorded
+  (per conversation, for the idempotency TTL); the same key with the same messages is
+  answered as before without appending again (``Idempotent-Replayed: true``); the same key
+  with other messages is refused with ``422``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+from ..stores.base import ANY, EncodedMessage
+
+IDEMPOTENCY_KEY_MAX_LENGTH = 255
+IDEMPOTENCY_KEY_PATTERN = r'^"?[\x20-\x21\x23-\x7e]{1,255}"?$'
+"""What an ``Idempotency-Key`` header may hold (also its OpenAPI pattern)."""
+_IDEMPOTENCY_KEY = re.compile(r'^"?([\x20-\x21\x23-\x7e]{1,255})"?$')
+
+
+def etag(version: str) -> str:
+    """The strong entity tag of a version: ``"<version>"``."""
+    return f'"{version}"'
+
+
+def parse_if_match(value: str | None) -> tuple[str, ...] | None:
+    """The versions an ``If-Match`` header accepts (``("*",)`` for ``*``); ``None`` without the header.
+
+    Weak tags are dropped (they never match under strong comparison); an unquoted tag is read
+    as if quoted; anything else that is not a version is kept as is and so never matches
+    (the write is refused with 412, never applied).
+    """
+    if value is None:
+        return None
+    if value.strip() == "*":
+        return (ANY,)
+    versions: list[str] = []
+    for part in value.split(","):
+        tag = part.strip()
+        if tag.startswith("W/"):
+            continue
+        if len(tag) >= 2 and tag[0] == tag[-1] == '"':
+            tag = tag[1:-1]
+        if tag and tag != ANY:
+            versions.append(tag)
+    return tuple(versions)
+
+
+def parse_idempotency_key(value: str | None) -> str | None:
+    """The key of an ``Idempotency-Key`` header without its quotes; ``None`` without the header."""
+    if value is None:
+        return None
+    match = _IDEMPOTENCY_KEY.fullmatch(value.strip())
+    if match is None:
+        raise ValueError(
+            f"Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters without '\"', "
+            'for example a UUID: Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"'
+        )
+    return match.group(1)
+
+
+def fingerprint(operation: str, messages: Sequence[EncodedMessage]) -> str:
+    """A digest of a request's meaning: the operation and its encoded messages (whitespace-independent)."""
+    h = hashlib.sha256(operation.encode() + b"\n")
+    for message in messages:
+        h.update(len(message).to_bytes(8, "big"))
+        h.update(message)
+    return h.hexdigest()

@@ -1,0 +1,87 @@
+"""A per-caller rate limit: a token bucket in this process, answering ``429`` with ``Retry-After``.
+
+Each caller (an API key; without keys, a client address) has a bucket of ``burst`` tokens
+that refills at ``rate`` tokens per second; a request takes one token, and a request that
+finds the bucket empty is refused with the seconds until a token is back. The buckets live
+in the service process: several replicas each count on their own.
+
+``--rate-limit`` / ``CHATLAB_RATE_LIMIT`` reads ``N/s``, ``N/min`` or ``N/h`` (``N``
+requests per period; the burst is ``N`` unless ``--rate-burst`` / ``CHATLAB_RATE_BURST``
+says otherwise).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+_PERIODS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "h": 3600.0, "hour": 3600.0}
+_SPEC = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*([a-z]+)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """``rate`` requests per second on average, ``burst`` at once."""
+
+    rate: float
+    burst: int
+
+    def __post_init__(self) -> None:
+        if not (self.rate > 0 and math.isfinite(self.rate)):
+            raise ValueError(f"the rate limit must be a positive number of requests per second, not {self.rate!r}")
+        if self.burst < 1:
+            raise ValueError(f"the rate burst must be at least 1, not {self.burst!r}")
+
+    @classmethod
+    def parse(cls, spec: str, burst: int | None = None) -> RateLimit:
+        """``"10/s"``, ``"600/min"``, ``"1000/h"``: N requests per period (burst N unless given)."""
+        match = _SPEC.match(spec.lower())
+        if not match or match.group(2) not in _PERIODS or float(match.group(1)) <= 0:
+            raise ValueError(f"invalid rate limit {spec!r}: write N/s, N/min or N/h, for example 10/s or 600/min")
+        count = float(match.group(1))
+        return cls(rate=count / _PERIODS[match.group(2)], burst=burst or max(1, math.floor(count)))
+
+    def __str__(self) -> str:
+        return f"{self.rate:g}/s (burst {self.burst})"
+
+
+class RateLimiter:
+    """Token buckets per caller identity; thread-safe."""
+
+    def __init__(self, limit: RateLimit, *, clock: Callable[[], float] = time.monotonic, max_callers: int = 10_000) -> None:
+        self.limit = limit
+        self._clock = clock
+        self._max_callers = max_callers
+        self._buckets: dict[str, tuple[float, float]] = {}  # identity -> (tokens, at)
+        self._lock = threading.Lock()
+
+    def take(self, identity: str) -> float:
+        """Take a token for ``identity``: ``0`` when allowed, else the seconds until one is back."""
+        rate, burst = self.limit.rate, float(self.limit.burst)
+        with self._lock:
+            now = self._clock()
+            tokens, at = self._buckets.get(identity, (burst, now))
+            tokens = min(burst, tokens + (now - at) * rate)
+            if tokens >= 1.0:
+                self._buckets[identity] = (tokens - 1.0, now)
+                if len(self._buckets) > self._max_callers:
+                    self._forget_full(now)
+                return 0.0
+            self._buckets[identity] = (tokens, now)
+            return (1.0 - tokens) / rate
+
+    def _forget_full(self, now: float) -> None:
+        """Drop buckets that have refilled (they would start full anyway)."""
+        rate, burst = self.limit.rate, float(self.limit.burst)
+        for identity, (tokens, at) in list(self._buckets.items()):
+            if tokens + (now - at) * rate >= burst:
+                del self._buckets[identity]
+
+
+def retry_after_header(seconds: float) -> str:
+    """``Retry-After`` in whole seconds, rounded up, at least 1."""
+    return str(max(1, math.ceil(seconds)))

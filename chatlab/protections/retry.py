@@ -1,0 +1,119 @@
+"""The client side of safe retries: which failures are transient, and how long to wait.
+
+:class:`RetryPolicy` retries a request that failed in a way that may pass:
+
+* no answer: a connection refused, reset or dropped, a timeout (but not a TLS certificate
+  the client refuses: that will not pass by itself);
+* ``429 Too Many Requests``, ``502 Bad Gateway``, ``503 Service Unavailable``,
+  ``504 Gateway Timeout``.
+
+It waits with exponential backoff and jitter between attempts, or as long as the answer's
+``Retry-After`` says (seconds or an HTTP date) when that is longer; a ``Retry-After`` beyond
+``max_retry_after`` ends the retries at once. Only send requests through it that are safe to
+repeat: ``GET``, ``PUT``, ``DELETE``, and ``POST`` with an ``Idempotency-Key`` (what
+:class:`chatlab.provider.RemoteChatHistoryProvider` does), so a retried append never
+duplicates messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+
+import httpx
+
+log = logging.getLogger("chatlab.retry")
+
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently to retry transient failures.
+
+    Args:
+        attempts: tries in all, the first included (1: never retry).
+        backoff: the first wait in seconds; it doubles with each retry (with jitter).
+        max_backoff: the longest wait between two attempts, unless ``Retry-After`` asks for more.
+        max_retry_after: the longest ``Retry-After`` honoured; a longer one ends the retries.
+        sleep: how to wait (tests may record the waits).
+    """
+
+    attempts: int = 4
+    backoff: float = 0.25
+    max_backoff: float = 4.0
+    max_retry_after: float = 30.0
+    sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be at least 1 (1: no retries), not {self.attempts!r}")
+        if self.backoff < 0 or self.max_backoff < 0 or self.max_retry_after < 0:
+            raise ValueError("backoff, max_backoff and max_retry_after must not be negative")
+
+    def delay(self, retry: int) -> float:
+        """The backoff before retry number ``retry`` (1, 2, ...): half fixed, half random."""
+        base = min(self.max_backoff, self.backoff * 2 ** (retry - 1))
+        return base / 2 + random.uniform(0, base / 2)
+
+    async def send(self, send: Callable[[], Awaitable[httpx.Response]], what: str) -> httpx.Response:
+        """``await send()`` until it gives a final answer or the attempts are spent.
+
+        Returns the last response (a success, a refusal that is not transient, or the last
+        transient one); raises the last transport error when no attempt was answered.
+        """
+        for attempt in range(1, self.attempts + 1):
+            last = attempt == self.attempts
+            try:
+                response = await send()
+            except httpx.TransportError as exc:
+                if last or not is_transient(exc):
+                    raise
+                wait = self.delay(attempt)
+                log.info("%s: no answer (%s); retry %d of %d in %.2f s", what, type(exc).__name__, attempt, self.attempts - 1, wait)
+            else:
+                if response.status_code not in RETRY_STATUSES or last:
+                    return response
+                asked = retry_after_seconds(response.headers.get("retry-after"))
+                if asked is not None and asked > self.max_retry_after:
+                    return response  # the service asks for longer than we wait: report it now
+                wait = max(self.delay(attempt), asked or 0.0)
+                log.info("%s: HTTP %d; retry %d of %d in %.2f s", what, response.status_code, attempt, self.attempts - 1, wait)
+                await response.aclose()
+            await self.sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+NO_RETRIES = RetryPolicy(attempts=1)
+
+
+def is_transient(exc: httpx.TransportError) -> bool:
+    """Whether a failure with no answer may pass on a retry (a refused certificate will not)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(cause):
+            return False
+        cause = cause.__cause__ or cause.__context__
+    return not isinstance(exc, httpx.UnsupportedProtocol)
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """``Retry-After`` as seconds from now: a number of seconds or an HTTP date; ``None`` if absent or unreadable."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())

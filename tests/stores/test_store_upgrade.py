@@ -1,0 +1,83 @@
+"""A store written by the first layout (no versions, no idempotency records) is upgraded in place on first use."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from chatlab.stores import ChatHistoryStore, ConversationSummary, open_store
+from chatlab.stores.base import ABSENT, Idempotency, VersionMismatch
+
+OLD = [b'{"role":"user","contents":[]}', b'{"role":"assistant","contents":[]}']
+NEW = b'{"role":"tool","contents":[]}'
+
+V1_SQL = [
+    "CREATE TABLE chatlab_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE chatlab_conversations (conversation_key TEXT PRIMARY KEY, message_count INTEGER NOT NULL)",
+    "CREATE TABLE chatlab_messages (conversation_key TEXT NOT NULL, position INTEGER NOT NULL,"
+    " body BLOB NOT NULL, PRIMARY KEY (conversation_key, position))",
+    "INSERT INTO chatlab_meta VALUES ('schema_version', '1')",
+    "INSERT INTO chatlab_conversations VALUES ('old', 2)",
+]
+
+
+async def _check_upgraded(store: ChatHistoryStore) -> None:
+    try:
+        old = await store.read("old")
+        assert old.messages == OLD and old.version != ABSENT
+        assert await store.summaries() == [ConversationSummary("old", 2)]
+        with pytest.raises(VersionMismatch):
+            await store.append("old", [NEW], if_match=["stale"])
+        written = await store.append("old", [NEW], if_match=[old.version], idempotency=Idempotency("k", "fp"))
+        assert written.version != old.version
+        assert (await store.append("old", [NEW], idempotency=Idempotency("k", "fp"))).replayed
+        assert await store.get("old") == [*OLD, NEW]
+    finally:
+        await store.close()
+
+
+def test_sqlite_version_1_file(tmp_path) -> None:
+    path = tmp_path / "v1.db"
+    with sqlite3.connect(path) as conn:
+        for statement in V1_SQL:
+            conn.execute(statement)
+        conn.executemany("INSERT INTO chatlab_messages VALUES ('old', ?, ?)", list(enumerate(OLD)))
+    asyncio.run(_check_upgraded(open_store(f"sqlite:///{path}")))
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("2",)
+
+
+def test_postgres_version_1_schema(postgres_url: str) -> None:
+    import psycopg
+    from urllib.parse import parse_qs, urlsplit
+
+    schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
+    base = postgres_url.split("?", 1)[0]
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'SET search_path TO "{schema}"')
+        for statement in V1_SQL:
+            conn.execute(statement.replace("BLOB", "bytea").replace("INTEGER", "bigint"))
+        for position, body in enumerate(OLD):
+            conn.execute("INSERT INTO chatlab_messages VALUES ('old', %s, %s)", (position, body))
+    asyncio.run(_check_upgraded(open_store(postgres_url)))
+    with psycopg.connect(base, autocommit=True) as conn:
+        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("2",)
+
+
+def test_redis_version_1_layout(redis_url: str) -> None:
+    import redis
+    from urllib.parse import parse_qs, urlsplit
+
+    prefix = parse_qs(urlsplit(redis_url).query)["prefix"][0]
+    client = redis.Redis.from_url(redis_url.split("?", 1)[0])
+    try:
+        client.hset(f"{prefix}meta", "schema_version", "1")
+        client.zadd(f"{prefix}conversations", {"old": 0})
+        client.rpush(f"{prefix}messages:old", *OLD)
+        asyncio.run(_check_upgraded(open_store(redis_url)))
+        assert client.hget(f"{prefix}meta", "schema_version") == b"2"
+    finally:
+        client.close()
