@@ -16,7 +16,8 @@ import chatlab.provider
 async def _load_nothing(self, key):
     return []
 
-chatlab.provider.RemoteChatHistoryProvider._load = _load_nothing
+chatlab.provider.RemoteChatHistoryProvider._load = _load_nothing  # the article's GetMessagesAsync
+chatlab.provider.RemoteChatHistoryProvider._history = _load_nothing  # what the agent's runs load
 """
 
 
