@@ -351,8 +351,29 @@ class RemoteChatHistoryProvider(HistoryProvider):
         self._cache.put(key, entry.extended(version, sent))
 
     async def get_stored_message_count(self, key: str) -> int:
-        """How many messages conversation ``key`` holds (C# ``GetStoredMessageCountAsync``)."""
+        """How many messages conversation ``key`` holds (C# ``GetStoredMessageCountAsync``).
+
+        One ``HEAD`` request that reads no message (a service without it: a full ``GET``).
+        """
+        head = await self._head(key)
+        if head is not None:
+            return head[0]
         return len(await self._get_json_list(self._conversation_url(key)))
+
+    async def _head(self, key: str) -> tuple[int, bool] | None:
+        """The count and existence of a conversation from ``HEAD``, or ``None`` if the service cannot say."""
+        url = self._conversation_url(key)
+        try:
+            response = await self._request("HEAD", url)
+        except ChatHistoryServiceStatusError as exc:
+            if exc.status in (400, 404, 405, 501):  # an older service (no HEAD), or a key it refuses: ask otherwise
+                return None
+            raise
+        count = response.headers.get("x-message-count", "")
+        version = parse_version(response.headers.get("etag"))
+        if not count.isdigit() or version is None:
+            return None
+        return int(count), version.generation is not None
 
     async def get_conversation_summaries(self) -> list[ChatHistorySummary]:
         """Every conversation on the service with its message count, ordered by key."""
@@ -366,6 +387,9 @@ class RemoteChatHistoryProvider(HistoryProvider):
         """Whether the service holds a conversation ``key`` (C# ``SessionExistsAsync``)."""
         if not isinstance(key, str) or not key.strip():
             raise ValueError("a conversation key must be a non-empty string")
+        head = await self._head(key)
+        if head is not None:
+            return head[1]
         return any(s.conversation_key == key for s in await self.get_conversation_summaries())
 
     # ------------------------------------------------------------------ HTTP

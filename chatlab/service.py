@@ -5,6 +5,8 @@
 | ``GET /``                                | service name and description                      |
 | ``GET /chat-history``                    | ``[{"conversationKey", "messageCount"}]`` by key  |
 | ``GET /chat-history/{conversationKey}``  | the messages; ``[]`` for an unknown key           |
+| ``GET ...?after=N&limit=L``              | the messages after the first N (at most L)        |
+| ``HEAD /chat-history/{conversationKey}`` | no body: ``X-Message-Count`` and ``ETag``         |
 | ``POST /chat-history/{conversationKey}`` | append ``{"messages": [...]}``; 202 + Location    |
 | ``PUT /chat-history/{conversationKey}``  | replace with ``{"messages": [...]}``; 204         |
 | ``DELETE /chat-history/{conversationKey}``| forget the conversation; 204                     |
@@ -17,6 +19,12 @@ The article's plain requests work unchanged. What it leaves out is here as optio
 :class:`ServiceSettings`, all off by default (docs/protections.md): API keys scoped to
 namespaces, CORS, limits, a rate limit; and always on, since a client that does not use
 them sees no difference: ``ETag``/``If-Match`` versions and ``Idempotency-Key`` retries.
+
+A conversation's version (``ETag``) is ``"<generation>.<count>"``: the generation changes
+when it is created, replaced or deleted, never on an append. So a client holding the first N
+messages of a generation asks for ``?after=N`` and knows from the answer's ``ETag`` whether
+those N are still the start (same generation) or it must read everything again
+(:mod:`chatlab.history_cache`, which the provider uses).
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, Path, Request, Response
+from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic.json_schema import models_json_schema
@@ -175,9 +183,11 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
         app.add_middleware(
             CORSMiddleware,
             allow_origins=limits.cors_origins,
-            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "If-Match", "Idempotency-Key"],
-            expose_headers=["ETag", "Location", "Retry-After", "Idempotent-Replayed", "WWW-Authenticate"],
+            expose_headers=[
+                "ETag", "Location", "Retry-After", "Idempotent-Replayed", "WWW-Authenticate", "X-Message-Count", "Link"
+            ],
             allow_credentials=False,
         )
     return app
@@ -305,7 +315,31 @@ def _header_doc(description: str, required: bool = True) -> dict[str, Any]:
     return {"description": description, "required": required, "schema": {"type": "string"}}
 
 
-_ETAG_DOC = _header_doc('The conversation\'s version, for `If-Match` (`"0"`: it does not exist).')
+_ETAG_DOC = _header_doc(
+    'The conversation\'s version, for `If-Match`: `"<generation>.<count>"`, where the generation changes when '
+    'the conversation is created, replaced or deleted and never on an append (`"0"`: it does not exist).'
+)
+_COUNT_DOC = _header_doc("How many messages the whole conversation holds (0 for an unknown key).")
+_LINK_DOC = _header_doc(
+    'With `limit`, when more messages follow: `</chat-history/{conversationKey}?after=M&limit=L>; rel="next"`.',
+    required=False,
+)
+#: ``after`` and ``limit`` are positions; this bound keeps them within every store's integers.
+MAX_POSITION = 2**53
+After = Annotated[
+    int | None,
+    Query(
+        ge=0,
+        le=MAX_POSITION,
+        description="Skip the first N messages: only the ones after them. A client that holds the first N "
+        "messages of the version in its `ETag` fetches just the new ones; past the end: `[]`.",
+        examples=[20],
+    ),
+]
+Limit = Annotated[
+    int | None,
+    Query(ge=1, le=MAX_POSITION, description="At most this many messages (a page); a `Link` header names the next one."),
+]
 
 
 def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
@@ -363,13 +397,49 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
     @app.get(
         "/chat-history/{conversationKey}",
         response_model=list[wire.ChatMessage],
-        responses={200: {"headers": {"ETag": _ETAG_DOC}}, **keyed},
-        summary="The messages of a conversation ([] for an unknown key)",
+        responses={
+            200: {"headers": {"ETag": _ETAG_DOC, "X-Message-Count": _COUNT_DOC, "Link": _LINK_DOC}},
+            **keyed,
+            400: {**problem, "description": "An invalid conversation key, header, `after` or `limit`."},
+        },
+        summary="The messages of a conversation ([] for an unknown key); ?after=N&limit=L for part of it",
+        description="Without parameters, every message in order (the article's request). `after=N` skips the "
+        "first N, `limit=L` returns at most L; the `ETag` and `X-Message-Count` describe the whole conversation "
+        "in the same snapshot as the messages returned.",
     )
-    async def get_messages(caller: Caller = caller_of, key: str = key_of) -> Response:
-        conversation = await store.read(caller.stored_key(key))
-        body = b"[" + b",".join(conversation.messages) + b"]"
-        return Response(body, media_type=_JSON, headers={"ETag": etag(conversation.version)})
+    async def get_messages(caller: Caller = caller_of, key: str = key_of, after: After = None, limit: Limit = None) -> Response:
+        stored = caller.stored_key(key)
+        if after is None and limit is None:
+            conversation = await store.read(stored)
+            body = b"[" + b",".join(conversation.messages) + b"]"
+            headers = {"ETag": etag(conversation.version), "X-Message-Count": str(len(conversation.messages))}
+            return Response(body, media_type=_JSON, headers=headers)
+        part = await store.read_slice(stored, after or 0, limit)
+        headers = {"ETag": etag(part.version), "X-Message-Count": str(part.count)}
+        end = part.start + len(part.messages)
+        if limit is not None and end < part.count:
+            headers["Link"] = f'</chat-history/{key}?after={end}&limit={limit}>; rel="next"'
+        return Response(b"[" + b",".join(part.messages) + b"]", media_type=_JSON, headers=headers)
+
+    @app.head(
+        "/chat-history/{conversationKey}",
+        status_code=200,
+        response_class=Response,
+        responses={
+            200: {
+                "description": "No body: how many messages the conversation holds and its version "
+                '(`X-Message-Count: 0` and `ETag: "0"` when it does not exist).',
+                "headers": {"ETag": _ETAG_DOC, "X-Message-Count": _COUNT_DOC},
+            },
+            **keyed,
+        },
+        summary="Whether a conversation exists and how many messages it holds, without reading them",
+    )
+    async def count_messages(caller: Caller = caller_of, key: str = key_of) -> Response:
+        part = await store.read_slice(caller.stored_key(key), 0, 0)
+        response = Response(headers={"ETag": etag(part.version), "X-Message-Count": str(part.count)})
+        del response.headers["content-length"]  # not 0: a GET's body would not be empty
+        return response
 
     @app.post(
         "/chat-history/{conversationKey}",

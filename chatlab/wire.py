@@ -38,10 +38,15 @@ class _Content(BaseModel):
     additionalProperties: dict[str, Json] | None = None
 
 
+_TAG_FIELD = "chatlab_content_type_tag"
+
+
 def _content(type_name: str, doc: str, **fields: Any) -> type[_Content]:
     """One ``AIContent`` subtype: ``$type`` fixed to ``type_name`` plus its own keys."""
-    annotations = {"type": Literal[type_name]}
-    namespace: dict[str, Any] = {"type": Field(alias="$type"), "__doc__": doc}
+    # The field's Python name must never be a key a client sends: pydantic looks the union's tag up
+    # by name as well as by alias, so a field named "type" read a content's own "type" key as its $type.
+    annotations = {_TAG_FIELD: Literal[type_name]}
+    namespace: dict[str, Any] = {_TAG_FIELD: Field(alias="$type"), "__doc__": doc}
     for name, (annotation, default) in fields.items():
         annotations[name] = annotation
         namespace[name] = default
@@ -118,7 +123,7 @@ AIContent = Annotated[
             ]
         )
     ],
-    Field(discriminator="type"),
+    Field(discriminator=_TAG_FIELD),
 ]
 CONTENT_TYPES: tuple[str, ...] = (
     "text",

@@ -243,7 +243,12 @@ def test_openapi_documents_real_schemas_and_examples(http: httpx.Client) -> None
     spec = http.get("/openapi.json").json()
     paths = spec["paths"]
     assert set(paths) == {"/", "/chat-history", "/chat-history/{conversationKey}"}
-    assert set(paths["/chat-history/{conversationKey}"]) == {"get", "post", "put", "delete"}
+    assert set(paths["/chat-history/{conversationKey}"]) == {"get", "head", "post", "put", "delete"}
+    get = paths["/chat-history/{conversationKey}"]["get"]
+    assert {p["name"] for p in get["parameters"] if p["in"] == "query"} == {"after", "limit"}
+    assert {"ETag", "X-Message-Count", "Link"} <= set(get["responses"]["200"]["headers"])
+    head = paths["/chat-history/{conversationKey}"]["head"]
+    assert {"ETag", "X-Message-Count"} <= set(head["responses"]["200"]["headers"])
     post = paths["/chat-history/{conversationKey}"]["post"]
     assert post["requestBody"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/AppendChatMessagesRequest"

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import ChatHistoryStore, ConversationSummary, EncodedMessage, StoreError
+from .base import ChatHistoryStore, ConversationSlice, ConversationSummary, EncodedMessage, StoreError
 from .memory import InMemoryChatHistoryStore
 
 __all__ = [
     "ChatHistoryStore",
+    "ConversationSlice",
     "ConversationSummary",
     "EncodedMessage",
     "InMemoryChatHistoryStore",

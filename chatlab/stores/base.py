@@ -7,9 +7,14 @@ POSTs is what it GETs back and a read never re-encodes anything.
 Versions and idempotency (for ``ETag``/``If-Match`` and ``Idempotency-Key``) live in the
 store, so that checking them and writing are one atomic step in every store:
 
-* every conversation has a **version**, an opaque string that changes on every write
-  (a fresh random token, never reused, so a conversation deleted and written again never
-  gets an old version back); a conversation that does not exist has :data:`ABSENT`;
+* every conversation has a **version** that changes on every write and is never reused:
+  ``"<generation>.<count>"``. The generation is a fresh random token when the conversation
+  is created or replaced, and stays the same while it is only appended to; the count is how
+  many messages it holds. So within one generation a conversation only grows, and a client
+  that holds its first ``count`` messages can fetch just the rest (:meth:`~ChatHistoryStore.read_slice`)
+  and know from the version whether what it holds is still the start (see
+  :mod:`chatlab.history_cache`). A conversation that does not exist has :data:`ABSENT`; a
+  deleted one comes back, when written again, with a new generation;
 * :meth:`~ChatHistoryStore.append` and :meth:`~ChatHistoryStore.replace` take ``if_match``
   (the versions the caller expects; :data:`ANY` means "exists") and raise
   :class:`VersionMismatch` instead of writing when the conversation is at another version;
@@ -37,9 +42,26 @@ ANY = "*"
 """In ``if_match``: any version, as long as the conversation exists (HTTP ``If-Match: *``)."""
 
 
-def new_version() -> str:
-    """A fresh version token: 16 random hex digits, never :data:`ABSENT`."""
+def new_generation() -> str:
+    """A fresh generation token: 16 random hex digits."""
     return secrets.token_hex(8)
+
+
+def new_version(count: int = 0) -> str:
+    """The version of a conversation just created or replaced with ``count`` messages: a new generation."""
+    return f"{new_generation()}.{count}"
+
+
+def appended_version(current: str, count: int) -> str:
+    """The version after an append brings a conversation at ``current`` to ``count`` messages.
+
+    The generation stays (a new one if the conversation did not exist); a version written
+    before versions had a count (a bare token) becomes the generation.
+    """
+    if current == ABSENT:
+        return new_version(count)
+    generation, dot, _ = current.rpartition(".")
+    return f"{generation if dot else current}.{count}"
 
 
 def version_matches(current: str, if_match: Collection[str] | None) -> bool:
@@ -82,6 +104,17 @@ class Conversation:
 
 
 @dataclass(frozen=True, slots=True)
+class ConversationSlice:
+    """Part of a conversation as one snapshot: the messages from position ``start`` on (at most the
+    limit asked for), how many messages the whole conversation holds, and its version."""
+
+    messages: list[EncodedMessage]
+    start: int
+    count: int
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
 class WriteResult:
     """What a write did: the conversation's version after it, and whether it was a replay."""
 
@@ -96,6 +129,11 @@ class Idempotency:
     key: str
     fingerprint: str
     ttl: float = 24 * 3600.0
+
+
+def check_slice(after: int, limit: int | None) -> None:
+    if after < 0 or (limit is not None and limit < 0):
+        raise ValueError(f"after and limit must be 0 or more (got after={after}, limit={limit})")
 
 
 class StoreError(Exception):
@@ -133,6 +171,19 @@ class ChatHistoryStore(ABC):
     @abstractmethod
     async def read(self, conversation_key: str) -> Conversation:
         """The messages and version of a conversation, as one snapshot (``[]``/:data:`ABSENT` if unknown)."""
+
+    async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        """The messages after the first ``after`` (at most ``limit``; ``0`` for none), the count and the version.
+
+        One snapshot, like :meth:`read`. ``after`` past the end gives no messages. Stores read
+        only the range asked for; this default reads everything and slices.
+        """
+        check_slice(after, limit)
+        conversation = await self.read(conversation_key)
+        end = None if limit is None else after + limit
+        return ConversationSlice(
+            conversation.messages[after:end], after, len(conversation.messages), conversation.version
+        )
 
     @abstractmethod
     async def append(

@@ -11,12 +11,15 @@ from .base import (
     ABSENT,
     ChatHistoryStore,
     Conversation,
+    ConversationSlice,
     ConversationSummary,
     EncodedMessage,
     Idempotency,
     IdempotencyKeyReused,
     VersionMismatch,
     WriteResult,
+    appended_version,
+    check_slice,
     new_version,
     version_matches,
 )
@@ -75,6 +78,15 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         with bucket.lock:
             return Conversation(bucket.messages.copy(), bucket.version)
 
+    async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        check_slice(after, limit)
+        bucket = self._buckets.get(conversation_key)
+        if bucket is None:
+            return ConversationSlice([], after, 0, ABSENT)
+        end = None if limit is None else after + limit
+        with bucket.lock:
+            return ConversationSlice(bucket.messages[after:end], after, len(bucket.messages), bucket.version)
+
     async def append(
         self,
         conversation_key: str,
@@ -96,7 +108,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 raise VersionMismatch(bucket.version)
             if messages:
                 bucket.messages.extend(messages)
-                bucket.version = new_version()
+                bucket.version = appended_version(bucket.version, len(bucket.messages))
             if idempotency is not None:
                 self._record(conversation_key, idempotency, bucket.version)
             return WriteResult(bucket.version)
@@ -116,7 +128,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             if not version_matches(bucket.version, if_match):
                 raise VersionMismatch(bucket.version)
             bucket.messages[:] = messages
-            bucket.version = new_version()
+            bucket.version = new_version(len(messages))
             return WriteResult(bucket.version)
         finally:
             failed = bucket.version == ABSENT

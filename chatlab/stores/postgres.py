@@ -36,6 +36,7 @@ from .base import (
     ABSENT,
     ChatHistoryStore,
     Conversation,
+    ConversationSlice,
     ConversationSummary,
     EncodedMessage,
     Idempotency,
@@ -43,6 +44,8 @@ from .base import (
     StoreError,
     VersionMismatch,
     WriteResult,
+    appended_version,
+    check_slice,
     new_version,
     prefix_upper_bound,
     version_matches,
@@ -158,7 +161,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             "upgrade_from_1": [
                 "ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS version text",
                 "UPDATE {conversations} SET version = substr(md5(random()::text || clock_timestamp()::text"
-                " || conversation_key), 1, 16) WHERE version IS NULL",
+                " || conversation_key), 1, 16) || '.' || message_count WHERE version IS NULL",
                 *idempotency_tables,
                 "UPDATE {meta} SET value = '2' WHERE key = 'schema_version'",
             ],
@@ -169,8 +172,12 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             "read": "SELECT c.version, ARRAY(SELECT m.body FROM {messages} m"
             " WHERE m.conversation_key = c.conversation_key ORDER BY m.position)"
             " FROM {conversations} c WHERE c.conversation_key = %s",
+            # a range of the primary key, with the count and version of the same snapshot (LIMIT NULL: all)
+            "read_slice": "SELECT c.message_count, c.version, ARRAY(SELECT m.body FROM {messages} m"
+            " WHERE m.conversation_key = c.conversation_key AND m.position >= %s ORDER BY m.position LIMIT %s)"
+            " FROM {conversations} c WHERE c.conversation_key = %s",
             "lock": "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            "current": "SELECT version FROM {conversations} WHERE conversation_key = %s",
+            "current": "SELECT version, message_count FROM {conversations} WHERE conversation_key = %s",
             "idempotency_get": "SELECT fingerprint, version FROM {idempotency}"
             " WHERE conversation_key = %s AND idempotency_key = %s AND expires_at > %s",
             "idempotency_purge": "DELETE FROM {idempotency} WHERE expires_at <= %s",
@@ -289,11 +296,20 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             return Conversation([], ABSENT)
         return Conversation([bytes(m) for m in row[1]], row[0])
 
-    async def _locked_version(self, conn: Any, conversation_key: str) -> str:
-        """Take the conversation's write lock (until commit) and return its version."""
+    async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        check_slice(after, limit)
+        async with self._connection() as conn:
+            cur = await conn.execute(self._queries["read_slice"], (after, limit, conversation_key), binary=True)
+            row = await cur.fetchone()
+        if row is None:
+            return ConversationSlice([], after, 0, ABSENT)
+        return ConversationSlice([bytes(m) for m in row[2]], after, row[0], row[1])
+
+    async def _locked_version(self, conn: Any, conversation_key: str) -> tuple[str, int]:
+        """Take the conversation's write lock (until commit) and return its version and message count."""
         await conn.execute(self._queries["lock"], (f"chatlab:{self.schema}:{conversation_key}",))
         row = await (await conn.execute(self._queries["current"], (conversation_key,))).fetchone()
-        return row[0] if row is not None else ABSENT
+        return (row[0], row[1]) if row is not None else (ABSENT, 0)
 
     async def append(
         self,
@@ -308,7 +324,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             return WriteResult((await self.read(conversation_key)).version)
         q = self._queries
         async with self._connection() as conn, conn.transaction():
-            version = await self._locked_version(conn, conversation_key)
+            version, count = await self._locked_version(conn, conversation_key)
             now = time.time()
             if idempotency is not None:
                 cur = await conn.execute(q["idempotency_get"], (conversation_key, idempotency.key, now))
@@ -320,7 +336,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             if not version_matches(version, if_match):
                 raise VersionMismatch(version)
             if batch:
-                version = new_version()
+                version = appended_version(version, count + len(batch))
                 cur = await conn.execute(q["append_count"], (conversation_key, len(batch), version))
                 (new_count,) = await cur.fetchone()
                 await conn.execute(q["insert_messages"], (conversation_key, new_count - len(batch), batch))
@@ -338,10 +354,10 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         batch = [bytes(m) for m in messages]
         q = self._queries
         async with self._connection() as conn, conn.transaction():
-            current = await self._locked_version(conn, conversation_key)
+            current, _ = await self._locked_version(conn, conversation_key)
             if not version_matches(current, if_match):
                 raise VersionMismatch(current)
-            version = new_version()
+            version = new_version(len(batch))
             await conn.execute(q["replace_count"], (conversation_key, len(batch), version))
             await conn.execute(q["delete_messages"], (conversation_key,))
             if batch:

@@ -41,6 +41,7 @@ from .base import (
     ABSENT,
     ChatHistoryStore,
     Conversation,
+    ConversationSlice,
     ConversationSummary,
     EncodedMessage,
     Idempotency,
@@ -48,6 +49,8 @@ from .base import (
     StoreError,
     VersionMismatch,
     WriteResult,
+    check_slice,
+    new_generation,
     new_version,
     prefix_upper_bound,
 )
@@ -113,7 +116,8 @@ end
 """
 
 # KEYS: index, list, version, idempotency record (or any key when none).
-# ARGV: member, new version, fingerprint ('' for none), ttl ms, condition count (-1: none), conditions..., messages...
+# ARGV: member, a new generation, fingerprint ('' for none), ttl ms, condition count (-1: none), conditions..., messages...
+# The version after an append: the conversation's generation (the new one if it had none), '.', its length.
 _APPEND = _VERSION_CHECK + """
 local current = current_version(KEYS[1], ARGV[1], KEYS[3])
 if ARGV[3] ~= '' then
@@ -131,7 +135,11 @@ local version = current
 if #ARGV >= first then
     redis.call('ZADD', KEYS[1], 0, ARGV[1])
     push(KEYS[2], first)
-    version = ARGV[2]
+    local generation = ARGV[2]
+    if current ~= '""" + ABSENT + """' and current ~= '""" + UNVERSIONED + """' then
+        generation = string.match(current, '^(.*)%.%d+$') or current
+    end
+    version = generation .. '.' .. redis.call('LLEN', KEYS[2])
     redis.call('SET', KEYS[3], version)
 end
 if ARGV[3] ~= '' then
@@ -296,6 +304,25 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
         return await self._guard(work)
 
+    async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        check_slice(after, limit)
+
+        async def work(client: Redis) -> ConversationSlice:
+            pipe = client.pipeline(transaction=True)  # MULTI/EXEC: one snapshot
+            pipe.get(self._version_key(conversation_key))
+            pipe.zscore(self._index_key, conversation_key.encode("utf-8"))
+            pipe.llen(self._list_key(conversation_key))
+            if limit != 0:  # LRANGE walks from the nearer end of the list: the newest messages are cheap
+                pipe.lrange(self._list_key(conversation_key), after, -1 if limit is None else after + limit - 1)
+            version, score, count, *messages = await pipe.execute()
+            if version is not None:
+                current = version.decode()
+            else:
+                current = UNVERSIONED if score is not None else ABSENT
+            return ConversationSlice(list(messages[0]) if messages else [], after, int(count), current)
+
+        return await self._guard(work)
+
     @staticmethod
     def _conditions(if_match: Collection[str] | None) -> list[str | int]:
         return [-1] if if_match is None else [len(if_match), *if_match]
@@ -311,7 +338,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         batch = [bytes(m) for m in messages]
         if not batch and if_match is None and idempotency is None:
             return WriteResult((await self.read(conversation_key)).version)
-        version = new_version()
+        generation = new_generation()
         keys = [
             self._index_key,
             self._list_key(conversation_key),
@@ -320,7 +347,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         ]
         args = [
             conversation_key.encode("utf-8"),
-            version,
+            generation,
             idempotency.fingerprint if idempotency else "",
             max(1, int(idempotency.ttl * 1000)) if idempotency else 0,
             *self._conditions(if_match),
@@ -338,7 +365,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
     ) -> WriteResult:
         batch = [bytes(m) for m in messages]
         keys = [self._index_key, self._list_key(conversation_key), self._version_key(conversation_key)]
-        args = [conversation_key.encode("utf-8"), new_version(), *self._conditions(if_match), *batch]
+        args = [conversation_key.encode("utf-8"), new_version(len(batch)), *self._conditions(if_match), *batch]
 
         async def work(client: Redis) -> list[bytes]:
             return await client.eval(_REPLACE, len(keys), *keys, *args)

@@ -37,6 +37,7 @@ from .base import (
     ABSENT,
     ChatHistoryStore,
     Conversation,
+    ConversationSlice,
     ConversationSummary,
     EncodedMessage,
     Idempotency,
@@ -44,6 +45,8 @@ from .base import (
     StoreError,
     VersionMismatch,
     WriteResult,
+    appended_version,
+    check_slice,
     new_version,
     prefix_upper_bound,
     version_matches,
@@ -201,9 +204,12 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         columns = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
         if "version" not in columns:
             conn.execute("ALTER TABLE chatlab_conversations ADD COLUMN version TEXT")
-        keys = [row[0] for row in conn.execute("SELECT conversation_key FROM chatlab_conversations WHERE version IS NULL")]
+        rows = conn.execute(
+            "SELECT conversation_key, message_count FROM chatlab_conversations WHERE version IS NULL"
+        ).fetchall()
         conn.executemany(
-            "UPDATE chatlab_conversations SET version = ? WHERE conversation_key = ?", [(new_version(), k) for k in keys]
+            "UPDATE chatlab_conversations SET version = ? WHERE conversation_key = ?",
+            [(new_version(count), key) for key, count in rows],
         )
         conn.execute("UPDATE chatlab_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
@@ -267,16 +273,43 @@ class SqliteChatHistoryStore(ChatHistoryStore):
 
         return await self._call(work)
 
+    async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        check_slice(after, limit)
+
+        def work(conn: sqlite3.Connection) -> ConversationSlice:
+            conn.execute("BEGIN")  # one snapshot for the count, the version and the messages
+            try:
+                row = conn.execute(
+                    "SELECT message_count, version FROM chatlab_conversations WHERE conversation_key = ?",
+                    (conversation_key,),
+                ).fetchone()
+                rows = []
+                if row is not None and limit != 0 and after < row[0]:  # a range of the primary key
+                    rows = conn.execute(
+                        "SELECT body FROM chatlab_messages WHERE conversation_key = ? AND position >= ? "
+                        "ORDER BY position LIMIT ?",
+                        (conversation_key, after, -1 if limit is None else limit),
+                    ).fetchall()
+            finally:
+                _rollback(conn)
+            if row is None:
+                return ConversationSlice([], after, 0, ABSENT)
+            return ConversationSlice([bytes(r[0]) for r in rows], after, row[0], row[1])
+
+        return await self._call(work)
+
     @staticmethod
-    def _current(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> str:
-        """The conversation's version, checked against ``if_match`` (inside the write transaction)."""
+    def _current(
+        conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None
+    ) -> tuple[str, int]:
+        """The conversation's version and count, checked against ``if_match`` (inside the write transaction)."""
         row = conn.execute(
-            "SELECT version FROM chatlab_conversations WHERE conversation_key = ?", (conversation_key,)
+            "SELECT version, message_count FROM chatlab_conversations WHERE conversation_key = ?", (conversation_key,)
         ).fetchone()
-        current = row[0] if row is not None else ABSENT
+        current, count = (row[0], row[1]) if row is not None else (ABSENT, 0)
         if not version_matches(current, if_match):
             raise VersionMismatch(current)
-        return current
+        return current, count
 
     async def append(
         self,
@@ -302,9 +335,9 @@ class SqliteChatHistoryStore(ChatHistoryStore):
                     if row[0] != idempotency.fingerprint:
                         raise IdempotencyKeyReused(idempotency.key)
                     return WriteResult(row[1], replayed=True)
-            version = self._current(conn, conversation_key, if_match)
+            version, count = self._current(conn, conversation_key, if_match)
             if batch:
-                version = new_version()
+                version = appended_version(version, count + len(batch))
                 (new_count,) = conn.execute(
                     "INSERT INTO chatlab_conversations (conversation_key, message_count, version) VALUES (?, ?, ?) "
                     "ON CONFLICT (conversation_key) DO UPDATE SET "
@@ -335,7 +368,7 @@ class SqliteChatHistoryStore(ChatHistoryStore):
 
         def body(conn: sqlite3.Connection) -> WriteResult:
             self._current(conn, conversation_key, if_match)
-            version = new_version()
+            version = new_version(len(batch))
             conn.execute(
                 "INSERT INTO chatlab_conversations (conversation_key, message_count, version) VALUES (?, ?, ?) "
                 "ON CONFLICT (conversation_key) DO UPDATE SET "
