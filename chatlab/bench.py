@@ -118,9 +118,11 @@ def _serve_child(argv: Sequence[str]) -> None:
     import uvicorn
 
     if args.target == "service":
-        from .service import create_app
+        from .service import ServiceSettings, create_app
 
-        app = create_app(args.store)
+        # the article's open service, whatever the environment says (API keys or a rate limit would change what
+        # is measured, and the load generator sends no key)
+        app = create_app(args.store, ServiceSettings(api_keys=None, rate_limit=None, cors_origins=()))
     else:
         from ._ceiling import ceiling_app
 

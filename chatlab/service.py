@@ -32,13 +32,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException
@@ -218,6 +219,7 @@ def _caller_dependency(settings: ServiceSettings) -> Any:
             limit(identity)
             return Caller(None, identity)
 
+        open_caller.resolve = open_caller  # type: ignore[attr-defined] - the same, called directly
         return open_caller
 
     bearer = HTTPBearer(
@@ -249,6 +251,10 @@ def _caller_dependency(settings: ServiceSettings) -> Any:
         limit(identity)
         return Caller(namespace, identity)
 
+    async def resolve(request: Request) -> Caller:
+        return await authenticated_caller(request, await bearer(request))
+
+    authenticated_caller.resolve = resolve  # type: ignore[attr-defined] - called directly, see _DirectRoute
     return authenticated_caller
 
 
@@ -301,6 +307,50 @@ IdempotencyKey = Annotated[
 ]
 
 
+def _position(request: Request, name: str, minimum: int) -> int | None:
+    """A query parameter that is a position (``after``) or a count (``limit``), checked as its OpenAPI says."""
+    value = request.query_params.get(name)
+    if value is None:
+        return None
+    number = int(value) if value.isascii() and value.lstrip("-").isdigit() and value.count("-") <= 1 else None
+    if number is None or not minimum <= number <= MAX_POSITION:
+        raise wire.BadRequest(400, f"query parameter {name}={value!r}: use a whole number from {minimum} to {MAX_POSITION}")
+    return number
+
+
+class _DirectRoute(APIRoute):
+    """A route whose endpoint gets its arguments straight from the request.
+
+    FastAPI solves an endpoint's declared parameters and dependencies anew on every request,
+    which cost the service more than everything else it does on a read. The declarations stay
+    (they make the OpenAPI description, and this route falls back on them if an endpoint has no
+    reader); an endpoint marked with :func:`_direct` is called with what its reader returns:
+    the same values, checked the same way, in the same order (caller, key, then the rest).
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        declared = super().get_route_handler()
+        reader = getattr(self.endpoint, "direct_arguments", None)
+        if reader is None:
+            return declared
+        endpoint = self.endpoint
+
+        async def handler(request: Request) -> Response:
+            return await endpoint(**await reader(request))
+
+        return handler
+
+
+def _direct(reader: Callable[[Request], Awaitable[dict[str, Any]]]) -> Callable[[Any], Any]:
+    """Mark an endpoint to be called with ``await reader(request)`` (see :class:`_DirectRoute`)."""
+
+    def mark(endpoint: Any) -> Any:
+        endpoint.direct_arguments = reader
+        return endpoint
+
+    return mark
+
+
 def _header(parse: Any, value: str | None) -> Any:
     try:
         return parse(value)
@@ -344,8 +394,37 @@ Limit = Annotated[
 
 def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
     # Defaults, not local Annotated aliases: annotations are strings here and resolve in module scope.
-    caller_of = Depends(_caller_dependency(settings))
-    key_of = Depends(_key_dependency(settings))
+    caller_dependency = _caller_dependency(settings)
+    key_dependency = _key_dependency(settings)
+    caller_of = Depends(caller_dependency)
+    key_of = Depends(key_dependency)
+    resolve_caller = caller_dependency.resolve
+
+    # What the keyed endpoints take, read directly (see _DirectRoute): caller, then key, then the rest.
+    async def caller_and_key(request: Request) -> dict[str, Any]:
+        caller = await resolve_caller(request)
+        return {"caller": caller, "key": await key_dependency(request.path_params["conversationKey"])}
+
+    async def read_arguments(request: Request) -> dict[str, Any]:
+        arguments = await caller_and_key(request)
+        arguments["after"] = _position(request, "after", 0)
+        arguments["limit"] = _position(request, "limit", 1)
+        return arguments
+
+    async def append_arguments(request: Request) -> dict[str, Any]:
+        arguments = await caller_and_key(request)
+        arguments["request"] = request
+        arguments["if_match"] = request.headers.get("if-match")
+        arguments["idempotency_key"] = request.headers.get("idempotency-key")
+        return arguments
+
+    async def replace_arguments(request: Request) -> dict[str, Any]:
+        arguments = await caller_and_key(request)
+        arguments["request"] = request
+        arguments["if_match"] = request.headers.get("if-match")
+        return arguments
+
+    app.router.route_class = _DirectRoute  # the routes below that are marked with _direct read their own arguments
     problem = {"model": wire.Problem}
 
     common: dict[int | str, dict[str, Any]] = {503: {**problem, "description": "The store failed; retry later."}}
@@ -407,6 +486,7 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
         "first N, `limit=L` returns at most L; the `ETag` and `X-Message-Count` describe the whole conversation "
         "in the same snapshot as the messages returned.",
     )
+    @_direct(read_arguments)
     async def get_messages(caller: Caller = caller_of, key: str = key_of, after: After = None, limit: Limit = None) -> Response:
         stored = caller.stored_key(key)
         if after is None and limit is None:
@@ -435,6 +515,7 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
         },
         summary="Whether a conversation exists and how many messages it holds, without reading them",
     )
+    @_direct(caller_and_key)
     async def count_messages(caller: Caller = caller_of, key: str = key_of) -> Response:
         part = await store.read_slice(caller.stored_key(key), 0, 0)
         response = Response(headers={"ETag": etag(part.version), "X-Message-Count": str(part.count)})
@@ -462,6 +543,7 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
         summary="Append messages to a conversation",
         openapi_extra=_body_doc("AppendChatMessagesRequest"),
     )
+    @_direct(append_arguments)
     async def append_messages(
         request: Request, caller: Caller = caller_of, key: str = key_of, if_match: IfMatch = None, idempotency_key: IdempotencyKey = None
     ) -> Response:
@@ -487,6 +569,7 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
         summary="Replace a conversation's messages",
         openapi_extra=_body_doc("ReplaceChatMessagesRequest"),
     )
+    @_direct(replace_arguments)
     async def replace_messages(
         request: Request, caller: Caller = caller_of, key: str = key_of, if_match: IfMatch = None
     ) -> Response:
@@ -502,6 +585,7 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
         responses={204: {"description": "Deleted (also when it did not exist)."}, **keyed},
         summary="Delete a conversation",
     )
+    @_direct(caller_and_key)
     async def delete_conversation(caller: Caller = caller_of, key: str = key_of) -> Response:
         await store.delete(caller.stored_key(key))
         return Response(status_code=204)
