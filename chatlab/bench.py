@@ -50,6 +50,7 @@ import httpx
 READ_MESSAGES = 20
 APPEND_MESSAGES = 4
 APPEND_KEYS = 64  # the append load spreads over this many conversations, as many sessions would
+INCREMENTAL_TURNS_FACTOR = 4
 GOAL_READ = 0.8
 GOAL_APPEND = 0.6
 GOAL_TURN = 1.5
@@ -352,7 +353,7 @@ class BenchConfig:
 
     @classmethod
     def quick_mode(cls, **overrides: Any) -> BenchConfig:
-        values = {"quick": True, "seconds": 1.0, "repeats": 1, "turns": 3, "memory_messages": 4_000}
+        values = {"quick": True, "seconds": 1.0, "repeats": 1, "turns": 2, "memory_messages": 4_000}
         values.update(overrides)
         return cls(**values)
 
@@ -499,11 +500,13 @@ def bench_http(config: BenchConfig, targets: list[StoreTarget], tmp: Path, gen: 
                 ):
                     raw = append_file.read_bytes() if body else None
                     _warm_up(service.url, path, raw)
-                    _warm_up(ceiling.url, path, raw)
+                    if not (config.quick and ceiling_runs[op]):
+                        _warm_up(ceiling.url, path, raw)
                     service_runs: list[LoadResult] = []
                     # interleaved, so that a noisy moment of the machine hits both sides alike
                     for _ in range(config.repeats):
-                        ceiling_runs[op].append(gen.run(ceiling.url, path, body, config.seconds, keys))
+                        if not (config.quick and ceiling_runs[op]):  # quick: one ceiling run per operation
+                            ceiling_runs[op].append(gen.run(ceiling.url, path, body, config.seconds, keys))
                         service_runs.append(gen.run(service.url, path, body, config.seconds, keys))
                     row = HttpRow(target.name, op, _median_run(service_runs), _median_run(ceiling_runs[op]))
                     rows.append(row)
@@ -583,7 +586,8 @@ async def _turns(url: str, length: int, turns: int) -> dict[str, tuple[float, in
             await provider.get_messages(None, state=state)  # the session's first run loads everything once
             times: list[float] = []
             sizes: list[int] = []
-            for t in range(turns):
+            # incremental turns are cheap: take more of them, for a steadier median on a noisy machine
+            for t in range(turns * INCREMENTAL_TURNS_FACTOR if mode == "incremental" else turns):
                 new = messages_from_meai(sample_turn(50_000 + t))
                 gc.collect()
                 transport.bytes = 0
@@ -603,7 +607,8 @@ async def _turns(url: str, length: int, turns: int) -> dict[str, tuple[float, in
 def bench_provider(config: BenchConfig, targets: list[StoreTarget]) -> list[TurnRow]:
     _print(
         f"\nProvider: one turn = load the history before the run + append {APPEND_MESSAGES} messages after it "
-        f"(median of {config.turns} turns; bytes = HTTP bodies + headers both ways)"
+        f"(median of {config.turns * INCREMENTAL_TURNS_FACTOR} incremental / {config.turns} full turns, after the first "
+        "load of the session; bytes = HTTP bodies + headers both ways)"
     )
     _print(f"{'store':<11} {'history':>8} {'mode':<12} {'ms/turn':>9} {'bytes/turn':>11} {'vs 10':>6}")
     rows: list[TurnRow] = []
@@ -802,7 +807,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=None, help="load runs per figure, median taken (default 3; quick 1)")
     parser.add_argument("--connections", type=int, default=None, help="keep-alive connections of the load generator (16)")
     parser.add_argument("--lengths", default=None, help="history lengths of the provider turns (default 10,1000,10000)")
-    parser.add_argument("--turns", type=int, default=None, help="provider turns measured per length (default 20; quick 3)")
+    parser.add_argument("--turns", type=int, default=None, help="full-load turns measured per length, 4x as many incremental ones (default 20; quick 2)")
     parser.add_argument("--memory-messages", type=int, default=None, help="messages stored for the storage figures")
     parser.add_argument("--stores", default=None, help="comma list of memory,sqlite,postgresql,redis (default: all available)")
     parser.add_argument("--postgres-url", default=None, help="PostgreSQL server (default CHATLAB_TEST_POSTGRES_URL)")
