@@ -371,9 +371,13 @@ class HttpRow:
     op: str
     service: LoadResult
     ceiling: LoadResult
+    #: service/ceiling of each pair of runs made back to back (the machine's noise hits both alike)
+    pair_ratios: list[float] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
+        if self.pair_ratios:
+            return statistics.median(self.pair_ratios)
         return self.service.rps / self.ceiling.rps if self.ceiling.rps else float("nan")
 
 
@@ -503,12 +507,19 @@ def bench_http(config: BenchConfig, targets: list[StoreTarget], tmp: Path, gen: 
                     if not (config.quick and ceiling_runs[op]):
                         _warm_up(ceiling.url, path, raw)
                     service_runs: list[LoadResult] = []
-                    # interleaved, so that a noisy moment of the machine hits both sides alike
-                    for _ in range(config.repeats):
-                        if not (config.quick and ceiling_runs[op]):  # quick: one ceiling run per operation
-                            ceiling_runs[op].append(gen.run(ceiling.url, path, body, config.seconds, keys))
-                        service_runs.append(gen.run(service.url, path, body, config.seconds, keys))
-                    row = HttpRow(target.name, op, _median_run(service_runs), _median_run(ceiling_runs[op]))
+                    pairs: list[float] = []
+                    # in pairs, back to back and in alternating order, so that a noisy moment of the machine
+                    # hits both sides alike; the ratio is the median of the pairs' ratios
+                    for repeat in range(config.repeats):
+                        if config.quick and ceiling_runs[op]:  # quick: one ceiling run per operation
+                            service_runs.append(gen.run(service.url, path, body, config.seconds, keys))
+                            continue
+                        first, second = (ceiling, service) if repeat % 2 == 0 else (service, ceiling)
+                        runs = {s: gen.run(s.url, path, body, config.seconds, keys) for s in (first, second)}
+                        ceiling_runs[op].append(runs[ceiling])
+                        service_runs.append(runs[service])
+                        pairs.append(runs[service].rps / runs[ceiling].rps if runs[ceiling].rps else float("nan"))
+                    row = HttpRow(target.name, op, _median_run(service_runs), _median_run(ceiling_runs[op]), pairs)
                     rows.append(row)
                     _print_http_row(row)
     finally:
@@ -741,7 +752,10 @@ def run(config: BenchConfig) -> int:
         tmp = Path(tmpdir)
         mode = "quick" if config.quick else "full"
         _print(f"chatlab bench ({mode}): {_versions()}")
-        _print(f"load generator: {gen.name}; {config.seconds:g} s per run, median of {config.repeats}; loopback")
+        _print(
+            f"load generator: {gen.name}; {config.seconds:g} s per run, median of {config.repeats}; loopback; "
+            "ratio = median of service/ceiling over runs made back to back"
+        )
         _print(f"stores: {', '.join(t.name for t in targets)}"
                + ("" if config.postgres_url else " (PostgreSQL: give --postgres-url or CHATLAB_TEST_POSTGRES_URL)")
                + ("" if config.redis_url else " (Redis: give --redis-url or CHATLAB_TEST_REDIS_URL)"))
