@@ -588,10 +588,10 @@ async def _turns(url: str, length: int, turns: int) -> dict[str, tuple[float, in
     transport = _CountingTransport()
     results: dict[str, tuple[float, int]] = {}
     async with httpx.AsyncClient(transport=transport, timeout=120) as client:
-        key = f"bench-turns-{length}-{uuid.uuid4().hex[:8]}"
-        await _fill(client, url, key, length)
-        stored = length
         for mode in ("incremental", "full"):
+            key = f"bench-turns-{length}-{mode}-{uuid.uuid4().hex[:8]}"  # each mode starts from `length` messages
+            await _fill(client, url, key, length)
+            stored = length
             provider = RemoteChatHistoryProvider(url, http_client=client, incremental=mode == "incremental")
             state = {KEY_FIELD: key}
             await provider.get_messages(None, state=state)  # the session's first run loads everything once
@@ -618,8 +618,8 @@ async def _turns(url: str, length: int, turns: int) -> dict[str, tuple[float, in
 def bench_provider(config: BenchConfig, targets: list[StoreTarget]) -> list[TurnRow]:
     _print(
         f"\nProvider: one turn = load the history before the run + append {APPEND_MESSAGES} messages after it "
-        f"(median of {config.turns * INCREMENTAL_TURNS_FACTOR} incremental / {config.turns} full turns, after the first "
-        "load of the session; bytes = HTTP bodies + headers both ways)"
+        f"(median of {config.turns * INCREMENTAL_TURNS_FACTOR} incremental / {config.turns} full turns after the session's "
+        f"first load; each turn adds {APPEND_MESSAGES} messages to the history; bytes = HTTP bodies + headers both ways)"
     )
     _print(f"{'store':<11} {'history':>8} {'mode':<12} {'ms/turn':>9} {'bytes/turn':>11} {'vs 10':>6}")
     rows: list[TurnRow] = []
