@@ -291,7 +291,7 @@ IfMatch = Annotated[
         description='Write only if the conversation is still at one of these ETags (from a GET or an earlier '
         'write); `*`: only if it exists; `"0"`: only if it does not. Otherwise 412 and nothing changes '
         "(a weak or malformed tag never matches).",
-        examples=['"5f0c9a7e2b4d1e83"'],
+        examples=['"5f0c9a7e2b4d1e83.4"'],
     ),
 ]
 IdempotencyKey = Annotated[
