@@ -29,9 +29,10 @@ import logging
 import time
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from ._loops import PerLoop
+from ._urls import split_url
 from .base import (
     ABSENT,
     ChatHistoryStore,
@@ -60,16 +61,6 @@ SCHEMA_VERSION = 2
 
 #: Query parameters of a store URL that chatlab reads itself (libpq would refuse them).
 CHATLAB_PARAMETERS = ("schema",)
-
-
-def split_url(url: str) -> tuple[str, dict[str, str]]:
-    """The libpq URL without chatlab's own query parameters, and those parameters."""
-    parts = urlsplit(url)
-    ours: dict[str, str] = {}
-    theirs: list[tuple[str, str]] = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        (ours.__setitem__(name, value) if name in CHATLAB_PARAMETERS else theirs.append((name, value)))
-    return urlunsplit(parts._replace(query=urlencode(theirs))), ours
 
 
 def _redacted(url: str) -> str:
@@ -109,7 +100,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             raise ImportError(
                 "the PostgreSQL store needs psycopg 3 and its pool: pip install 'chatlab[postgres]'"
             ) from exc
-        conninfo, ours = split_url(url)
+        conninfo, ours = split_url(url, CHATLAB_PARAMETERS)
         self.conninfo = conninfo
         self.schema = schema or ours.get("schema") or "public"
         self.timeout = timeout

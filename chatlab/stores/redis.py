@@ -34,9 +34,10 @@ import asyncio
 import logging
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from ._loops import PerLoop
+from ._urls import split_url
 from .base import (
     ABSENT,
     ChatHistoryStore,
@@ -161,16 +162,6 @@ return {'ok', ARGV[2]}
 """
 
 
-def split_url(url: str) -> tuple[str, dict[str, str]]:
-    """The redis-py URL without chatlab's own query parameters, and those parameters."""
-    parts = urlsplit(url)
-    ours: dict[str, str] = {}
-    theirs: list[tuple[str, str]] = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        (ours.__setitem__(name, value) if name in CHATLAB_PARAMETERS else theirs.append((name, value)))
-    return urlunsplit(parts._replace(query=urlencode(theirs))), ours
-
-
 def _redacted(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme == "unix":
@@ -196,7 +187,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
             import redis.asyncio  # noqa: F401
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("the Redis store needs redis-py: pip install 'chatlab[redis]'") from exc
-        client_url, ours = split_url(url)
+        client_url, ours = split_url(url, CHATLAB_PARAMETERS)
         self.client_url = client_url
         self.prefix = prefix if prefix is not None else ours.get("prefix", DEFAULT_PREFIX)
         self.timeout = timeout

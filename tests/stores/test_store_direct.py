@@ -189,9 +189,9 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
         import psycopg
         from psycopg import sql
 
-        from chatlab.stores.postgres import split_url
+        from chatlab.stores.postgres import CHATLAB_PARAMETERS, split_url
 
-        conninfo, ours = split_url(store_url)
+        conninfo, ours = split_url(store_url, CHATLAB_PARAMETERS)
         with psycopg.connect(conninfo) as conn:
             row = conn.execute(
                 sql.SQL("SELECT value FROM {} WHERE key = 'schema_version'").format(
@@ -202,9 +202,9 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
     elif backend == "redis":
         import redis
 
-        from chatlab.stores.redis import split_url
+        from chatlab.stores.redis import CHATLAB_PARAMETERS, split_url
 
-        client_url, ours = split_url(store_url)
+        client_url, ours = split_url(store_url, CHATLAB_PARAMETERS)
         client = redis.Redis.from_url(client_url)
         try:
             assert client.hget(f"{ours['prefix']}meta", "schema_version") == b"2"
@@ -224,9 +224,9 @@ def test_a_newer_schema_is_refused(backend, store_url):
         import psycopg
         from psycopg import sql
 
-        from chatlab.stores.postgres import split_url
+        from chatlab.stores.postgres import CHATLAB_PARAMETERS, split_url
 
-        conninfo, ours = split_url(store_url)
+        conninfo, ours = split_url(store_url, CHATLAB_PARAMETERS)
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(
                 sql.SQL("UPDATE {} SET value = '3' WHERE key = 'schema_version'").format(
@@ -236,9 +236,9 @@ def test_a_newer_schema_is_refused(backend, store_url):
     else:
         import redis
 
-        from chatlab.stores.redis import split_url
+        from chatlab.stores.redis import CHATLAB_PARAMETERS, split_url
 
-        client_url, ours = split_url(store_url)
+        client_url, ours = split_url(store_url, CHATLAB_PARAMETERS)
         with redis.Redis.from_url(client_url) as client:
             client.hset(f"{ours['prefix']}meta", "schema_version", "3")
     with pytest.raises(StoreError, match="schema version 3"):
