@@ -444,18 +444,20 @@ def _drop_postgres(url: str, schema: str) -> None:
     import psycopg
     from psycopg import sql
 
-    from .stores.postgres import split_url
+    from .stores._urls import split_url
+    from .stores.postgres import CHATLAB_PARAMETERS
 
-    with psycopg.connect(split_url(url)[0], autocommit=True, connect_timeout=5) as conn:
+    with psycopg.connect(split_url(url, CHATLAB_PARAMETERS)[0], autocommit=True, connect_timeout=5) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 def _drop_redis(url: str, prefix: str) -> None:
     import redis
 
-    from .stores.redis import split_url
+    from .stores._urls import split_url
+    from .stores.redis import CHATLAB_PARAMETERS
 
-    client = redis.Redis.from_url(split_url(url)[0], socket_timeout=5)
+    client = redis.Redis.from_url(split_url(url, CHATLAB_PARAMETERS)[0], socket_timeout=5)
     try:
         keys = list(client.scan_iter(match=prefix + "*", count=1000))
         for i in range(0, len(keys), 500):
@@ -704,9 +706,10 @@ async def _database_size(target: StoreTarget, key: str) -> int:
     if target.name == "postgresql":
         import psycopg
 
-        from .stores.postgres import split_url
+        from .stores._urls import split_url
+        from .stores.postgres import CHATLAB_PARAMETERS
 
-        conninfo, ours = split_url(target.url)
+        conninfo, ours = split_url(target.url, CHATLAB_PARAMETERS)
         with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
             total = 0
             for table in ("chatlab_messages", "chatlab_conversations"):
@@ -717,9 +720,10 @@ async def _database_size(target: StoreTarget, key: str) -> int:
             return total
     import redis
 
-    from .stores.redis import split_url
+    from .stores._urls import split_url
+    from .stores.redis import CHATLAB_PARAMETERS
 
-    client_url, ours = split_url(target.url)
+    client_url, ours = split_url(target.url, CHATLAB_PARAMETERS)
     client = redis.Redis.from_url(client_url, socket_timeout=5)
     try:
         return int(client.memory_usage(f"{ours['prefix']}messages:{key}", samples=0) or 0)

@@ -70,6 +70,18 @@ def drop_redis_prefix(url: str, prefix: str) -> None:
 
 
 @pytest.fixture
+def postgres_server() -> str:
+    """The configured PostgreSQL server URL itself, for tests that isolate their data on their own."""
+    return server_url("postgres")
+
+
+@pytest.fixture
+def redis_server() -> str:
+    """The configured Redis server URL itself, for tests that isolate their data on their own."""
+    return server_url("redis")
+
+
+@pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A PostgreSQL store URL whose tables live in a schema of this test only."""
     base = server_url("postgres")

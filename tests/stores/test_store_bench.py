@@ -1,0 +1,52 @@
+"""The benchmark's database paths (isolation, storage measurement, clean-up) run against the real servers.
+
+tests/test_bench.py covers the tables with memory and SQLite; this runs the same quick benchmark on
+PostgreSQL and Redis, whose helpers talk to the servers directly, and checks it leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _leftovers(store: str, url: str) -> list[str]:
+    """Schemas or keys the benchmark created (named chatlab_bench_...) that are still there."""
+    if store == "postgresql":
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'chatlab_bench%'").fetchall()
+        return [name for (name,) in rows]
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=5)
+    try:
+        return [key.decode() for key in client.scan_iter(match="chatlab_bench*", count=1000)]
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("store,backend", [("postgresql", "postgres"), ("redis", "redis")])
+def test_quick_bench_on_a_database_store(store: str, backend: str, request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue(f"{backend}_server")
+    before = set(_leftovers(store, url))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    env["CHATLAB_TEST_POSTGRES_URL" if store == "postgresql" else "CHATLAB_TEST_REDIS_URL"] = url
+    cmd = [
+        sys.executable, "-m", "chatlab", "bench", "--quick", "--stores", store, "--lengths", "10,40",
+        "--turns", "2", "--memory-messages", "200", "--load", "python", "--seconds", "0.3", "--connections", "4",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [line.split() for line in out.stdout.splitlines() if line.strip()]
+    assert [store, "read"] in [r[:2] for r in rows] and [store, "append"] in [r[:2] for r in rows], out.stdout
+    storage = [r for r in rows if r[:1] == [store] and len(r) > 3 and all(c.replace(",", "").isdigit() for c in r[1:3])]
+    assert storage and int(storage[0][1].replace(",", "")) > 0, out.stdout
+    assert set(_leftovers(store, url)) <= before, "the benchmark left its schema or keys behind"
