@@ -15,10 +15,8 @@ Bodies are read raw and parsed once (:mod:`chatlab.wire`); stored messages are r
 as the bytes the store holds, so reads never re-encode. Every error is an RFC 9457
 problem JSON with a ``detail`` that says what to do.
 
-The article's plain requests work unchanged. What it leaves out is here as options of
-:class:`ServiceSettings`, all off by default (docs/protections.md): API keys scoped to
-namespaces, CORS, limits, a rate limit; and always on, since a client that does not use
-them sees no difference: ``ETag``/``If-Match`` versions and ``Idempotency-Key`` retries.
+The article's plain requests work unchanged; what it leaves out are options of
+:class:`ServiceSettings` (:mod:`.settings`).
 
 A conversation's version (``ETag``) is ``"<generation>.<count>"``: the generation changes
 when it is created, replaced or deleted, never on an append. So a client holding the first N
@@ -34,7 +32,7 @@ import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
@@ -46,17 +44,27 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Match
 
-from . import wire
-from .protections.auth import ApiKeys, Caller
-from .protections.conditions import IDEMPOTENCY_KEY_PATTERN, etag, fingerprint, parse_idempotency_key, parse_if_match
-from .protections.ratelimit import RateLimit, RateLimiter, retry_after_header
-from .runner import BackgroundServer
-from .stores import ChatHistoryStore, StoreError, open_store
-from .stores.base import Idempotency, IdempotencyKeyReused, VersionMismatch
+from .. import wire
+from ..protections.auth import ApiKeys, Caller
+from ..protections.conditions import IDEMPOTENCY_KEY_PATTERN, etag, fingerprint, parse_idempotency_key, parse_if_match
+from ..protections.ratelimit import RateLimiter, retry_after_header
+from ..runner import BackgroundServer
+from ..stores import ChatHistoryStore, StoreError, open_store
+from ..stores.base import Idempotency, IdempotencyKeyReused, VersionMismatch
+from .settings import KEY_MAX_LENGTH, KEY_PATTERN, ServiceSettings
+
+__all__ = [
+    "KEY_MAX_LENGTH",
+    "KEY_PATTERN",
+    "SERVICE_NAME",
+    "ExternalService",
+    "ServiceSettings",
+    "create_app",
+    "ensure_service",
+    "start_service",
+]
 
 SERVICE_NAME = "chat-history-service"
-KEY_PATTERN = r"^[A-Za-z0-9_-]+$"
-KEY_MAX_LENGTH = 128
 _JSON = "application/json"
 _PROBLEM = "application/problem+json"
 _TITLES = {
@@ -68,79 +76,6 @@ _TITLES = {
     429: "Too Many Requests",
     503: "Service Unavailable",
 }
-
-
-def _env_int(name: str, default: int | None) -> int | None:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"{name}={value!r} is not a whole number") from None
-
-
-def _env_rate_limit() -> RateLimit | None:
-    spec = os.environ.get("CHATLAB_RATE_LIMIT", "").strip()
-    return RateLimit.parse(spec, _env_int("CHATLAB_RATE_BURST", None)) if spec else None
-
-
-def _env_origins() -> tuple[str, ...]:
-    return tuple(o for o in re.split(r"[,\s]+", os.environ.get("CHATLAB_CORS_ORIGINS", "")) if o)
-
-
-@dataclass(frozen=True)
-class ServiceSettings:
-    """What the service allows; each default comes from the environment (docs/protections.md).
-
-    ============================  ===========================  ====================================
-    setting                       environment variable         default
-    ============================  ===========================  ====================================
-    ``max_body_bytes``            ``CHATLAB_MAX_BODY_BYTES``   8 MiB (413 over it)
-    ``max_messages``              ``CHATLAB_MAX_MESSAGES``     10,000 per request (413 over it)
-    ``max_message_bytes``         ``CHATLAB_MAX_MESSAGE_BYTES`` none (413 over it)
-    ``key_pattern``               ``CHATLAB_KEY_PATTERN``      ``^[A-Za-z0-9_-]+$`` (400 otherwise)
-    ``key_max_length``            ``CHATLAB_KEY_MAX_LENGTH``   128 (400 over it)
-    ``api_keys``                  ``CHATLAB_API_KEYS``,        none: no authentication (401 without
-                                  ``CHATLAB_API_KEYS_FILE``    a valid key when given)
-    ``cors_origins``              ``CHATLAB_CORS_ORIGINS``     none: no CORS headers
-    ``rate_limit``                ``CHATLAB_RATE_LIMIT``,      none (429 + Retry-After when given)
-                                  ``CHATLAB_RATE_BURST``
-    ``idempotency_ttl``           ``CHATLAB_IDEMPOTENCY_TTL``  86,400 s: how long a POST's
-                                                               ``Idempotency-Key`` is remembered
-    ============================  ===========================  ====================================
-
-    ``api_keys`` takes an :class:`~chatlab.protections.ApiKeys` or a mapping key -> namespace;
-    ``rate_limit`` a :class:`~chatlab.protections.RateLimit` or a spec like ``"10/s"``.
-    """
-
-    max_body_bytes: int = field(default_factory=lambda: _env_int("CHATLAB_MAX_BODY_BYTES", 8 * 1024 * 1024))
-    max_messages: int = field(default_factory=lambda: _env_int("CHATLAB_MAX_MESSAGES", 10_000))
-    max_message_bytes: int | None = field(default_factory=lambda: _env_int("CHATLAB_MAX_MESSAGE_BYTES", None))
-    key_pattern: str = field(default_factory=lambda: os.environ.get("CHATLAB_KEY_PATTERN") or KEY_PATTERN)
-    key_max_length: int = field(default_factory=lambda: _env_int("CHATLAB_KEY_MAX_LENGTH", KEY_MAX_LENGTH))
-    api_keys: ApiKeys | Mapping[str, str] | None = field(default_factory=ApiKeys.from_env, repr=False)
-    cors_origins: tuple[str, ...] = field(default_factory=_env_origins)
-    rate_limit: RateLimit | str | None = field(default_factory=_env_rate_limit)
-    idempotency_ttl: float = field(default_factory=lambda: float(os.environ.get("CHATLAB_IDEMPOTENCY_TTL") or 86_400))
-
-    def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_messages", "key_max_length"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a whole number of at least 1, not {getattr(self, name)!r}")
-        if self.max_message_bytes is not None and self.max_message_bytes < 1:
-            raise ValueError(f"max_message_bytes must be at least 1, not {self.max_message_bytes!r}")
-        if not self.idempotency_ttl > 0:
-            raise ValueError(f"idempotency_ttl must be a positive number of seconds, not {self.idempotency_ttl!r}")
-        try:
-            re.compile(self.key_pattern)
-        except re.error as exc:
-            raise ValueError(f"the conversation key pattern {self.key_pattern!r} is not a regular expression: {exc}") from None
-        if self.api_keys is not None and not isinstance(self.api_keys, ApiKeys):
-            object.__setattr__(self, "api_keys", ApiKeys(self.api_keys))
-        if isinstance(self.rate_limit, str):
-            object.__setattr__(self, "rate_limit", RateLimit.parse(self.rate_limit))
-        object.__setattr__(self, "cors_origins", tuple(self.cors_origins))
 
 
 class Refused(Exception):
