@@ -12,8 +12,8 @@
 | ``DELETE /chat-history/{conversationKey}``| forget the conversation; 204                     |
 
 Bodies are read raw and parsed once (:mod:`chatlab.wire`); stored messages are returned
-as the bytes the store holds, so reads never re-encode. Every error is an RFC 9457
-problem JSON with a ``detail`` that says what to do.
+as the bytes the store holds, so reads never re-encode. Every error is a problem JSON
+(:mod:`.problems`).
 
 The article's plain requests work unchanged; what it leaves out are options of
 :class:`ServiceSettings` (:mod:`.settings`).
@@ -27,30 +27,28 @@ those N are still the start (same generation) or it must read everything again
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic.json_schema import models_json_schema
-from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
-from starlette.routing import Match
 
 from .. import wire
 from ..protections.auth import ApiKeys, Caller
 from ..protections.conditions import IDEMPOTENCY_KEY_PATTERN, etag, fingerprint, parse_idempotency_key, parse_if_match
 from ..protections.ratelimit import RateLimiter, retry_after_header
 from ..runner import BackgroundServer
-from ..stores import ChatHistoryStore, StoreError, open_store
-from ..stores.base import Idempotency, IdempotencyKeyReused, VersionMismatch
+from ..stores import ChatHistoryStore, open_store
+from ..stores.base import Idempotency
+from .problems import PROBLEM_JSON, Refused, add_error_handlers
+from .responses import JSON, json_response
 from .settings import KEY_MAX_LENGTH, KEY_PATTERN, ServiceSettings
 
 __all__ = [
@@ -65,27 +63,7 @@ __all__ = [
 ]
 
 SERVICE_NAME = "chat-history-service"
-_JSON = "application/json"
-_PROBLEM = "application/problem+json"
-_TITLES = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    412: "Precondition Failed",
-    413: "Content Too Large",
-    422: "Unprocessable Content",
-    429: "Too Many Requests",
-    503: "Service Unavailable",
-}
 
-
-class Refused(Exception):
-    """A request the service refuses; becomes a problem JSON response with ``headers``."""
-
-    def __init__(self, status: int, detail: str, headers: Mapping[str, str] | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.headers = dict(headers or {})
 
 
 def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
@@ -112,7 +90,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     )
     app.state.store = the_store
     app.state.settings = limits
-    _add_error_handlers(app, limits)
+    add_error_handlers(app)
     _add_routes(app, the_store, limits)
     _complete_openapi(app, limits)
     if limits.cors_origins:
@@ -389,7 +367,7 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
 
     @app.get("/", response_model=wire.ServiceInfo, responses=common, summary="Service name and description")
     async def service_info(caller: Caller = caller_of) -> Response:
-        return _json({"service": SERVICE_NAME, "description": store.description})
+        return json_response({"service": SERVICE_NAME, "description": store.description})
 
     @app.get(
         "/chat-history",
@@ -400,7 +378,7 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
     async def list_conversations(caller: Caller = caller_of) -> Response:
         prefix = caller.prefix
         summaries = await store.summaries(prefix)
-        return _json(
+        return json_response(
             [
                 {"conversationKey": s.conversation_key[len(prefix) :], "messageCount": s.message_count}
                 for s in summaries
@@ -428,13 +406,13 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
             conversation = await store.read(stored)
             body = b"[" + b",".join(conversation.messages) + b"]"
             headers = {"ETag": etag(conversation.version), "X-Message-Count": str(len(conversation.messages))}
-            return Response(body, media_type=_JSON, headers=headers)
+            return Response(body, media_type=JSON, headers=headers)
         part = await store.read_slice(stored, after or 0, limit)
         headers = {"ETag": etag(part.version), "X-Message-Count": str(part.count)}
         end = part.start + len(part.messages)
         if limit is not None and end < part.count:
             headers["Link"] = f'</chat-history/{key}?after={end}&limit={limit}>; rel="next"'
-        return Response(b"[" + b",".join(part.messages) + b"]", media_type=_JSON, headers=headers)
+        return Response(b"[" + b",".join(part.messages) + b"]", media_type=JSON, headers=headers)
 
     @app.head(
         "/chat-history/{conversationKey}",
@@ -557,89 +535,9 @@ async def _read_body(request: Request, limits: ServiceSettings) -> bytes:
     return b"".join(chunks)
 
 
-def _json(value: Any) -> Response:
-    return Response(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(), media_type=_JSON)
-
-
-def _problem(status: int, title: str, detail: str, errors: list[dict[str, Any]] | None = None) -> Response:
-    body: dict[str, Any] = {"title": title, "status": status, "detail": detail}
-    if errors:
-        body["errors"] = errors
-    response = _json(body)
-    response.status_code = status
-    response.headers["content-type"] = _PROBLEM
-    return response
-
-
-def _add_error_handlers(app: FastAPI, settings: ServiceSettings) -> None:
-    @app.exception_handler(wire.BadRequest)
-    async def bad_request(_: Request, exc: wire.BadRequest) -> Response:
-        return _problem(exc.status, _TITLES.get(exc.status, "Bad Request"), exc.detail, exc.errors)
-
-    @app.exception_handler(Refused)
-    async def refused(_: Request, exc: Refused) -> Response:
-        response = _problem(exc.status, _TITLES.get(exc.status, "Error"), exc.detail)
-        response.headers.update(exc.headers)
-        return response
-
-    @app.exception_handler(VersionMismatch)
-    async def precondition_failed(_: Request, exc: VersionMismatch) -> Response:
-        response = _problem(
-            412,
-            _TITLES[412],
-            "the conversation changed since the If-Match version (it is now at the ETag of this answer): "
-            "GET it again, redo your change and retry; nothing was written",
-        )
-        response.headers["ETag"] = etag(exc.current)
-        return response
-
-    @app.exception_handler(IdempotencyKeyReused)
-    async def key_reused(_: Request, exc: IdempotencyKeyReused) -> Response:
-        return _problem(
-            422,
-            _TITLES[422],
-            "this Idempotency-Key was already used for an append of other messages to this conversation: "
-            "use a new key for each new append; nothing was written",
-        )
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_parameter(_: Request, exc: RequestValidationError) -> Response:
-        detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        return _problem(400, "Bad Request", detail)
-
-    @app.exception_handler(StoreError)
-    async def store_unavailable(_: Request, exc: StoreError) -> Response:
-        return _problem(503, "Service Unavailable", f"the history store failed: {exc}; retry later")
-
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> Response:
-        response = _problem(exc.status_code, str(exc.detail), _http_hint(exc.status_code))
-        response.headers.update(exc.headers or {})
-        if exc.status_code == 405:  # Starlette names only the first route's method; list every one
-            response.headers["Allow"] = ", ".join(_allowed_methods(app, request))
-        return response
-
-
-def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
-    methods: set[str] = set()
-    for route in app.router.routes:
-        match, _ = route.matches({**request.scope, "method": "GET"})
-        if match != Match.NONE and getattr(route, "methods", None):
-            methods |= set(route.methods)  # type: ignore[attr-defined]
-    return sorted(methods)
-
-
-def _http_hint(status: int) -> str:
-    if status == 404:
-        return "no such endpoint: see GET /docs for the API (/, /chat-history, /chat-history/{conversationKey})"
-    if status == 405:
-        return "this endpoint does not accept that method: see GET /docs"
-    return "see GET /docs for the API"
-
-
 def _body_doc(model_name: str) -> dict[str, Any]:
     ref = {"$ref": f"#/components/schemas/{model_name}"}
-    return {"requestBody": {"required": True, "content": {_JSON: {"schema": ref}}}}
+    return {"requestBody": {"required": True, "content": {JSON: {"schema": ref}}}}
 
 
 def _complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
@@ -663,8 +561,8 @@ def _complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
             if "422" in responses and "Idempotency" not in responses["422"].get("description", ""):
                 responses.pop("422")
             for status, response in responses.items():
-                if status >= "400" and _JSON in response.get("content", {}):
-                    response["content"] = {_PROBLEM: response["content"].pop(_JSON)}
+                if status >= "400" and JSON in response.get("content", {}):
+                    response["content"] = {PROBLEM_JSON: response["content"].pop(JSON)}
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
