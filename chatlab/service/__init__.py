@@ -36,18 +36,17 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.routing import APIRoute
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic.json_schema import models_json_schema
 from starlette.middleware.cors import CORSMiddleware
 
 from .. import wire
-from ..protections.auth import ApiKeys, Caller
+from ..protections.auth import Caller
 from ..protections.conditions import IDEMPOTENCY_KEY_PATTERN, etag, fingerprint, parse_idempotency_key, parse_if_match
-from ..protections.ratelimit import RateLimiter, retry_after_header
 from ..runner import BackgroundServer
 from ..stores import ChatHistoryStore, open_store
 from ..stores.base import Idempotency
-from .problems import PROBLEM_JSON, Refused, add_error_handlers
+from .callers import caller_dependency
+from .problems import PROBLEM_JSON, add_error_handlers
 from .responses import JSON, json_response
 from .settings import KEY_MAX_LENGTH, KEY_PATTERN, ServiceSettings
 
@@ -105,70 +104,6 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
             allow_credentials=False,
         )
     return app
-
-
-# -- who is calling: API keys and the rate limit ---------------------------------------------------
-
-
-def _caller_dependency(settings: ServiceSettings) -> Any:
-    """The dependency that names the caller (401 without a valid key when keys are on; 429 over the rate)."""
-    keys: ApiKeys | None = settings.api_keys  # type: ignore[assignment]
-    limiter = RateLimiter(settings.rate_limit) if settings.rate_limit else None  # type: ignore[arg-type]
-
-    def limit(identity: str) -> None:
-        if limiter is not None:
-            wait = limiter.take(identity)
-            if wait:
-                raise Refused(
-                    429,
-                    f"too many requests: the limit is {limiter.limit}; retry after the Retry-After seconds",
-                    {"Retry-After": retry_after_header(wait)},
-                )
-
-    if keys is None:
-
-        async def open_caller(request: Request) -> Caller:
-            identity = f"client:{request.client.host if request.client else '-'}"
-            limit(identity)
-            return Caller(None, identity)
-
-        open_caller.resolve = open_caller  # type: ignore[attr-defined] - the same, called directly
-        return open_caller
-
-    bearer = HTTPBearer(
-        auto_error=False,
-        scheme_name="ApiKey",
-        description="An API key of the service (`Authorization: Bearer <key>`); it decides the namespace "
-        "of conversations the request sees.",
-    )
-
-    async def authenticated_caller(
-        request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)  # noqa: B008
-    ) -> Caller:
-        found = keys.namespace_of(credentials.credentials) if credentials is not None else None
-        if found is None:
-            limit(f"client:{request.client.host if request.client else '-'}")  # slows down key guessing
-            if request.headers.get("authorization") is None:
-                raise Refused(
-                    401,
-                    "this service needs an API key: send it as `Authorization: Bearer <key>`",
-                    {"WWW-Authenticate": 'Bearer realm="chat-history"'},
-                )
-            raise Refused(
-                401,
-                "the API key is not valid: send `Authorization: Bearer <key>` with a key the service was given",
-                {"WWW-Authenticate": 'Bearer realm="chat-history", error="invalid_token"'},
-            )
-        number, namespace = found
-        identity = f"key:{number}"
-        limit(identity)
-        return Caller(namespace, identity)
-
-    async def resolve(request: Request) -> Caller:
-        return await authenticated_caller(request, await bearer(request))
-
-    authenticated_caller.resolve = resolve  # type: ignore[attr-defined] - called directly, see _DirectRoute
-    return authenticated_caller
 
 
 def _key_dependency(settings: ServiceSettings) -> Any:
@@ -307,11 +242,11 @@ Limit = Annotated[
 
 def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
     # Defaults, not local Annotated aliases: annotations are strings here and resolve in module scope.
-    caller_dependency = _caller_dependency(settings)
+    dependency_of_caller = caller_dependency(settings)
     key_dependency = _key_dependency(settings)
-    caller_of = Depends(caller_dependency)
+    caller_of = Depends(dependency_of_caller)
     key_of = Depends(key_dependency)
-    resolve_caller = caller_dependency.resolve
+    resolve_caller = dependency_of_caller.resolve
 
     # What the keyed endpoints take, read directly (see _DirectRoute): caller, then key, then the rest.
     async def caller_and_key(request: Request) -> dict[str, Any]:

@@ -1,0 +1,102 @@
+"""Who is calling: the API key that decides the caller's namespace, and the caller's rate limit.
+
+The caller is a FastAPI dependency, so the OpenAPI description shows the key scheme; it can
+also be called with just the request (its ``resolve``), as the direct routes do (:mod:`.direct`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from ..protections.auth import ApiKeys, Caller
+from ..protections.ratelimit import RateLimiter, retry_after_header
+from .problems import Refused
+from .settings import ServiceSettings
+
+
+def caller_dependency(settings: ServiceSettings) -> Any:
+    """The dependency that names the caller (401 without a valid key when keys are on; 429 over the rate)."""
+    limit = _rate_limit(settings)
+    keys: ApiKeys | None = settings.api_keys  # type: ignore[assignment]
+    return _open_caller(limit) if keys is None else _authenticated_caller(keys, limit)
+
+
+def _rate_limit(settings: ServiceSettings) -> Callable[[str], None]:
+    """Count a request against ``identity``; 429 with ``Retry-After`` once it is over the limit."""
+    limiter = RateLimiter(settings.rate_limit) if settings.rate_limit else None  # type: ignore[arg-type]
+
+    def limit(identity: str) -> None:
+        if limiter is not None:
+            wait = limiter.take(identity)
+            if wait:
+                raise Refused(
+                    429,
+                    f"too many requests: the limit is {limiter.limit}; retry after the Retry-After seconds",
+                    {"Retry-After": retry_after_header(wait)},
+                )
+
+    return limit
+
+
+def _client(request: Request) -> str:
+    """A caller without a key is known by its address."""
+    return f"client:{request.client.host if request.client else '-'}"
+
+
+def _open_caller(limit: Callable[[str], None]) -> Any:
+    """The article's open service: every caller sees the one namespace."""
+
+    async def open_caller(request: Request) -> Caller:
+        identity = _client(request)
+        limit(identity)
+        return Caller(None, identity)
+
+    open_caller.resolve = open_caller  # type: ignore[attr-defined] - the same, called directly
+    return open_caller
+
+
+def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
+    """A caller with a valid ``Authorization: Bearer <key>``, in the namespace of that key."""
+    bearer = HTTPBearer(
+        auto_error=False,
+        scheme_name="ApiKey",
+        description="An API key of the service (`Authorization: Bearer <key>`); it decides the namespace "
+        "of conversations the request sees.",
+    )
+
+    async def authenticated_caller(
+        request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)  # noqa: B008
+    ) -> Caller:
+        found = keys.namespace_of(credentials.credentials) if credentials is not None else None
+        if found is None:
+            limit(_client(request))  # slows down key guessing
+            raise _no_valid_key(request)
+        number, namespace = found
+        identity = f"key:{number}"
+        limit(identity)
+        return Caller(namespace, identity)
+
+    async def resolve(request: Request) -> Caller:
+        return await authenticated_caller(request, await bearer(request))
+
+    authenticated_caller.resolve = resolve  # type: ignore[attr-defined] - called directly, see .direct
+    return authenticated_caller
+
+
+def _no_valid_key(request: Request) -> Refused:
+    """401 saying whether the key is missing or wrong, with the ``WWW-Authenticate`` RFC 6750 asks for."""
+    if request.headers.get("authorization") is None:
+        return Refused(
+            401,
+            "this service needs an API key: send it as `Authorization: Bearer <key>`",
+            {"WWW-Authenticate": 'Bearer realm="chat-history"'},
+        )
+    return Refused(
+        401,
+        "the API key is not valid: send `Authorization: Bearer <key>` with a key the service was given",
+        {"WWW-Authenticate": 'Bearer realm="chat-history", error="invalid_token"'},
+    )
