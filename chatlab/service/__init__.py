@@ -28,24 +28,25 @@ those N are still the start (same generation) or it must read everything again
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.routing import APIRoute
 from pydantic.json_schema import models_json_schema
 from starlette.middleware.cors import CORSMiddleware
 
 from .. import wire
 from ..protections.auth import Caller
-from ..protections.conditions import IDEMPOTENCY_KEY_PATTERN, etag, fingerprint, parse_idempotency_key, parse_if_match
+from ..protections.conditions import etag, fingerprint, parse_idempotency_key, parse_if_match
 from ..runner import BackgroundServer
 from ..stores import ChatHistoryStore, open_store
 from ..stores.base import Idempotency
 from .callers import caller_dependency
+from .bodies import read_messages
+from .parameters import After, IdempotencyKey, IfMatch, Limit, conversation_key_dependency, parse_header, read_position
 from .problems import PROBLEM_JSON, add_error_handlers
 from .responses import JSON, json_response
 from .settings import KEY_MAX_LENGTH, KEY_PATTERN, ServiceSettings
@@ -106,66 +107,6 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     return app
 
 
-def _key_dependency(settings: ServiceSettings) -> Any:
-    """The dependency that checks a conversation key against the configured pattern and length."""
-    pattern = re.compile(settings.key_pattern)
-    max_length = settings.key_max_length
-    default = settings.key_pattern == KEY_PATTERN
-    rule = (
-        f"use 1 to {max_length} letters, digits, '_' or '-' (for example a GUID without dashes)"
-        if default
-        else f"use 1 to {max_length} characters matching {settings.key_pattern}"
-    )
-
-    async def conversation_key(
-        key: str = Path(  # noqa: B008
-            alias="conversationKey",
-            description=f"The conversation; {rule}.",
-            examples=["286d2f0b7b7a43688ad32556e3610f54"],
-            json_schema_extra={"pattern": settings.key_pattern, "minLength": 1, "maxLength": max_length},
-        ),
-    ) -> str:
-        if not (1 <= len(key) <= max_length and pattern.fullmatch(key)):
-            raise wire.BadRequest(400, f"invalid conversationKey: {rule}")
-        return key
-
-    return conversation_key
-
-
-IfMatch = Annotated[
-    str | None,
-    Header(
-        alias="If-Match",
-        description='Write only if the conversation is still at one of these ETags (from a GET or an earlier '
-        'write); `*`: only if it exists; `"0"`: only if it does not. Otherwise 412 and nothing changes '
-        "(a weak or malformed tag never matches).",
-        examples=['"5f0c9a7e2b4d1e83.4"'],
-    ),
-]
-IdempotencyKey = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        description="A unique key per append (for example a UUID), 1 to 255 printable ASCII characters, quoted "
-        "or not. Retrying with the same key and messages appends once and answers as the first time; the same "
-        "key with other messages gets 422.",
-        examples=['"8e03978e-40d5-43e8-bc93-6894a57f9324"'],
-        json_schema_extra={"pattern": IDEMPOTENCY_KEY_PATTERN},
-    ),
-]
-
-
-def _position(request: Request, name: str, minimum: int) -> int | None:
-    """A query parameter that is a position (``after``) or a count (``limit``), checked as its OpenAPI says."""
-    value = request.query_params.get(name)
-    if value is None:
-        return None
-    number = int(value) if value.isascii() and value.lstrip("-").isdigit() and value.count("-") <= 1 else None
-    if number is None or not minimum <= number <= MAX_POSITION:
-        raise wire.BadRequest(400, f"query parameter {name}={value!r}: use a whole number from {minimum} to {MAX_POSITION}")
-    return number
-
-
 class _DirectRoute(APIRoute):
     """A route whose endpoint gets its arguments straight from the request.
 
@@ -199,13 +140,6 @@ def _direct(reader: Callable[[Request], Awaitable[dict[str, Any]]]) -> Callable[
     return mark
 
 
-def _header(parse: Any, value: str | None) -> Any:
-    try:
-        return parse(value)
-    except ValueError as exc:
-        raise wire.BadRequest(400, str(exc)) from None
-
-
 # -- the endpoints ---------------------------------------------------------------------------------
 
 
@@ -222,28 +156,10 @@ _LINK_DOC = _header_doc(
     'With `limit`, when more messages follow: `</chat-history/{conversationKey}?after=M&limit=L>; rel="next"`.',
     required=False,
 )
-#: ``after`` and ``limit`` are positions; this bound keeps them within every store's integers.
-MAX_POSITION = 2**53
-After = Annotated[
-    int | None,
-    Query(
-        ge=0,
-        le=MAX_POSITION,
-        description="Skip the first N messages: only the ones after them. A client that holds the first N "
-        "messages of the version in its `ETag` fetches just the new ones; past the end: `[]`.",
-        examples=[20],
-    ),
-]
-Limit = Annotated[
-    int | None,
-    Query(ge=1, le=MAX_POSITION, description="At most this many messages (a page); a `Link` header names the next one."),
-]
-
-
 def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
     # Defaults, not local Annotated aliases: annotations are strings here and resolve in module scope.
     dependency_of_caller = caller_dependency(settings)
-    key_dependency = _key_dependency(settings)
+    key_dependency = conversation_key_dependency(settings)
     caller_of = Depends(dependency_of_caller)
     key_of = Depends(key_dependency)
     resolve_caller = dependency_of_caller.resolve
@@ -255,8 +171,8 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
 
     async def read_arguments(request: Request) -> dict[str, Any]:
         arguments = await caller_and_key(request)
-        arguments["after"] = _position(request, "after", 0)
-        arguments["limit"] = _position(request, "limit", 1)
+        arguments["after"] = read_position(request, "after", 0)
+        arguments["limit"] = read_position(request, "limit", 1)
         return arguments
 
     async def append_arguments(request: Request) -> dict[str, Any]:
@@ -395,9 +311,9 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
     async def append_messages(
         request: Request, caller: Caller = caller_of, key: str = key_of, if_match: IfMatch = None, idempotency_key: IdempotencyKey = None
     ) -> Response:
-        condition = _header(parse_if_match, if_match)
-        idem_key = _header(parse_idempotency_key, idempotency_key)
-        messages = await _read_messages(request, settings)
+        condition = parse_header(parse_if_match, if_match)
+        idem_key = parse_header(parse_idempotency_key, idempotency_key)
+        messages = await read_messages(request, settings)
         idempotency = (
             Idempotency(idem_key, fingerprint("append", messages), settings.idempotency_ttl)
             if idem_key is not None
@@ -421,8 +337,8 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
     async def replace_messages(
         request: Request, caller: Caller = caller_of, key: str = key_of, if_match: IfMatch = None
     ) -> Response:
-        condition = _header(parse_if_match, if_match)
-        messages = await _read_messages(request, settings)
+        condition = parse_header(parse_if_match, if_match)
+        messages = await read_messages(request, settings)
         result = await store.replace(caller.stored_key(key), messages, if_match=condition)
         return Response(status_code=204, headers={"ETag": etag(result.version)})
 
@@ -437,37 +353,6 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
     async def delete_conversation(caller: Caller = caller_of, key: str = key_of) -> Response:
         await store.delete(caller.stored_key(key))
         return Response(status_code=204)
-
-
-async def _read_messages(request: Request, settings: ServiceSettings) -> list[bytes]:
-    """The checked, encoded messages of a body, within every size limit."""
-    messages = wire.decode_messages_body(await _read_body(request, settings), max_messages=settings.max_messages)
-    if settings.max_message_bytes is not None:
-        for i, message in enumerate(messages):
-            if len(message) > settings.max_message_bytes:
-                raise wire.BadRequest(
-                    413,
-                    f"messages[{i}] is {len(message)} bytes as compact JSON; the limit is "
-                    f"{settings.max_message_bytes} bytes per message",
-                )
-    return messages
-
-
-async def _read_body(request: Request, limits: ServiceSettings) -> bytes:
-    """The request body, refused with 413 as soon as it is known to exceed the limit."""
-    too_large = wire.BadRequest(
-        413, f"the body is larger than {limits.max_body_bytes} bytes: send fewer or smaller messages per request"
-    )
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
-        raise too_large
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limits.max_body_bytes:
-            raise too_large
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _body_doc(model_name: str) -> dict[str, Any]:

@@ -1,0 +1,102 @@
+"""What a request names besides its body: the conversation key, ``If-Match``, ``Idempotency-Key``,
+``after`` and ``limit``.
+
+Each is declared here for the OpenAPI description, and checked as that description says when
+the direct routes read it themselves (:mod:`.direct`); a bad one is a 400 problem.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from fastapi import Header, Path, Query, Request
+
+from .. import wire
+from ..protections.conditions import IDEMPOTENCY_KEY_PATTERN
+from .settings import KEY_PATTERN, ServiceSettings
+
+IfMatch = Annotated[
+    str | None,
+    Header(
+        alias="If-Match",
+        description='Write only if the conversation is still at one of these ETags (from a GET or an earlier '
+        'write); `*`: only if it exists; `"0"`: only if it does not. Otherwise 412 and nothing changes '
+        "(a weak or malformed tag never matches).",
+        examples=['"5f0c9a7e2b4d1e83.4"'],
+    ),
+]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        description="A unique key per append (for example a UUID), 1 to 255 printable ASCII characters, quoted "
+        "or not. Retrying with the same key and messages appends once and answers as the first time; the same "
+        "key with other messages gets 422.",
+        examples=['"8e03978e-40d5-43e8-bc93-6894a57f9324"'],
+        json_schema_extra={"pattern": IDEMPOTENCY_KEY_PATTERN},
+    ),
+]
+#: ``after`` and ``limit`` are positions; this bound keeps them within every store's integers.
+MAX_POSITION = 2**53
+After = Annotated[
+    int | None,
+    Query(
+        ge=0,
+        le=MAX_POSITION,
+        description="Skip the first N messages: only the ones after them. A client that holds the first N "
+        "messages of the version in its `ETag` fetches just the new ones; past the end: `[]`.",
+        examples=[20],
+    ),
+]
+Limit = Annotated[
+    int | None,
+    Query(ge=1, le=MAX_POSITION, description="At most this many messages (a page); a `Link` header names the next one."),
+]
+
+
+def conversation_key_dependency(settings: ServiceSettings) -> Any:
+    """The dependency that checks a conversation key against the configured pattern and length."""
+    pattern = re.compile(settings.key_pattern)
+    max_length = settings.key_max_length
+    rule = _key_rule(settings)
+
+    async def conversation_key(
+        key: str = Path(  # noqa: B008
+            alias="conversationKey",
+            description=f"The conversation; {rule}.",
+            examples=["286d2f0b7b7a43688ad32556e3610f54"],
+            json_schema_extra={"pattern": settings.key_pattern, "minLength": 1, "maxLength": max_length},
+        ),
+    ) -> str:
+        if not (1 <= len(key) <= max_length and pattern.fullmatch(key)):
+            raise wire.BadRequest(400, f"invalid conversationKey: {rule}")
+        return key
+
+    return conversation_key
+
+
+def _key_rule(settings: ServiceSettings) -> str:
+    """What a valid key is, in words for people when the pattern is the default one."""
+    if settings.key_pattern == KEY_PATTERN:
+        return f"use 1 to {settings.key_max_length} letters, digits, '_' or '-' (for example a GUID without dashes)"
+    return f"use 1 to {settings.key_max_length} characters matching {settings.key_pattern}"
+
+
+def read_position(request: Request, name: str, minimum: int) -> int | None:
+    """A query parameter that is a position (``after``) or a count (``limit``), checked as its OpenAPI says."""
+    value = request.query_params.get(name)
+    if value is None:
+        return None
+    number = int(value) if value.isascii() and value.lstrip("-").isdigit() and value.count("-") <= 1 else None
+    if number is None or not minimum <= number <= MAX_POSITION:
+        raise wire.BadRequest(400, f"query parameter {name}={value!r}: use a whole number from {minimum} to {MAX_POSITION}")
+    return number
+
+
+def parse_header(parse: Any, value: str | None) -> Any:
+    """``parse(value)``, its ``ValueError`` (which says what is wrong with the header) made a 400."""
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise wire.BadRequest(400, str(exc)) from None
