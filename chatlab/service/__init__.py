@@ -28,13 +28,12 @@ those N are still the start (same generation) or it must read everything again
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request, Response
-from fastapi.routing import APIRoute
+from fastapi import FastAPI, Request, Response
 from pydantic.json_schema import models_json_schema
 from starlette.middleware.cors import CORSMiddleware
 
@@ -44,9 +43,9 @@ from ..protections.conditions import etag, fingerprint, parse_idempotency_key, p
 from ..runner import BackgroundServer
 from ..stores import ChatHistoryStore, open_store
 from ..stores.base import Idempotency
-from .callers import caller_dependency
 from .bodies import read_messages
-from .parameters import After, IdempotencyKey, IfMatch, Limit, conversation_key_dependency, parse_header, read_position
+from .direct import Arguments, DirectRoute, direct
+from .parameters import After, IdempotencyKey, IfMatch, Limit, parse_header
 from .problems import PROBLEM_JSON, add_error_handlers
 from .responses import JSON, json_response
 from .settings import KEY_MAX_LENGTH, KEY_PATTERN, ServiceSettings
@@ -107,39 +106,6 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     return app
 
 
-class _DirectRoute(APIRoute):
-    """A route whose endpoint gets its arguments straight from the request.
-
-    FastAPI solves an endpoint's declared parameters and dependencies anew on every request,
-    which cost the service more than everything else it does on a read. The declarations stay
-    (they make the OpenAPI description, and this route falls back on them if an endpoint has no
-    reader); an endpoint marked with :func:`_direct` is called with what its reader returns:
-    the same values, checked the same way, in the same order (caller, key, then the rest).
-    """
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        declared = super().get_route_handler()
-        reader = getattr(self.endpoint, "direct_arguments", None)
-        if reader is None:
-            return declared
-        endpoint = self.endpoint
-
-        async def handler(request: Request) -> Response:
-            return await endpoint(**await reader(request))
-
-        return handler
-
-
-def _direct(reader: Callable[[Request], Awaitable[dict[str, Any]]]) -> Callable[[Any], Any]:
-    """Mark an endpoint to be called with ``await reader(request)`` (see :class:`_DirectRoute`)."""
-
-    def mark(endpoint: Any) -> Any:
-        endpoint.direct_arguments = reader
-        return endpoint
-
-    return mark
-
-
 # -- the endpoints ---------------------------------------------------------------------------------
 
 
@@ -157,38 +123,9 @@ _LINK_DOC = _header_doc(
     required=False,
 )
 def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
-    # Defaults, not local Annotated aliases: annotations are strings here and resolve in module scope.
-    dependency_of_caller = caller_dependency(settings)
-    key_dependency = conversation_key_dependency(settings)
-    caller_of = Depends(dependency_of_caller)
-    key_of = Depends(key_dependency)
-    resolve_caller = dependency_of_caller.resolve
-
-    # What the keyed endpoints take, read directly (see _DirectRoute): caller, then key, then the rest.
-    async def caller_and_key(request: Request) -> dict[str, Any]:
-        caller = await resolve_caller(request)
-        return {"caller": caller, "key": await key_dependency(request.path_params["conversationKey"])}
-
-    async def read_arguments(request: Request) -> dict[str, Any]:
-        arguments = await caller_and_key(request)
-        arguments["after"] = read_position(request, "after", 0)
-        arguments["limit"] = read_position(request, "limit", 1)
-        return arguments
-
-    async def append_arguments(request: Request) -> dict[str, Any]:
-        arguments = await caller_and_key(request)
-        arguments["request"] = request
-        arguments["if_match"] = request.headers.get("if-match")
-        arguments["idempotency_key"] = request.headers.get("idempotency-key")
-        return arguments
-
-    async def replace_arguments(request: Request) -> dict[str, Any]:
-        arguments = await caller_and_key(request)
-        arguments["request"] = request
-        arguments["if_match"] = request.headers.get("if-match")
-        return arguments
-
-    app.router.route_class = _DirectRoute  # the routes below that are marked with _direct read their own arguments
+    arguments = Arguments(settings)
+    caller_of, key_of = arguments.caller, arguments.key
+    app.router.route_class = DirectRoute  # the routes below that are marked with direct() read their own arguments
     problem = {"model": wire.Problem}
 
     common: dict[int | str, dict[str, Any]] = {503: {**problem, "description": "The store failed; retry later."}}
@@ -250,7 +187,7 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
         "first N, `limit=L` returns at most L; the `ETag` and `X-Message-Count` describe the whole conversation "
         "in the same snapshot as the messages returned.",
     )
-    @_direct(read_arguments)
+    @direct(arguments.for_read)
     async def get_messages(caller: Caller = caller_of, key: str = key_of, after: After = None, limit: Limit = None) -> Response:
         stored = caller.stored_key(key)
         if after is None and limit is None:
@@ -279,7 +216,7 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
         },
         summary="Whether a conversation exists and how many messages it holds, without reading them",
     )
-    @_direct(caller_and_key)
+    @direct(arguments.caller_and_key)
     async def count_messages(caller: Caller = caller_of, key: str = key_of) -> Response:
         part = await store.read_slice(caller.stored_key(key), 0, 0)
         response = Response(headers={"ETag": etag(part.version), "X-Message-Count": str(part.count)})
@@ -307,7 +244,7 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
         summary="Append messages to a conversation",
         openapi_extra=_body_doc("AppendChatMessagesRequest"),
     )
-    @_direct(append_arguments)
+    @direct(arguments.for_append)
     async def append_messages(
         request: Request, caller: Caller = caller_of, key: str = key_of, if_match: IfMatch = None, idempotency_key: IdempotencyKey = None
     ) -> Response:
@@ -333,7 +270,7 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
         summary="Replace a conversation's messages",
         openapi_extra=_body_doc("ReplaceChatMessagesRequest"),
     )
-    @_direct(replace_arguments)
+    @direct(arguments.for_replace)
     async def replace_messages(
         request: Request, caller: Caller = caller_of, key: str = key_of, if_match: IfMatch = None
     ) -> Response:
@@ -349,7 +286,7 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
         responses={204: {"description": "Deleted (also when it did not exist)."}, **keyed},
         summary="Delete a conversation",
     )
-    @_direct(caller_and_key)
+    @direct(arguments.caller_and_key)
     async def delete_conversation(caller: Caller = caller_of, key: str = key_of) -> Response:
         await store.delete(caller.stored_key(key))
         return Response(status_code=204)
