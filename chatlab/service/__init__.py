@@ -31,10 +31,8 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from fastapi import FastAPI, Request, Response
-from pydantic.json_schema import models_json_schema
 from starlette.middleware.cors import CORSMiddleware
 
 from .. import wire
@@ -45,8 +43,9 @@ from ..stores import ChatHistoryStore, open_store
 from ..stores.base import Idempotency
 from .bodies import read_messages
 from .direct import Arguments, DirectRoute, direct
+from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, body_doc, complete_openapi, error_docs, header_doc, problem_doc
 from .parameters import After, IdempotencyKey, IfMatch, Limit, parse_header
-from .problems import PROBLEM_JSON, add_error_handlers
+from .problems import add_error_handlers
 from .responses import JSON, json_response
 from .settings import KEY_MAX_LENGTH, KEY_PATTERN, ServiceSettings
 
@@ -91,7 +90,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     app.state.settings = limits
     add_error_handlers(app)
     _add_routes(app, the_store, limits)
-    _complete_openapi(app, limits)
+    complete_openapi(app, limits)
     if limits.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -106,52 +105,11 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     return app
 
 
-# -- the endpoints ---------------------------------------------------------------------------------
-
-
-def _header_doc(description: str, required: bool = True) -> dict[str, Any]:
-    return {"description": description, "required": required, "schema": {"type": "string"}}
-
-
-_ETAG_DOC = _header_doc(
-    'The conversation\'s version, for `If-Match`: `"<generation>.<count>"`, where the generation changes when '
-    'the conversation is created, replaced or deleted and never on an append (`"0"`: it does not exist).'
-)
-_COUNT_DOC = _header_doc("How many messages the whole conversation holds (0 for an unknown key).")
-_LINK_DOC = _header_doc(
-    'With `limit`, when more messages follow: `</chat-history/{conversationKey}?after=M&limit=L>; rel="next"`.',
-    required=False,
-)
 def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
     arguments = Arguments(settings)
     caller_of, key_of = arguments.caller, arguments.key
     app.router.route_class = DirectRoute  # the routes below that are marked with direct() read their own arguments
-    problem = {"model": wire.Problem}
-
-    common: dict[int | str, dict[str, Any]] = {503: {**problem, "description": "The store failed; retry later."}}
-    if settings.api_keys is not None:
-        common[401] = {
-            **problem,
-            "description": "No API key, or not a valid one.",
-            "headers": {"WWW-Authenticate": _header_doc("`Bearer realm=\"chat-history\"`")},
-        }
-    if settings.rate_limit is not None:
-        common[429] = {
-            **problem,
-            "description": "Over the rate limit.",
-            "headers": {"Retry-After": _header_doc("Seconds until a request is allowed again.")},
-        }
-    keyed = {**common, 400: {**problem, "description": "An invalid conversation key or header."}}
-    writes = {
-        **keyed,
-        400: {**problem, "description": "An invalid body, conversation key or header."},
-        412: {
-            **problem,
-            "description": "`If-Match` did not hold: the conversation changed (nothing was written).",
-            "headers": {"ETag": _ETAG_DOC},
-        },
-        413: {**problem, "description": "Over a size limit (body, messages per request, message size)."},
-    }
+    common, keyed, writes = error_docs(settings)
 
     @app.get("/", response_model=wire.ServiceInfo, responses=common, summary="Service name and description")
     async def service_info(caller: Caller = caller_of) -> Response:
@@ -178,9 +136,9 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
         "/chat-history/{conversationKey}",
         response_model=list[wire.ChatMessage],
         responses={
-            200: {"headers": {"ETag": _ETAG_DOC, "X-Message-Count": _COUNT_DOC, "Link": _LINK_DOC}},
+            200: {"headers": {"ETag": ETAG_DOC, "X-Message-Count": COUNT_DOC, "Link": LINK_DOC}},
             **keyed,
-            400: {**problem, "description": "An invalid conversation key, header, `after` or `limit`."},
+            400: problem_doc("An invalid conversation key, header, `after` or `limit`."),
         },
         summary="The messages of a conversation ([] for an unknown key); ?after=N&limit=L for part of it",
         description="Without parameters, every message in order (the article's request). `after=N` skips the "
@@ -210,7 +168,7 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
             200: {
                 "description": "No body: how many messages the conversation holds and its version "
                 '(`X-Message-Count: 0` and `ETag: "0"` when it does not exist).',
-                "headers": {"ETag": _ETAG_DOC, "X-Message-Count": _COUNT_DOC},
+                "headers": {"ETag": ETAG_DOC, "X-Message-Count": COUNT_DOC},
             },
             **keyed,
         },
@@ -231,18 +189,18 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
             202: {
                 "description": "Appended; `Location` names the conversation.",
                 "headers": {
-                    "Location": _header_doc("`/chat-history/{conversationKey}`"),
-                    "ETag": _ETAG_DOC,
-                    "Idempotent-Replayed": _header_doc(
+                    "Location": header_doc("`/chat-history/{conversationKey}`"),
+                    "ETag": ETAG_DOC,
+                    "Idempotent-Replayed": header_doc(
                         "`true` when this answers a retry of an append already applied.", required=False
                     ),
                 },
             },
             **writes,
-            422: {**problem, "description": "The `Idempotency-Key` was used before with other messages."},
+            422: problem_doc("The `Idempotency-Key` was used before with other messages."),
         },
         summary="Append messages to a conversation",
-        openapi_extra=_body_doc("AppendChatMessagesRequest"),
+        openapi_extra=body_doc("AppendChatMessagesRequest"),
     )
     @direct(arguments.for_append)
     async def append_messages(
@@ -266,9 +224,9 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
         "/chat-history/{conversationKey}",
         status_code=204,
         response_class=Response,
-        responses={204: {"description": "Replaced.", "headers": {"ETag": _ETAG_DOC}}, **writes},
+        responses={204: {"description": "Replaced.", "headers": {"ETag": ETAG_DOC}}, **writes},
         summary="Replace a conversation's messages",
-        openapi_extra=_body_doc("ReplaceChatMessagesRequest"),
+        openapi_extra=body_doc("ReplaceChatMessagesRequest"),
     )
     @direct(arguments.for_replace)
     async def replace_messages(
@@ -290,39 +248,6 @@ def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings
     async def delete_conversation(caller: Caller = caller_of, key: str = key_of) -> Response:
         await store.delete(caller.stored_key(key))
         return Response(status_code=204)
-
-
-def _body_doc(model_name: str) -> dict[str, Any]:
-    ref = {"$ref": f"#/components/schemas/{model_name}"}
-    return {"requestBody": {"required": True, "content": {JSON: {"schema": ref}}}}
-
-
-def _complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
-    """Make OpenAPI say what the service does: bodies are parsed by hand, errors are problem JSON, 400 not 422."""
-    build = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema:
-            return app.openapi_schema
-        schema = build()
-        models = [(wire.AppendChatMessagesRequest, "validation"), (wire.ReplaceChatMessagesRequest, "validation")]
-        _, defs = models_json_schema(models, ref_template="#/components/schemas/{model}")
-        components = schema.setdefault("components", {}).setdefault("schemas", {})
-        components.update(defs["$defs"])
-        for name in ("HTTPValidationError", "ValidationError"):
-            components.pop(name, None)
-        for name in ("AppendChatMessagesRequest", "ReplaceChatMessagesRequest"):
-            components[name]["properties"]["messages"]["maxItems"] = settings.max_messages
-        for operation in (op for path in schema["paths"].values() for op in path.values()):
-            responses = operation["responses"]
-            if "422" in responses and "Idempotency" not in responses["422"].get("description", ""):
-                responses.pop("422")
-            for status, response in responses.items():
-                if status >= "400" and JSON in response.get("content", {}):
-                    response["content"] = {PROBLEM_JSON: response["content"].pop(JSON)}
-        return schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def start_service(
