@@ -1,28 +1,10 @@
 """The chat history service: the article's ASP.NET Minimal API as a FastAPI app.
 
-| endpoint                                 | does                                              |
-|------------------------------------------|---------------------------------------------------|
-| ``GET /``                                | service name and description                      |
-| ``GET /chat-history``                    | ``[{"conversationKey", "messageCount"}]`` by key  |
-| ``GET /chat-history/{conversationKey}``  | the messages; ``[]`` for an unknown key           |
-| ``GET ...?after=N&limit=L``              | the messages after the first N (at most L)        |
-| ``HEAD /chat-history/{conversationKey}`` | no body: ``X-Message-Count`` and ``ETag``         |
-| ``POST /chat-history/{conversationKey}`` | append ``{"messages": [...]}``; 202 + Location    |
-| ``PUT /chat-history/{conversationKey}``  | replace with ``{"messages": [...]}``; 204         |
-| ``DELETE /chat-history/{conversationKey}``| forget the conversation; 204                     |
-
-Bodies are read raw and parsed once (:mod:`chatlab.wire`); stored messages are returned
-as the bytes the store holds, so reads never re-encode. Every error is a problem JSON
-(:mod:`.problems`).
+The endpoints and the conversation versions are described in :mod:`.routes`. Bodies are read
+raw and parsed once (:mod:`.bodies`); every error is a problem JSON (:mod:`.problems`).
 
 The article's plain requests work unchanged; what it leaves out are options of
 :class:`ServiceSettings` (:mod:`.settings`).
-
-A conversation's version (``ETag``) is ``"<generation>.<count>"``: the generation changes
-when it is created, replaced or deleted, never on an append. So a client holding the first N
-messages of a generation asks for ``?after=N`` and knows from the answer's ``ETag`` whether
-those N are still the start (same generation) or it must read everything again
-(:mod:`chatlab.history_cache`, which the provider uses).
 """
 
 from __future__ import annotations
@@ -32,21 +14,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
-from .. import wire
-from ..protections.auth import Caller
-from ..protections.conditions import etag, fingerprint, parse_idempotency_key, parse_if_match
 from ..runner import BackgroundServer
 from ..stores import ChatHistoryStore, open_store
-from ..stores.base import Idempotency
-from .bodies import read_messages
-from .direct import Arguments, DirectRoute, direct
-from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, body_doc, complete_openapi, error_docs, header_doc, problem_doc
-from .parameters import After, IdempotencyKey, IfMatch, Limit, parse_header
+from .openapi import complete_openapi
 from .problems import add_error_handlers
-from .responses import JSON, json_response
+from .routes import SERVICE_NAME, add_routes
 from .settings import KEY_MAX_LENGTH, KEY_PATTERN, ServiceSettings
 
 __all__ = [
@@ -60,7 +35,6 @@ __all__ = [
     "start_service",
 ]
 
-SERVICE_NAME = "chat-history-service"
 
 
 
@@ -89,7 +63,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     app.state.store = the_store
     app.state.settings = limits
     add_error_handlers(app)
-    _add_routes(app, the_store, limits)
+    add_routes(app, the_store, limits)
     complete_openapi(app, limits)
     if limits.cors_origins:
         app.add_middleware(
@@ -103,151 +77,6 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
             allow_credentials=False,
         )
     return app
-
-
-def _add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
-    arguments = Arguments(settings)
-    caller_of, key_of = arguments.caller, arguments.key
-    app.router.route_class = DirectRoute  # the routes below that are marked with direct() read their own arguments
-    common, keyed, writes = error_docs(settings)
-
-    @app.get("/", response_model=wire.ServiceInfo, responses=common, summary="Service name and description")
-    async def service_info(caller: Caller = caller_of) -> Response:
-        return json_response({"service": SERVICE_NAME, "description": store.description})
-
-    @app.get(
-        "/chat-history",
-        response_model=list[wire.ChatHistorySummary],
-        responses=common,
-        summary="Stored conversations and their message counts, ordered by key",
-    )
-    async def list_conversations(caller: Caller = caller_of) -> Response:
-        prefix = caller.prefix
-        summaries = await store.summaries(prefix)
-        return json_response(
-            [
-                {"conversationKey": s.conversation_key[len(prefix) :], "messageCount": s.message_count}
-                for s in summaries
-                if s.conversation_key.startswith(prefix)
-            ]
-        )
-
-    @app.get(
-        "/chat-history/{conversationKey}",
-        response_model=list[wire.ChatMessage],
-        responses={
-            200: {"headers": {"ETag": ETAG_DOC, "X-Message-Count": COUNT_DOC, "Link": LINK_DOC}},
-            **keyed,
-            400: problem_doc("An invalid conversation key, header, `after` or `limit`."),
-        },
-        summary="The messages of a conversation ([] for an unknown key); ?after=N&limit=L for part of it",
-        description="Without parameters, every message in order (the article's request). `after=N` skips the "
-        "first N, `limit=L` returns at most L; the `ETag` and `X-Message-Count` describe the whole conversation "
-        "in the same snapshot as the messages returned.",
-    )
-    @direct(arguments.for_read)
-    async def get_messages(caller: Caller = caller_of, key: str = key_of, after: After = None, limit: Limit = None) -> Response:
-        stored = caller.stored_key(key)
-        if after is None and limit is None:
-            conversation = await store.read(stored)
-            body = b"[" + b",".join(conversation.messages) + b"]"
-            headers = {"ETag": etag(conversation.version), "X-Message-Count": str(len(conversation.messages))}
-            return Response(body, media_type=JSON, headers=headers)
-        part = await store.read_slice(stored, after or 0, limit)
-        headers = {"ETag": etag(part.version), "X-Message-Count": str(part.count)}
-        end = part.start + len(part.messages)
-        if limit is not None and end < part.count:
-            headers["Link"] = f'</chat-history/{key}?after={end}&limit={limit}>; rel="next"'
-        return Response(b"[" + b",".join(part.messages) + b"]", media_type=JSON, headers=headers)
-
-    @app.head(
-        "/chat-history/{conversationKey}",
-        status_code=200,
-        response_class=Response,
-        responses={
-            200: {
-                "description": "No body: how many messages the conversation holds and its version "
-                '(`X-Message-Count: 0` and `ETag: "0"` when it does not exist).',
-                "headers": {"ETag": ETAG_DOC, "X-Message-Count": COUNT_DOC},
-            },
-            **keyed,
-        },
-        summary="Whether a conversation exists and how many messages it holds, without reading them",
-    )
-    @direct(arguments.caller_and_key)
-    async def count_messages(caller: Caller = caller_of, key: str = key_of) -> Response:
-        part = await store.read_slice(caller.stored_key(key), 0, 0)
-        response = Response(headers={"ETag": etag(part.version), "X-Message-Count": str(part.count)})
-        del response.headers["content-length"]  # not 0: a GET's body would not be empty
-        return response
-
-    @app.post(
-        "/chat-history/{conversationKey}",
-        status_code=202,
-        response_class=Response,
-        responses={
-            202: {
-                "description": "Appended; `Location` names the conversation.",
-                "headers": {
-                    "Location": header_doc("`/chat-history/{conversationKey}`"),
-                    "ETag": ETAG_DOC,
-                    "Idempotent-Replayed": header_doc(
-                        "`true` when this answers a retry of an append already applied.", required=False
-                    ),
-                },
-            },
-            **writes,
-            422: problem_doc("The `Idempotency-Key` was used before with other messages."),
-        },
-        summary="Append messages to a conversation",
-        openapi_extra=body_doc("AppendChatMessagesRequest"),
-    )
-    @direct(arguments.for_append)
-    async def append_messages(
-        request: Request, caller: Caller = caller_of, key: str = key_of, if_match: IfMatch = None, idempotency_key: IdempotencyKey = None
-    ) -> Response:
-        condition = parse_header(parse_if_match, if_match)
-        idem_key = parse_header(parse_idempotency_key, idempotency_key)
-        messages = await read_messages(request, settings)
-        idempotency = (
-            Idempotency(idem_key, fingerprint("append", messages), settings.idempotency_ttl)
-            if idem_key is not None
-            else None
-        )
-        result = await store.append(caller.stored_key(key), messages, if_match=condition, idempotency=idempotency)
-        headers = {"Location": f"/chat-history/{key}", "ETag": etag(result.version)}
-        if result.replayed:
-            headers["Idempotent-Replayed"] = "true"
-        return Response(status_code=202, headers=headers)
-
-    @app.put(
-        "/chat-history/{conversationKey}",
-        status_code=204,
-        response_class=Response,
-        responses={204: {"description": "Replaced.", "headers": {"ETag": ETAG_DOC}}, **writes},
-        summary="Replace a conversation's messages",
-        openapi_extra=body_doc("ReplaceChatMessagesRequest"),
-    )
-    @direct(arguments.for_replace)
-    async def replace_messages(
-        request: Request, caller: Caller = caller_of, key: str = key_of, if_match: IfMatch = None
-    ) -> Response:
-        condition = parse_header(parse_if_match, if_match)
-        messages = await read_messages(request, settings)
-        result = await store.replace(caller.stored_key(key), messages, if_match=condition)
-        return Response(status_code=204, headers={"ETag": etag(result.version)})
-
-    @app.delete(
-        "/chat-history/{conversationKey}",
-        status_code=204,
-        response_class=Response,
-        responses={204: {"description": "Deleted (also when it did not exist)."}, **keyed},
-        summary="Delete a conversation",
-    )
-    @direct(arguments.caller_and_key)
-    async def delete_conversation(caller: Caller = caller_of, key: str = key_of) -> Response:
-        await store.delete(caller.stored_key(key))
-        return Response(status_code=204)
 
 
 def start_service(
