@@ -1,7 +1,7 @@
 """Who is calling: the API key that decides the caller's namespace, and the caller's rate limit.
 
 The caller is a FastAPI dependency, so the OpenAPI description shows the key scheme; it can
-also be called with just the request (its ``resolve``), as the direct routes do (:mod:`.direct`).
+also be called with just the request (its ``resolve``), as the direct routes do (:mod:`.direct_routes`).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
     async def resolve(request: Request) -> Caller:
         return await authenticated_caller(request, await bearer(request))
 
-    authenticated_caller.resolve = resolve  # type: ignore[attr-defined] - called directly, see .direct
+    authenticated_caller.resolve = resolve  # type: ignore[attr-defined] - called directly, see .direct_routes
     return authenticated_caller
 
 

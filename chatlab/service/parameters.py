@@ -2,7 +2,7 @@
 ``after`` and ``limit``.
 
 Each is declared here for the OpenAPI description, and checked as that description says when
-the direct routes read it themselves (:mod:`.direct`); a bad one is a 400 problem.
+the direct routes read it themselves (:mod:`.direct_routes`); a bad one is a 400 problem.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from ..protections.conditions import etag, fingerprint, parse_idempotency_key, p
 from ..stores import ChatHistoryStore
 from ..stores.base import Idempotency
 from .bodies import read_messages
-from .direct import Arguments, DirectRoute, direct
+from .direct_routes import Arguments, DirectRoute, direct
 from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_docs, header_doc, problem_doc
 from .parameters import After, IdempotencyKey, IfMatch, Limit, parse_header
 from .responses import JSON, json_response
