@@ -1,0 +1,66 @@
+"""The FastAPI app: a store and the settings, with the routes, the error handlers and CORS put together."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
+
+from ..stores import ChatHistoryStore, open_store
+from .openapi import complete_openapi
+from .problems import add_error_handlers
+from .routes import add_routes
+from .settings import ServiceSettings
+
+
+def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
+    """Build the service around a store (an instance, or a URL for :func:`chatlab.stores.open_store`).
+
+    A store given by URL (or the default in-memory one) belongs to the app and is closed
+    when the app shuts down; a store instance stays the caller's.
+    """
+    owned = not isinstance(store, ChatHistoryStore)
+    the_store = open_store(store) if owned else store  # type: ignore[arg-type]
+    settings = settings or ServiceSettings()
+    app = FastAPI(
+        title="Chat history service",
+        description="Keeps a list of chat messages (Microsoft.Extensions.AI `ChatMessage` JSON) per conversation key.",
+        version="1.0",
+        lifespan=_lifespan(the_store, owned),
+    )
+    app.state.store = the_store
+    app.state.settings = settings
+    add_error_handlers(app)
+    add_routes(app, the_store, settings)
+    complete_openapi(app, settings)
+    if settings.cors_origins:
+        _allow_cross_origin(app, settings.cors_origins)
+    return app
+
+
+def _lifespan(store: ChatHistoryStore, owned: bool) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Close the store when the app shuts down, if the app opened it."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if owned:
+            await store.close()
+
+    return lifespan
+
+
+def _allow_cross_origin(app: FastAPI, origins: tuple[str, ...]) -> None:
+    """Let pages of these origins call the service, and read the headers its answers carry."""
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=origins,
+        allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
+        allow_headers=["Authorization", "Content-Type", "If-Match", "Idempotency-Key"],
+        expose_headers=[
+            "ETag", "Location", "Retry-After", "Idempotent-Replayed", "WWW-Authenticate", "X-Message-Count", "Link"
+        ],
+        allow_credentials=False,
+    )
