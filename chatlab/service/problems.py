@@ -43,7 +43,7 @@ class Refused(Exception):
         self.headers = dict(headers or {})
 
 
-def problem_response(status: int, title: str, detail: str, errors: list[dict[str, Any]] | None = None) -> Response:
+def _problem_response(status: int, title: str, detail: str, errors: list[dict[str, Any]] | None = None) -> Response:
     """The problem JSON; ``errors`` has one entry per invalid field of a body, when it helps."""
     body: dict[str, Any] = {"title": title, "status": status, "detail": detail}
     if errors:
@@ -61,18 +61,18 @@ def add_error_handlers(app: FastAPI) -> None:
 
 
 async def _bad_request(_: Request, exc: wire.BadRequest) -> Response:
-    return problem_response(exc.status, _TITLES.get(exc.status, "Bad Request"), exc.detail, exc.errors)
+    return _problem_response(exc.status, _TITLES.get(exc.status, "Bad Request"), exc.detail, exc.errors)
 
 
 async def _refused(_: Request, exc: Refused) -> Response:
-    response = problem_response(exc.status, _TITLES.get(exc.status, "Error"), exc.detail)
+    response = _problem_response(exc.status, _TITLES.get(exc.status, "Error"), exc.detail)
     response.headers.update(exc.headers)
     return response
 
 
 async def _precondition_failed(_: Request, exc: VersionMismatch) -> Response:
     """412 with the current ``ETag``, so the client knows the version it has to redo its change on."""
-    response = problem_response(
+    response = _problem_response(
         412,
         _TITLES[412],
         "the conversation changed since the If-Match version (it is now at the ETag of this answer): "
@@ -83,7 +83,7 @@ async def _precondition_failed(_: Request, exc: VersionMismatch) -> Response:
 
 
 async def _idempotency_key_reused(_: Request, exc: IdempotencyKeyReused) -> Response:
-    return problem_response(
+    return _problem_response(
         422,
         _TITLES[422],
         "this Idempotency-Key was already used for an append of other messages to this conversation: "
@@ -94,16 +94,16 @@ async def _idempotency_key_reused(_: Request, exc: IdempotencyKeyReused) -> Resp
 async def _invalid_parameter(_: Request, exc: RequestValidationError) -> Response:
     """400, not FastAPI's 422: an invalid parameter is a bad request, as everywhere else in the service."""
     detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-    return problem_response(400, _TITLES[400], detail)
+    return _problem_response(400, _TITLES[400], detail)
 
 
 async def _store_unavailable(_: Request, exc: StoreError) -> Response:
-    return problem_response(503, _TITLES[503], f"the history store failed: {exc}; retry later")
+    return _problem_response(503, _TITLES[503], f"the history store failed: {exc}; retry later")
 
 
 async def _http_error(request: Request, exc: HTTPException) -> Response:
     """Starlette's 404 and 405, with a hint where the API is described."""
-    response = problem_response(exc.status_code, str(exc.detail), _http_hint(exc.status_code))
+    response = _problem_response(exc.status_code, str(exc.detail), _http_hint(exc.status_code))
     response.headers.update(exc.headers or {})
     if exc.status_code == 405:  # Starlette names only the first route's method; list every one
         response.headers["Allow"] = ", ".join(_allowed_methods(request))
