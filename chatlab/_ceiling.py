@@ -6,9 +6,9 @@ body and answering ``202`` with a ``Location``, as the service does. What the se
 beyond this (checking, storing, reading the store) is what the benchmark's ratio measures.
 
 Its endpoints take only the ``Request`` and read the key from it, as the service's conversation
-endpoints do (``_DirectRoute``): a declared path parameter would cost the ceiling FastAPI's
-parameter solving on every request, a cost the service does not pay, and the ratio would then
-flatter the service.
+endpoints do (:mod:`chatlab.service.direct_routes`): a declared path parameter would cost the
+ceiling FastAPI's parameter solving on every request, a cost the service does not pay, and the
+ratio would then flatter the service.
 
 (No ``from __future__ import annotations`` here: FastAPI must see ``Request`` as a class.)
 """
