@@ -143,13 +143,15 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         finally:
             self._unlock(conversation_key, bucket)
 
-    async def delete(self, conversation_key: str) -> None:
-        with self._buckets_lock:
-            bucket = self._buckets.pop(conversation_key, None)
-        if bucket is not None:
-            with bucket.lock:  # wait for a write in progress to finish
-                bucket.messages.clear()
-                bucket.version = ABSENT
+    async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        bucket = self._locked_bucket(conversation_key)  # waits for a write in progress to finish
+        try:
+            if not version_matches(bucket.version, if_match):
+                raise VersionMismatch(bucket.version)
+            bucket.messages.clear()
+            bucket.version = ABSENT
+        finally:
+            self._unlock(conversation_key, bucket)
 
     async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
         with self._buckets_lock:
