@@ -127,6 +127,8 @@ def test_if_match_star_cannot_probe_another_namespace(client: httpx.Client) -> N
     alice_etag = client.get(f"/chat-history/{KEY}", headers=ALICE).headers["etag"]
     guess = client.put(f"/chat-history/{KEY}", json={"messages": NEW}, headers={**BOB, "If-Match": alice_etag})
     assert guess.status_code == 412
+    deleting = client.delete(f"/chat-history/{KEY}", headers={**BOB, "If-Match": alice_etag})
+    assert deleting.status_code == 412 and deleting.headers["etag"] == '"0"'  # bob's own, absent KEY
     assert client.get(f"/chat-history/{KEY}", headers=ALICE).json() == SEED
 
 

@@ -256,6 +256,10 @@ def test_openapi_documents_real_schemas_and_examples(http: httpx.Client) -> None
     assert "202" in post["responses"]
     assert "Idempotency-Key" in post["responses"]["422"]["description"]  # not FastAPI's validation error
     assert "422" not in paths["/chat-history/{conversationKey}"]["put"]["responses"]
+    for method in ("put", "post", "delete"):  # each takes If-Match and documents its 412 with the current ETag
+        operation = paths["/chat-history/{conversationKey}"][method]
+        assert "If-Match" in {p["name"] for p in operation["parameters"] if p["in"] == "header"}
+        assert "ETag" in operation["responses"]["412"]["headers"]
     assert "application/problem+json" in post["responses"]["400"]["content"]
     schemas = spec["components"]["schemas"]
     assert schemas["AppendChatMessagesRequest"]["examples"][0]["messages"][0]["role"] == "user"

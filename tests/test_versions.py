@@ -36,7 +36,7 @@ def test_get_answers_the_version_and_writes_answer_the_new_one(http: httpx.Clien
     assert http.get(URL).headers["etag"] == '"0"'
 
 
-@pytest.mark.parametrize("method", ["put", "post"])
+@pytest.mark.parametrize("method", ["put", "post", "delete"])
 def test_a_stale_if_match_gets_412_and_changes_nothing(http: httpx.Client, method: str) -> None:
     http.post(URL, json={"messages": [text("user", "a")]})
     stale = http.get(URL).headers["etag"]
@@ -64,6 +64,33 @@ def test_if_match_star_and_zero_and_lists(http: httpx.Client) -> None:
     assert weak.status_code == 412  # strong comparison: a weak tag never matches
     assert http.post(URL, json=body, headers={"If-Match": 'a"b, "'}).status_code == 412  # malformed: never matches
     assert len(http.get(URL).json()) == 3
+
+
+def test_delete_reads_if_match_as_put_does(http: httpx.Client) -> None:
+    """``*`` needs the conversation to exist, ``"0"`` that it does not; weak and malformed tags never match."""
+    body = {"messages": [text("user", "a")]}
+    star = http.delete(URL, headers={"If-Match": "*"})
+    assert star.status_code == 412 and star.headers["etag"] == '"0"'
+    assert http.delete(URL, headers={"If-Match": '"0"'}).status_code == 204  # nothing there, nothing deleted
+    assert http.get("/chat-history").json() == []
+    now = http.post(URL, json=body).headers["etag"]
+    for refused in ('"0"', f"W/{now}", 'a"b, "'):
+        answer = http.delete(URL, headers={"If-Match": refused})
+        assert answer.status_code == 412 and answer.headers["etag"] == now, refused
+    assert texts(http.get(URL)) == ["a"]
+    assert http.delete(URL, headers={"If-Match": f'"other", {now}'}).status_code == 204
+    assert http.get(URL).headers["etag"] == '"0"'
+    http.post(URL, json=body)
+    assert http.delete(URL, headers={"If-Match": "*"}).status_code == 204
+    assert http.get(URL).json() == []
+
+
+def test_delete_without_if_match_is_the_articles(http: httpx.Client) -> None:
+    assert http.delete(URL).status_code == 204  # also for an unknown key
+    http.post(URL, json={"messages": [text("user", "a")]})
+    deleted = http.delete(URL)
+    assert deleted.status_code == 204 and deleted.content == b""
+    assert http.get(URL).json() == [] and http.get("/chat-history").json() == []
 
 
 def test_two_read_modify_write_clients_one_wins_one_gets_412_nothing_lost(

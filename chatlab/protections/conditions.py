@@ -2,9 +2,10 @@
 
 * ``GET /chat-history/{key}`` answers ``ETag: "<version>"``; a conversation that does not
   exist is at ``"0"``. Writes answer the new ``ETag``.
-* ``If-Match`` on ``PUT``/``POST``: one or more entity tags (``"v1", "v2"``) or ``*``
+* ``If-Match`` on ``PUT``/``POST``/``DELETE``: one or more entity tags (``"v1", "v2"``) or ``*``
   (exists). Strong comparison (RFC 9110): a weak tag (``W/"..."``) never matches. When the
-  conversation is at another version the write is refused with ``412`` and changes nothing.
+  conversation is at another version the write or delete is refused with ``412`` and changes
+  nothing, so a client never overwrites or deletes what it has not seen.
 * ``Idempotency-Key`` on ``POST``: 1 to 255 visible ASCII characters, quoted (as a
   structured-field string) or not. The first request with a key is applied and recorded
   (per conversation, for the idempotency TTL); the same key with the same messages is

@@ -79,7 +79,11 @@ class Arguments:
         return arguments
 
     async def for_replace(self, request: Request) -> dict[str, Any]:
-        arguments = await self.caller_and_key(request)
+        arguments = await self.for_delete(request)
         arguments["request"] = request
+        return arguments
+
+    async def for_delete(self, request: Request) -> dict[str, Any]:
+        arguments = await self.caller_and_key(request)
         arguments["if_match"] = request.headers.get("if-match")
         return arguments

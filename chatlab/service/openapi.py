@@ -52,6 +52,7 @@ class ErrorDocs(NamedTuple):
 
     common: Responses  # every endpoint
     keyed: Responses  # an endpoint of one conversation
+    conditional: Responses  # an endpoint of one conversation that takes If-Match
     writes: Responses  # an endpoint that writes a body to one conversation
 
 
@@ -68,15 +69,18 @@ def error_docs(settings: ServiceSettings) -> ErrorDocs:
             "Over the rate limit.", headers={"Retry-After": header_doc("Seconds until a request is allowed again.")}
         )
     keyed = {**common, 400: problem_doc("An invalid conversation key or header.")}
-    writes = {
+    conditional = {
         **keyed,
-        400: problem_doc("An invalid body, conversation key or header."),
         412: problem_doc(
             "`If-Match` did not hold: the conversation changed (nothing was written).", headers={"ETag": ETAG_DOC}
         ),
+    }
+    writes = {
+        **conditional,
+        400: problem_doc("An invalid body, conversation key or header."),
         413: problem_doc("Over a size limit (body, messages per request, message size)."),
     }
-    return ErrorDocs(common, keyed, writes)
+    return ErrorDocs(common, keyed, conditional, writes)
 
 
 def complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:

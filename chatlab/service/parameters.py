@@ -20,8 +20,8 @@ IfMatch = Annotated[
     str | None,
     Header(
         alias="If-Match",
-        description='Write only if the conversation is still at one of these ETags (from a GET or an earlier '
-        'write); `*`: only if it exists; `"0"`: only if it does not. Otherwise 412 and nothing changes '
+        description='Write (or delete) only if the conversation is still at one of these ETags (from a GET or an '
+        'earlier write); `*`: only if it exists; `"0"`: only if it does not. Otherwise 412 and nothing changes '
         "(a weak or malformed tag never matches).",
         examples=['"5f0c9a7e2b4d1e83.4"'],
     ),

@@ -17,7 +17,9 @@ A conversation's version (``ETag``) is ``"<generation>.<count>"``: the generatio
 when it is created, replaced or deleted, never on an append. So a client holding the first N
 messages of a generation asks for ``?after=N`` and knows from the answer's ``ETag`` whether
 those N are still the start (same generation) or it must read everything again
-(:mod:`chatlab.history_cache`, which the provider uses).
+(:mod:`chatlab.history_cache`, which the provider uses). ``PUT``, ``POST`` and ``DELETE`` take
+an ``ETag`` back in ``If-Match`` and answer 412, changing nothing, when the conversation has
+moved on since.
 """
 
 from __future__ import annotations
@@ -204,10 +206,17 @@ def _add_writing_routes(
         "/chat-history/{conversationKey}",
         status_code=204,
         response_class=Response,
-        responses={204: {"description": "Deleted (also when it did not exist)."}, **errors.keyed},
+        responses={
+            204: {"description": "Deleted (also when it did not exist, unless `If-Match: *` asks that it does)."},
+            **errors.conditional,
+        },
         summary="Delete a conversation",
+        description="Without `If-Match`, as in the article. With the `ETag` of a GET, only if nobody wrote "
+        "meanwhile: a client that read a conversation and decided to delete it never wipes an append it did not see.",
     )
-    @direct(arguments.caller_and_key)
-    async def delete_conversation(caller: Caller = arguments.caller, key: str = arguments.key) -> Response:
-        await store.delete(caller.stored_key(key))
+    @direct(arguments.for_delete)
+    async def delete_conversation(
+        caller: Caller = arguments.caller, key: str = arguments.key, if_match: IfMatch = None
+    ) -> Response:
+        await store.delete(caller.stored_key(key), if_match=parse_header(parse_if_match, if_match))
         return Response(status_code=204)

@@ -15,9 +15,11 @@ store, so that checking them and writing are one atomic step in every store:
   and know from the version whether what it holds is still the start (see
   :mod:`chatlab.history_cache`). A conversation that does not exist has :data:`ABSENT`; a
   deleted one comes back, when written again, with a new generation;
-* :meth:`~ChatHistoryStore.append` and :meth:`~ChatHistoryStore.replace` take ``if_match``
-  (the versions the caller expects; :data:`ANY` means "exists") and raise
-  :class:`VersionMismatch` instead of writing when the conversation is at another version;
+* :meth:`~ChatHistoryStore.append`, :meth:`~ChatHistoryStore.replace` and
+  :meth:`~ChatHistoryStore.delete` take ``if_match`` (the versions the caller expects;
+  :data:`ANY` means "exists") and raise :class:`VersionMismatch` instead of writing when the
+  conversation is at another version, so a client that decided on what it read changes
+  nothing that someone else wrote meanwhile;
 * :meth:`~ChatHistoryStore.append` takes an :class:`Idempotency` record: the first call
   with its key writes and records the result; a later call with the same key and the same
   fingerprint writes nothing and returns the recorded result (``replayed=True``); the same
@@ -207,8 +209,14 @@ class ChatHistoryStore(ABC):
         """Make the conversation hold exactly ``messages`` (an empty list keeps an empty conversation)."""
 
     @abstractmethod
-    async def delete(self, conversation_key: str) -> None:
-        """Forget a conversation; deleting an unknown key is not an error. Idempotency records stay."""
+    async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        """Forget a conversation; deleting an unknown key is not an error. Idempotency records stay.
+
+        With ``if_match``, only if the conversation is still at one of those versions, checked
+        in the same atomic step as the delete: a client that read it and decided to delete it
+        never wipes an append made meanwhile (:data:`ABSENT` holds for an unknown key, which is
+        then left as it is; :data:`ANY` needs the conversation to exist).
+        """
 
     @abstractmethod
     async def summaries(self, prefix: str = "") -> list[ConversationSummary]:

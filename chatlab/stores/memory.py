@@ -71,6 +71,21 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 return bucket
             bucket.lock.release()
 
+    def _unlock(self, conversation_key: str, bucket: _Bucket) -> None:
+        """Release a bucket from :meth:`_locked_bucket`, dropping it first if it holds no conversation.
+
+        A refused write on an unknown key or a delete leaves the bucket at :data:`ABSENT`; it is
+        dropped while still locked, so a writer waiting for the lock finds it gone and takes a new
+        bucket instead of writing into one that is no longer the conversation's.
+        """
+        try:
+            if bucket.version == ABSENT:
+                with self._buckets_lock:
+                    if self._buckets.get(conversation_key) is bucket:
+                        del self._buckets[conversation_key]
+        finally:
+            bucket.lock.release()
+
     async def read(self, conversation_key: str) -> Conversation:
         bucket = self._buckets.get(conversation_key)
         if bucket is None:
@@ -113,12 +128,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 self._record(conversation_key, idempotency, bucket.version)
             return WriteResult(bucket.version)
         finally:
-            created_nothing = not bucket.messages and bucket.version == ABSENT
-            bucket.lock.release()
-            if created_nothing:  # a condition or record on an unknown key must not create it
-                with self._buckets_lock:
-                    if self._buckets.get(conversation_key) is bucket and bucket.version == ABSENT:
-                        del self._buckets[conversation_key]
+            self._unlock(conversation_key, bucket)  # a condition or record on an unknown key must not create it
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
@@ -131,20 +141,17 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             bucket.version = new_version(len(messages))
             return WriteResult(bucket.version)
         finally:
-            failed = bucket.version == ABSENT
-            bucket.lock.release()
-            if failed:
-                with self._buckets_lock:
-                    if self._buckets.get(conversation_key) is bucket and bucket.version == ABSENT:
-                        del self._buckets[conversation_key]
+            self._unlock(conversation_key, bucket)
 
-    async def delete(self, conversation_key: str) -> None:
-        with self._buckets_lock:
-            bucket = self._buckets.pop(conversation_key, None)
-        if bucket is not None:
-            with bucket.lock:  # wait for a write in progress to finish
-                bucket.messages.clear()
-                bucket.version = ABSENT
+    async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        bucket = self._locked_bucket(conversation_key)  # waits for a write in progress to finish
+        try:
+            if not version_matches(bucket.version, if_match):
+                raise VersionMismatch(bucket.version)
+            bucket.messages.clear()
+            bucket.version = ABSENT
+        finally:
+            self._unlock(conversation_key, bucket)
 
     async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
         with self._buckets_lock:

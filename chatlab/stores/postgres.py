@@ -14,7 +14,7 @@ Guarantees:
   the three never interleave.
 * ``message_count`` changes in the same transaction as the messages: summaries are exact.
 * Messages are ``bytea``: what was stored is what comes back, byte for byte.
-* Versions and idempotency records (schema version 2): every write first takes a
+* Versions and idempotency records (schema version 2): every write (a delete too) first takes a
   transaction-scoped advisory lock on its conversation key, then checks ``if_match`` and the
   idempotency record, writes, and records, all in one transaction; so a check and its write
   are one atomic step across processes, also for a conversation that does not exist yet.
@@ -302,6 +302,13 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         row = await (await conn.execute(self._queries["current"], (conversation_key,))).fetchone()
         return (row[0], row[1]) if row is not None else (ABSENT, 0)
 
+    async def _lock_and_check(self, conn: Any, conversation_key: str, if_match: Collection[str] | None) -> None:
+        """Take the conversation's write lock, then check ``if_match``: a replace or delete that checks
+        and writes under one lock never undoes what another process wrote after the check."""
+        current, _ = await self._locked_version(conn, conversation_key)
+        if not version_matches(current, if_match):
+            raise VersionMismatch(current)
+
     async def append(
         self,
         conversation_key: str,
@@ -345,9 +352,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         batch = [bytes(m) for m in messages]
         q = self._queries
         async with self._connection() as conn, conn.transaction():
-            current, _ = await self._locked_version(conn, conversation_key)
-            if not version_matches(current, if_match):
-                raise VersionMismatch(current)
+            await self._lock_and_check(conn, conversation_key, if_match)
             version = new_version(len(batch))
             await conn.execute(q["replace_count"], (conversation_key, len(batch), version))
             await conn.execute(q["delete_messages"], (conversation_key,))
@@ -355,10 +360,10 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 await conn.execute(q["insert_messages"], (conversation_key, 0, batch))
             return WriteResult(version)
 
-    async def delete(self, conversation_key: str) -> None:
+    async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
         q = self._queries
         async with self._connection() as conn, conn.transaction():
-            await conn.execute(q["lock"], (f"chatlab:{self.schema}:{conversation_key}",))
+            await self._lock_and_check(conn, conversation_key, if_match)
             await conn.execute(q["delete_conversation"], (conversation_key,))
             await conn.execute(q["delete_messages"], (conversation_key,))
 

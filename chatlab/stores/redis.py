@@ -14,13 +14,13 @@ Layout, under a key prefix (``chatlab:`` unless the URL says ``?prefix=...``):
 * ``{prefix}idempotency:{len(key)}:{key}:{idempotency key}``: ``fingerprint version`` of an
   idempotent append, expiring after its TTL (``PX``).
 
-Guarantees: an append is one ``MULTI``/``EXEC`` transaction (``ZADD`` + one ``RPUSH`` of the
-whole batch), so the batch lands contiguously and in order, all or nothing, whatever other
-clients (other service processes included) append meanwhile; replace (``DEL`` + ``RPUSH``)
-and delete (``DEL`` + ``ZREM``) are transactions too. Summaries run as one Lua script, a
-consistent snapshot of every conversation with its ``LLEN``. Appends and replaces that carry
-an ``if_match`` condition or an idempotency record are Lua scripts too: the check, the write
-and the record are one atomic step.
+Guarantees: every write is one Lua script, which Redis runs as one atomic step. So an append
+(``ZADD`` + ``RPUSH`` of the whole batch) lands contiguously and in order, all or nothing,
+whatever other clients (other service processes included) append meanwhile; a replace
+(``DEL`` + ``RPUSH``) and a delete (``ZREM`` + ``DEL``) are whole too; and an ``if_match``
+condition or an idempotency record is checked in the same step as the write and the record.
+Summaries run as one Lua script too, a consistent snapshot of every conversation with its
+``LLEN``.
 
 Durability is Redis's own: with no persistence (``save ""``, ``appendonly no``) everything
 is lost when Redis restarts; see docs/stores.md for ``appendonly yes`` and ``appendfsync``.
@@ -159,6 +159,15 @@ redis.call('DEL', KEYS[2])
 push(KEYS[2], 4 + math.max(count, 0))
 redis.call('SET', KEYS[3], ARGV[2])
 return {'ok', ARGV[2]}
+"""
+
+# KEYS: index, list, version. ARGV: member, condition count (-1: none), conditions...
+_DELETE = _VERSION_CHECK + """
+local current = current_version(KEYS[1], ARGV[1], KEYS[3])
+if not matches(current, 3, tonumber(ARGV[2])) then return {'mismatch', current} end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2], KEYS[3])
+return {'ok', '""" + ABSENT + """'}
 """
 
 
@@ -372,15 +381,15 @@ class RedisChatHistoryStore(ChatHistoryStore):
             raise IdempotencyKeyReused(idempotency.key if idempotency else "")
         return WriteResult(value.decode(), replayed=status == b"replayed")
 
-    async def delete(self, conversation_key: str) -> None:
-        async def work(client: Redis) -> None:
-            pipe = client.pipeline(transaction=True)
-            pipe.zrem(self._index_key, conversation_key.encode("utf-8"))
-            pipe.delete(self._list_key(conversation_key))
-            pipe.delete(self._version_key(conversation_key))
-            await pipe.execute()
+    async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        keys = [self._index_key, self._list_key(conversation_key), self._version_key(conversation_key)]
+        args = [conversation_key.encode("utf-8"), *self._conditions(if_match)]
 
-        await self._guard(work)
+        async def work(client: Redis) -> list[bytes]:
+            return await client.eval(_DELETE, len(keys), *keys, *args)
+
+        status, value = await self._guard(work)
+        self._outcome(status, value, None)
 
     async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
         async def work(client: Redis) -> list[ConversationSummary]:

@@ -16,7 +16,7 @@ Guarantees:
 * Readers don't block writers (WAL) and see whole transactions only; a read of messages and
   version is one transaction, so the two always agree.
 * Versions and idempotency records (schema version 2) are read and written in the writing
-  transaction itself, so a check and its write are one atomic step. A version 1 file is
+  transaction itself, so a check and its write (or delete) are one atomic step. A version 1 file is
   upgraded in place on first use (each conversation gets a version).
 """
 
@@ -384,8 +384,9 @@ class SqliteChatHistoryStore(ChatHistoryStore):
 
         return await self._call(lambda conn: self._write(conn, body))
 
-    async def delete(self, conversation_key: str) -> None:
+    async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
         def body(conn: sqlite3.Connection) -> None:
+            self._current(conn, conversation_key, if_match)
             conn.execute("DELETE FROM chatlab_conversations WHERE conversation_key = ?", (conversation_key,))
             conn.execute("DELETE FROM chatlab_messages WHERE conversation_key = ?", (conversation_key,))
 

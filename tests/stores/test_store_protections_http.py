@@ -61,6 +61,21 @@ def test_read_modify_write_race_one_412_nothing_lost(service: BackgroundServer) 
     assert texts[0] == "original" and sorted(texts[1:]) == ["a", "b"]
 
 
+def test_a_delete_after_an_append_it_did_not_see_gets_412_and_the_append_survives(service: BackgroundServer) -> None:
+    url = "/chat-history/doomed"
+    with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {ALICE}"}, timeout=30) as c:
+        c.put(url, json={"messages": [text("original")]}).raise_for_status()
+        read = c.get(url)
+        c.post(url, json={"messages": [text("late")]}).raise_for_status()  # another client, meanwhile
+        refused = c.delete(url, headers={"If-Match": read.headers["etag"]})
+        assert refused.status_code == 412 and refused.headers["content-type"] == "application/problem+json"
+        now = c.get(url)
+        assert [m["contents"][0]["text"] for m in now.json()] == ["original", "late"]
+        assert refused.headers["etag"] == now.headers["etag"]
+        assert c.delete(url, headers={"If-Match": now.headers["etag"]}).status_code == 204
+        assert c.get(url).headers["etag"] == '"0"' and c.get("/chat-history").json() == []
+
+
 def test_a_lost_answer_is_retried_and_stored_once(service: BackgroundServer) -> None:
     proxy = DroppingProxy(service.port)
 

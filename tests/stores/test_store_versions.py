@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
 
@@ -152,44 +153,169 @@ def test_summaries_by_prefix(store_url: str) -> None:
     run(store_url, work)
 
 
-def test_concurrent_conditional_writers_lose_nothing(store_url: str) -> None:
-    """Threads with loops of their own race read-then-append-if-match; a refused writer re-reads and retries."""
-    store = open_store(store_url)
-    refusals: list[int] = []
-    errors: list[BaseException] = []
-    all_written = threading.Barrier(4)
-    all_closed = threading.Barrier(4)
+def in_threads(store: ChatHistoryStore, jobs: Sequence[Callable[[], Awaitable[None]]]) -> list[BaseException]:
+    """Run each job on a thread and event loop of its own, all on one store; what they raised.
 
-    async def writer(n: int) -> None:
+    The jobs start together, so they overlap. Every loop keeps running until all jobs are done;
+    then one closes the store's connections of every loop (a store object serves several loops
+    at once, as under the service's threads).
+    """
+    errors: list[BaseException] = []
+    all_started, all_done, all_closed = (threading.Barrier(len(jobs)) for _ in range(3))
+
+    async def run(n: int, job: Callable[[], Awaitable[None]]) -> None:
         try:
-            for i in range(10):
-                while True:
-                    seen = await store.read("c")
-                    try:
-                        await store.append("c", [f'"{n}-{i}"'.encode()], if_match=[seen.version])
-                        break
-                    except VersionMismatch:
-                        refusals.append(n)
+            await asyncio.to_thread(all_started.wait, 60)
+            await job()
         except BaseException as exc:
             errors.append(exc)
-        # keep every loop running until all are done; then one thread closes the connections of all
-        await asyncio.to_thread(all_written.wait, 60)
+        await asyncio.to_thread(all_done.wait, 60)
         if n == 0:
             await store.close()
         await asyncio.to_thread(all_closed.wait, 60)
 
-    threads = [threading.Thread(target=lambda n=n: asyncio.run(writer(n))) for n in range(4)]
+    threads = [threading.Thread(target=lambda n=n, job=job: asyncio.run(run(n, job))) for n, job in enumerate(jobs)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(120)
-    assert not any(t.is_alive() for t in threads) and errors == []
+    assert not any(t.is_alive() for t in threads)
+    return errors
 
-    async def check() -> None:
+
+def final_messages(store: ChatHistoryStore, conversation_key: str) -> list[bytes]:
+    """The conversation's messages once the threads are done, read on a loop of its own."""
+
+    async def read() -> list[bytes]:
         try:
-            messages = await store.get("c")
+            return await store.get(conversation_key)
         finally:
             await store.close()
-        assert sorted(messages) == sorted(f'"{n}-{i}"'.encode() for n in range(4) for i in range(10))
 
-    asyncio.run(check())
+    return asyncio.run(read())
+
+
+def test_concurrent_conditional_writers_lose_nothing(store_url: str) -> None:
+    """Threads with loops of their own race read-then-append-if-match; a refused writer re-reads and retries."""
+    store = open_store(store_url)
+
+    async def writer(n: int) -> None:
+        for i in range(10):
+            while True:
+                seen = await store.read("c")
+                try:
+                    await store.append("c", [f'"{n}-{i}"'.encode()], if_match=[seen.version])
+                    break
+                except VersionMismatch:
+                    pass
+
+    assert in_threads(store, [lambda n=n: writer(n) for n in range(4)]) == []
+    assert sorted(final_messages(store, "c")) == sorted(f'"{n}-{i}"'.encode() for n in range(4) for i in range(10))
+
+
+def test_delete_with_the_current_version_deletes(store_url: str) -> None:
+    async def work(store: ChatHistoryStore) -> None:
+        v1 = (await store.append("c", [M1, M2])).version
+        await store.delete("c", if_match=[v1])
+        assert (await store.read("c")).version == ABSENT and await store.summaries() == []
+        await store.append("c", [M1])
+        await store.delete("c", if_match=["nope", ANY])  # any of several; "*": it exists
+        assert (await store.read("c")).version == ABSENT
+        v2 = (await store.replace("e", [])).version  # an empty conversation exists and can be deleted
+        await store.delete("e", if_match=[v2])
+        assert await store.summaries() == []
+
+    run(store_url, work)
+
+
+def test_delete_if_match_on_an_unknown_key_is_read_as_put_reads_it(store_url: str) -> None:
+    """``*`` needs the conversation to exist; :data:`ABSENT` holds for an unknown key (nothing to delete)."""
+
+    async def work(store: ChatHistoryStore) -> None:
+        with pytest.raises(VersionMismatch) as missing:
+            await store.delete("c", if_match=[ANY])
+        assert missing.value.current == ABSENT
+        await store.delete("c", if_match=[ABSENT])
+        v1 = (await store.append("c", [M1])).version
+        with pytest.raises(VersionMismatch) as exists:
+            await store.delete("c", if_match=[ABSENT])
+        assert exists.value.current == v1
+        assert await store.summaries() == [ConversationSummary("c", 1)]
+
+    run(store_url, work)
+
+
+def test_delete_with_a_stale_version_deletes_nothing(store_url: str) -> None:
+    async def work(store: ChatHistoryStore) -> None:
+        v1 = (await store.append("c", [M1])).version
+        v2 = (await store.append("c", [M2])).version
+        with pytest.raises(VersionMismatch) as stale:
+            await store.delete("c", if_match=[v1])
+        assert stale.value.current == v2
+        with pytest.raises(VersionMismatch):
+            await store.delete("c", if_match=[])  # only weak tags were sent: never matches
+        snapshot = await store.read("c")
+        assert (snapshot.messages, snapshot.version) == ([M1, M2], v2)
+        v3 = (await store.replace("c", [M1, M2])).version  # same messages, another generation
+        with pytest.raises(VersionMismatch) as replaced:
+            await store.delete("c", if_match=[v2])
+        assert replaced.value.current == v3
+        assert await store.summaries() == [ConversationSummary("c", 2)]
+
+    run(store_url, work)
+
+
+def test_a_delete_after_an_append_it_did_not_see_is_refused_and_the_append_survives(store_url: str) -> None:
+    """One client reads, another appends, then the first deletes with what it read: refused."""
+
+    async def work(store: ChatHistoryStore) -> None:
+        await store.append("c", [M1])
+        seen = await store.read("c")
+        appended = (await store.append("c", [M2])).version  # another client, between the read and the delete
+        with pytest.raises(VersionMismatch) as refused:
+            await store.delete("c", if_match=[seen.version])
+        assert refused.value.current == appended
+        assert await store.get("c") == [M1, M2]
+
+    run(store_url, work)
+
+
+def test_delete_without_if_match_is_unchanged(store_url: str) -> None:
+    async def work(store: ChatHistoryStore) -> None:
+        await store.delete("never")  # an unknown key is not an error
+        await store.append("c", [M1])
+        await store.replace("d", [M2])
+        await store.delete("c")
+        await store.delete("c")
+        assert await store.get("c") == [] and (await store.read("c")).version == ABSENT
+        assert await store.summaries() == [ConversationSummary("d", 1)]
+
+    run(store_url, work)
+
+
+def test_conditional_deletes_racing_appends_wipe_only_what_they_read(store_url: str) -> None:
+    """Appenders race a client that reads and deletes with the version it read: every message
+    appended is either still there or was in a read whose delete succeeded, never wiped unseen."""
+    store = open_store(store_url)
+    appenders_done: list[int] = []
+    deleted: list[bytes] = []
+
+    async def appender(n: int) -> None:
+        try:
+            for i in range(30):
+                await store.append("c", [f'"{n}-{i}"'.encode()])
+        finally:
+            appenders_done.append(n)
+
+    async def deleter() -> None:
+        while len(appenders_done) < 3:
+            seen = await store.read("c")
+            try:
+                await store.delete("c", if_match=[seen.version])
+                deleted.extend(seen.messages)
+            except VersionMismatch:
+                pass  # appended meanwhile: read again
+
+    assert in_threads(store, [lambda n=n: appender(n) for n in range(3)] + [deleter]) == []
+    remaining = final_messages(store, "c")
+    assert sorted(deleted + remaining) == sorted(f'"{n}-{i}"'.encode() for n in range(3) for i in range(30))
