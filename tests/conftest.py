@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -26,5 +27,20 @@ def service(settings: ServiceSettings) -> Iterator[BackgroundServer]:
 
 @pytest.fixture
 def http(service: BackgroundServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=service.url, timeout=10) as client:
+    with httpx.Client(base_url=service.url, timeout=30) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1 and localhost, as PEM files."""
+    import trustme
+
+    folder = tmp_path_factory.mktemp("pki")
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    paths = {"ca": folder / "ca.pem", "cert": folder / "cert.pem", "key": folder / "key.pem"}
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    server.private_key_pem.write_to_path(str(paths["key"]))
+    paths["cert"].write_bytes(b"".join(blob.bytes() for blob in server.cert_chain_pems))
+    return paths

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import trustme
 
 from chatlab.runner import BackgroundServer
 from chatlab.service import ServiceSettings, create_app, start_service
@@ -82,19 +81,6 @@ def test_no_cors_by_default(http: httpx.Client) -> None:
 
 
 # -- TLS -------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A throwaway CA and a server certificate for 127.0.0.1 and localhost, as PEM files."""
-    folder = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    server = ca.issue_cert("127.0.0.1", "localhost")
-    paths = {"ca": folder / "ca.pem", "cert": folder / "cert.pem", "key": folder / "key.pem"}
-    ca.cert_pem.write_to_path(str(paths["ca"]))
-    server.private_key_pem.write_to_path(str(paths["key"]))
-    paths["cert"].write_bytes(b"".join(blob.bytes() for blob in server.cert_chain_pems))
-    return paths
 
 
 @pytest.fixture(scope="module")

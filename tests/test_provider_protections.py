@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import trustme
 from agent_framework import Message
 
 from chatlab.agent import create_agent
@@ -207,26 +206,14 @@ def test_retry_after_values() -> None:
 
 
 @pytest.fixture(scope="module")
-def tls_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("provider-pki")
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    files = {"ca": folder / "ca.pem", "cert": folder / "cert.pem", "key": folder / "key.pem"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    cert.private_key_pem.write_to_path(str(files["key"]))
-    files["cert"].write_bytes(b"".join(blob.bytes() for blob in cert.cert_chain_pems))
-    return files
-
-
-@pytest.fixture(scope="module")
-def tls_service(tls_files: dict[str, Path]) -> Iterator[BackgroundServer]:
+def tls_service(pki: dict[str, Path]) -> Iterator[BackgroundServer]:
     app = create_app(InMemoryChatHistoryStore(), ServiceSettings(api_keys={KEY: "agents"}))
-    with BackgroundServer(app, name="provider-tls", ssl_certfile=tls_files["cert"], ssl_keyfile=tls_files["key"]) as s:
+    with BackgroundServer(app, name="provider-tls", ssl_certfile=pki["cert"], ssl_keyfile=pki["key"]) as s:
         yield s
 
 
-async def test_the_provider_verifies_the_service_certificate(tls_service: BackgroundServer, tls_files: dict[str, Path]) -> None:
-    async with RemoteChatHistoryProvider(tls_service.url, api_key=KEY, verify=tls_files["ca"]) as provider:
+async def test_the_provider_verifies_the_service_certificate(tls_service: BackgroundServer, pki: dict[str, Path]) -> None:
+    async with RemoteChatHistoryProvider(tls_service.url, api_key=KEY, verify=pki["ca"]) as provider:
         await provider.append_messages("conv", [user("over TLS")])
         assert await provider.get_stored_message_count("conv") == 1
 
@@ -234,7 +221,7 @@ async def test_the_provider_verifies_the_service_certificate(tls_service: Backgr
         with pytest.raises(ChatHistoryServiceUnavailable, match="CERTIFICATE_VERIFY_FAILED"):
             await provider.get_conversation_summaries()
 
-    context = ssl.create_default_context(cafile=str(tls_files["ca"]))
+    context = ssl.create_default_context(cafile=str(pki["ca"]))
     async with httpx.AsyncClient(verify=context) as own:  # a caller-owned client brings its own verification
         provider = RemoteChatHistoryProvider(tls_service.url, http_client=own, api_key=KEY)
         assert await provider.get_stored_message_count("conv") == 1

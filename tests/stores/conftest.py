@@ -118,6 +118,19 @@ def store_url(backend: str, request) -> str:
 
 
 @pytest.fixture
+def service(store_url: str, settings) -> Iterator:
+    """The service over a fresh store of each backend, given by URL (so the app owns and closes it);
+    ``settings`` is tests/conftest.py's (a module overrides it to switch protections on)."""
+    from chatlab.service import start_service
+
+    server = start_service(store=store_url, settings=settings)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
 def closed_port() -> Iterator[int]:
     """A loopback port that refuses connections (bound, never listening) for the test's duration."""
     import socket

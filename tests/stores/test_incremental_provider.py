@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator
 
 import httpx
-import pytest
 from agent_framework import AgentSession, Content, Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,18 +20,8 @@ from hypothesis import strategies as st
 from chatlab.codec import messages_to_meai
 from chatlab.provider import KEY_FIELD, RemoteChatHistoryProvider
 from chatlab.runner import BackgroundServer
-from chatlab.service import start_service
 
 _counter = itertools.count()
-
-
-@pytest.fixture
-def service(store_url: str) -> Iterator[BackgroundServer]:
-    server = start_service(store=store_url)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _messages(tag: str, n: int) -> list[Message]:

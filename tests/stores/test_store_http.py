@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -34,22 +33,6 @@ MESSAGES = [
     {"role": "assistant", "contents": [{"$type": "text", "text": "現在の日時は **2026-04-16 01:30:52** です。"}],
      "additionalProperties": {"k": [True, False, None]}},
 ]
-
-
-@pytest.fixture
-def service(store_url: str) -> Iterator[BackgroundServer]:
-    """The service with a fresh store of each backend, given by URL (so the app owns and closes it)."""
-    server = start_service(store=store_url)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def http(service: BackgroundServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=service.url, timeout=30) as client:
-        yield client
 
 
 def _transcript(client: httpx.Client) -> list[tuple[int, bytes]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -13,20 +12,15 @@ from agent_framework import Message
 from chatlab.protections.retry import RetryPolicy
 from chatlab.provider import RemoteChatHistoryProvider
 from chatlab.runner import BackgroundServer
-from chatlab.service import ServiceSettings, start_service
+from chatlab.service import ServiceSettings
 from tests.faults import DroppingProxy
 
 ALICE, BOB = "alice-0123456789abcdef-key", "bob-0123456789abcdef-key"
 
 
 @pytest.fixture
-def service(store_url: str) -> Iterator[BackgroundServer]:
-    settings = ServiceSettings(api_keys={ALICE: "alice", BOB: "bob"})
-    server = start_service(store=store_url, settings=settings)
-    try:
-        yield server
-    finally:
-        server.stop()
+def settings() -> ServiceSettings:
+    return ServiceSettings(api_keys={ALICE: "alice", BOB: "bob"})
 
 
 def text(value: str) -> dict:

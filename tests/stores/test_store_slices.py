@@ -7,13 +7,11 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from chatlab.runner import BackgroundServer
-from chatlab.service import start_service
 from chatlab.stores import ChatHistoryStore, ConversationSlice, open_store
 from chatlab.stores.base import ABSENT, VersionMismatch
 
@@ -129,21 +127,6 @@ def test_a_slice_is_one_snapshot_while_others_append(store_url: str) -> None:
         assert seen == 180 and (await store.read_slice("c", 0, 0)).count == 180
 
     run(store_url, work)
-
-
-@pytest.fixture
-def service(store_url: str) -> Iterator[BackgroundServer]:
-    server = start_service(store=store_url)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def http(service: BackgroundServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=service.url, timeout=30) as client:
-        yield client
 
 
 def _messages(n: int, start: int = 0) -> list[dict]:
