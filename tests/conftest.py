@@ -1,16 +1,32 @@
-"""Shared fixtures: a live chat history service over real HTTP, one per test."""
+"""Shared fixtures: a live chat history service over real HTTP (one per test), the offline LLM, TLS files."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from chatlab.llm import LLMConnection, connect_llm
 from chatlab.runner import BackgroundServer
 from chatlab.service import ServiceSettings, create_app
 from chatlab.stores import InMemoryChatHistoryStore
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The async tests run on asyncio, the framework's and the notebooks' loop."""
+    return "asyncio"
+
+
+@pytest.fixture
+async def llm(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LLMConnection]:
+    """The offline tutorial model, whatever LLM this machine has (also under ``--real-llm``)."""
+    monkeypatch.setenv("CHATLAB_LLM", "offline")
+    connection = await connect_llm(announce=False)
+    yield connection
+    await connection.aclose()
 
 
 @pytest.fixture

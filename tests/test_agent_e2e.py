@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 import re
 import socket
 from datetime import datetime
@@ -16,7 +15,7 @@ from agent_framework import AgentSession, tool
 from chatlab.agent import AGENT_DESCRIPTION, AGENT_INSTRUCTIONS, create_agent
 from chatlab.demo import ARTICLE_PROMPTS
 from chatlab.errors import ChatHistoryServiceStatusError, ChatHistoryServiceUnavailable
-from chatlab.llm import LLMConnection, connect_llm
+from chatlab.llm import LLMConnection
 from chatlab.provider import RemoteChatHistoryProvider, show_provider_calls
 from chatlab.runner import BackgroundServer
 from chatlab.service import ServiceSettings, create_app
@@ -27,22 +26,10 @@ FIRST, AGAIN, ELAPSED = ARTICLE_PROMPTS
 STAMP = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(autouse=True)
 def no_real_llm(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whatever runs on this machine, these tests use the offline model."""
     monkeypatch.setenv("CHATLAB_LLM", "offline")
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[LLMConnection]:
-    connection = await connect_llm(announce=False)
-    yield connection
-    await connection.aclose()
 
 
 async def tool_results(provider: RemoteChatHistoryProvider, session: AgentSession) -> list[str]:

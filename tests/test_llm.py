@@ -16,11 +16,6 @@ from chatlab.runner import BackgroundServer
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("CHATLAB_LLM", "OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_CHAT_COMPLETION_MODEL", "OPENAI_MODEL"):

@@ -23,11 +23,6 @@ from chatlab.runner import BackgroundServer
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class _Agent:
     """Just enough of an agent for create_or_resume_session (it only creates sessions)."""
 

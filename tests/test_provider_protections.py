@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -19,7 +19,7 @@ from agent_framework import Message
 
 from chatlab.agent import create_agent
 from chatlab.errors import ChatHistoryServiceStatusError, ChatHistoryServiceUnavailable
-from chatlab.llm import LLMConnection, connect_llm
+from chatlab.llm import LLMConnection
 from chatlab.protections.retry import RetryPolicy, retry_after_seconds
 from chatlab.provider import RemoteChatHistoryProvider
 from chatlab.runner import BackgroundServer
@@ -31,19 +31,6 @@ from tests.faults import DroppingProxy, FlakyGateway
 pytestmark = pytest.mark.anyio
 KEY = "provider-0123456789abcdef-key"
 FAST = RetryPolicy(attempts=4, backoff=0.01, max_backoff=0.05)
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def llm(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LLMConnection]:
-    monkeypatch.setenv("CHATLAB_LLM", "offline")
-    connection = await connect_llm(announce=False)
-    yield connection
-    await connection.aclose()
 
 
 def user(text: str) -> Message:

@@ -11,11 +11,6 @@ from chatlab.runner import BackgroundServer
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def turn(i: int) -> list[Message]:
     return [
         Message("user", [f"question {i}"]),

@@ -3,32 +3,18 @@ conversation is still there (the offline model, real HTTP)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 
 import pytest
 
 from chatlab.agent import create_agent
 from chatlab.demo import ARTICLE_PROMPTS
-from chatlab.llm import LLMConnection, connect_llm
+from chatlab.llm import LLMConnection
 from chatlab.provider import RemoteChatHistoryProvider
 from chatlab.runner import BackgroundServer
 from chatlab.service import create_app
 
 pytestmark = pytest.mark.anyio
 FIRST, AGAIN, ELAPSED = ARTICLE_PROMPTS
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def llm(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LLMConnection]:
-    monkeypatch.setenv("CHATLAB_LLM", "offline")
-    connection = await connect_llm(announce=False)
-    yield connection
-    await connection.aclose()
 
 
 async def _session_in_a_fresh_service(store_url: str, llm: LLMConnection, key: str | None, prompt: str):

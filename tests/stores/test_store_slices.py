@@ -204,7 +204,3 @@ async def test_provider_count_and_existence_use_head(service: BackgroundServer) 
         assert await provider.get_stored_message_count("k") == 4
     assert methods == ["HEAD", "HEAD", "PUT", "HEAD", "POST", "HEAD"]
 
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
