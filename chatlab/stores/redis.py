@@ -71,20 +71,9 @@ DEFAULT_PREFIX = "chatlab:"
 #: Query parameters of a store URL that chatlab reads itself (redis-py would refuse them).
 CHATLAB_PARAMETERS = ("prefix",)
 
-# KEYS[1] = the conversations sorted set; ARGV[1] = the prefix of message lists.
+# KEYS[1] = the conversations sorted set; ARGV[1] = the prefix of message lists, ARGV[2]/[3] = lex range
+# ("-" "+" for all: every member has score 0, so the lex range is the key order).
 _SUMMARIES = """
-local keys = redis.call('ZRANGE', KEYS[1], 0, -1)
-local result = {}
-for i, key in ipairs(keys) do
-    result[2 * i - 1] = key
-    result[2 * i] = redis.call('LLEN', ARGV[1] .. key)
-end
-return result
-"""
-
-
-# KEYS[1] = the conversations sorted set; ARGV[1] = the prefix of message lists, ARGV[2]/[3] = lex range.
-_SUMMARIES_RANGE = """
 local keys = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[2], ARGV[3])
 local result = {}
 for i, key in ipairs(keys) do
@@ -393,13 +382,12 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
     async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
         async def work(client: Redis) -> list[ConversationSummary]:
+            low, high = b"-", b"+"
             if prefix:
                 upper = prefix_upper_bound(prefix)
                 low = b"[" + prefix.encode("utf-8")
                 high = b"(" + upper.encode("utf-8") if upper is not None else b"+"
-                flat = await client.eval(_SUMMARIES_RANGE, 1, self._index_key, self._list_prefix, low, high)
-            else:
-                flat = await client.eval(_SUMMARIES, 1, self._index_key, self._list_prefix)
+            flat = await client.eval(_SUMMARIES, 1, self._index_key, self._list_prefix, low, high)
             return [
                 ConversationSummary(flat[i].decode("utf-8"), int(flat[i + 1])) for i in range(0, len(flat), 2)
             ]
