@@ -1,9 +1,13 @@
-"""Helpers shared by the store tests: messages that say which batch they belong to."""
+"""Helpers shared by the store tests: messages that say which batch they belong to, and running writers."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Sequence
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+
+from chatlab.stores import ChatHistoryStore, open_store
 
 
 def batch(writer: int, number: int, size: int) -> list[bytes]:
@@ -33,3 +37,47 @@ def check_batches(messages: Sequence[bytes], expected: dict[tuple[int, int], int
         seen[key] = size
         i += size
     assert seen == expected, f"missing batches: {sorted(set(expected) - set(seen))}"
+
+
+def batches_present(messages: Sequence[bytes]) -> dict[tuple[int, int], int]:
+    """The batches (writer, number) -> size that ``messages`` hold, read from each batch's first message."""
+    present: dict[tuple[int, int], int] = {}
+    i = 0
+    while i < len(messages):
+        w, b, pos = json.loads(messages[i])["contents"][0]["text"].split(" ")
+        size = int(pos.split("/")[1])
+        present[(int(w[1:]), int(b[1:]))] = size
+        i += size
+    return present
+
+
+def run_with_store(store_url: str, work: Callable[[ChatHistoryStore], Awaitable[None]]) -> None:
+    """``await work(store)`` on a store opened from ``store_url``, closed afterwards."""
+
+    async def main() -> None:
+        store = open_store(store_url)
+        try:
+            await work(store)
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+def run_writers(writer: Callable[[int], None], writers: int, timeout: float = 120) -> None:
+    """``writer(0)`` ... ``writer(writers - 1)`` at once, one thread each; fails on what any of them raised."""
+    errors: list[BaseException] = []
+
+    def guarded(w: int) -> None:
+        try:
+            writer(w)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a writer did not finish"
+    assert errors == [], errors

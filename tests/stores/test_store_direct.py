@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from pathlib import Path
 
 import pytest
-from store_helpers import batch, check_batches
+from store_helpers import batch, batches_present, check_batches
 
 from chatlab.stores import ChatHistoryStore, ConversationSummary, InMemoryChatHistoryStore, StoreError, open_store
 from chatlab.stores.sqlite import SqliteChatHistoryStore, path_from_url
@@ -148,13 +147,7 @@ def test_replace_and_delete_racing_appends_leave_whole_batches(store_url):
         await asyncio.gather(appender(1), appender(2), replacer())
         messages = await store.get("k")
         # What is left is whole batches, each once, each in order; the count agrees.
-        present = {}
-        i = 0
-        while i < len(messages):
-            w, b, pos = json.loads(messages[i])["contents"][0]["text"].split(" ")
-            size = int(pos.split("/")[1])
-            present[(int(w[1:]), int(b[1:]))] = size
-            i += size
+        present = batches_present(messages)
         check_batches(messages, present)
         summary = {s.conversation_key: s.message_count for s in await store.summaries()}
         assert summary.get("k", 0) == len(messages)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 
 import httpx
 import pytest
-from store_helpers import batch, check_batches
+from store_helpers import batch, check_batches, run_writers
 
 from chatlab.runner import BackgroundServer
 from chatlab.service import create_app, start_service
@@ -97,23 +96,14 @@ def test_location_and_order(http: httpx.Client):
 
 def test_concurrent_batches_stay_whole_and_contiguous(service: BackgroundServer):
     writers, batches = 6, 10
-    errors: list[BaseException] = []
 
     def writer(w: int) -> None:
-        try:
-            with httpx.Client(base_url=service.url, timeout=30) as client:
-                for b in range(batches):
-                    body = {"messages": [json.loads(m) for m in batch(w, b, (w + b) % 4 + 1)]}
-                    assert client.post("/chat-history/busy", json=body).status_code == 202
-        except BaseException as exc:
-            errors.append(exc)
+        with httpx.Client(base_url=service.url, timeout=30) as client:
+            for b in range(batches):
+                body = {"messages": [json.loads(m) for m in batch(w, b, (w + b) % 4 + 1)]}
+                assert client.post("/chat-history/busy", json=body).status_code == 202
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert errors == [] and not any(t.is_alive() for t in threads)
+    run_writers(writer, writers)
     with httpx.Client(base_url=service.url, timeout=30) as client:
         messages = client.get("/chat-history/busy").json()
         summary = client.get("/chat-history").json()

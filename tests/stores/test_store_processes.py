@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from store_helpers import batch, check_batches
+from store_helpers import batch, batches_present, check_batches, run_writers
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -93,22 +93,13 @@ def test_two_service_processes_share_one_store(services, store_url: str):
     replicas = [services(store_url), services(store_url)]
     writers, batches = 6, 12
     expected = {(w, b): (w * 7 + b) % 5 + 1 for w in range(writers) for b in range(batches)}
-    errors: list[BaseException] = []
 
     def writer(w: int) -> None:
-        try:
-            with httpx.Client(timeout=30) as client:
-                for b in range(batches):
-                    assert _post(client, replicas[(w + b) % 2].url, w, b, expected[(w, b)]) == 202
-        except BaseException as exc:
-            errors.append(exc)
+        with httpx.Client(timeout=30) as client:
+            for b in range(batches):
+                assert _post(client, replicas[(w + b) % 2].url, w, b, expected[(w, b)]) == 202
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert errors == [] and not any(t.is_alive() for t in threads)
+    run_writers(writer, writers)
 
     first, second = _read(replicas[0].url), _read(replicas[1].url)
     assert first == second
@@ -153,13 +144,7 @@ def test_kill_9_during_writes_loses_no_acknowledged_batch(services, store_url: s
     assert service.process.returncode == -signal.SIGKILL
 
     messages, summaries = _read(services(store_url).url)
-    present: dict[tuple[int, int], int] = {}
-    i = 0
-    while i < len(messages):
-        w, b, pos = json.loads(messages[i])["contents"][0]["text"].split(" ")
-        size = int(pos.split("/")[1])
-        present[(int(w[1:]), int(b[1:]))] = size
-        i += size
+    present = batches_present(messages)
     check_batches(messages, present)  # every batch whole, once, in order
     assert acknowledged.items() <= present.items(), sorted(set(acknowledged) - set(present))
     print(f"acknowledged {len(acknowledged)}, present {len(present)}")

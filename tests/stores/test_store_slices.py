@@ -10,23 +10,13 @@ import time
 
 import httpx
 import pytest
+from store_helpers import run_with_store
 
 from chatlab.runner import BackgroundServer
-from chatlab.stores import ChatHistoryStore, ConversationSlice, open_store
+from chatlab.stores import ChatHistoryStore, ConversationSlice
 from chatlab.stores.base import ABSENT, VersionMismatch
 
 MESSAGES = [json.dumps({"role": "user", "contents": [{"$type": "text", "text": f"m{i} 😀"}]}).encode() for i in range(7)]
-
-
-def run(store_url: str, work) -> None:
-    async def main() -> None:
-        store = open_store(store_url)
-        try:
-            await work(store)
-        finally:
-            await store.close()
-
-    asyncio.run(main())
 
 
 def _parts(version: str) -> tuple[str, int]:
@@ -55,7 +45,7 @@ def test_slices_are_ranges_with_the_whole_conversations_count_and_version(store_
         assert (empty.messages, empty.count) == ([], 0) and empty.version != ABSENT  # exists, empty
         assert all(type(m) is bytes for m in (await store.read_slice("c")).messages)
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def test_versions_keep_their_generation_while_only_appended_to(store_url: str) -> None:
@@ -82,7 +72,7 @@ def test_versions_keep_their_generation_while_only_appended_to(store_url: str) -
         replay = await store.read_slice("c", 4)
         assert (replay.messages, replay.count, replay.version) == ([], 4, v5)
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def test_a_slice_is_one_snapshot_while_others_append(store_url: str) -> None:
@@ -126,7 +116,7 @@ def test_a_slice_is_one_snapshot_while_others_append(store_url: str) -> None:
         assert not errors, errors
         assert seen == 180 and (await store.read_slice("c", 0, 0)).count == 180
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def _messages(n: int, start: int = 0) -> list[dict]:

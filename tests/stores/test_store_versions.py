@@ -7,22 +7,12 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
+from store_helpers import run_with_store
 
 from chatlab.stores import ChatHistoryStore, ConversationSummary, open_store
 from chatlab.stores.base import ABSENT, ANY, Idempotency, IdempotencyKeyReused, VersionMismatch
 
 M1, M2, M3 = b'{"role":"user","contents":[]}', b'{"role":"assistant","contents":[]}', b'{"role":"tool","contents":[]}'
-
-
-def run(store_url: str, work) -> None:
-    async def main() -> None:
-        store = open_store(store_url)
-        try:
-            await work(store)
-        finally:
-            await store.close()
-
-    asyncio.run(main())
 
 
 def test_every_write_gets_a_new_version_and_reads_see_it(store_url: str) -> None:
@@ -44,7 +34,7 @@ def test_every_write_gets_a_new_version_and_reads_see_it(store_url: str) -> None
         v5 = (await store.replace("e", [])).version  # an empty conversation exists and has a version
         assert v5 != ABSENT and (await store.read("e")).version == v5
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def test_if_match_writes_only_at_the_expected_version(store_url: str) -> None:
@@ -73,7 +63,7 @@ def test_if_match_writes_only_at_the_expected_version(store_url: str) -> None:
             await store.append("c", [M1], if_match=[])  # only weak tags were sent: never matches
         assert await store.get("c") == [M3, M1]
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def test_an_idempotent_append_is_applied_once(store_url: str) -> None:
@@ -100,7 +90,7 @@ def test_an_idempotent_append_is_applied_once(store_url: str) -> None:
         assert (await store.append("c", [M1, M2], idempotency=Idempotency("k1", "fp1"))).replayed
         assert await store.get("c") == []
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def test_a_replay_wins_over_if_match_and_a_refused_write_records_nothing(store_url: str) -> None:
@@ -117,7 +107,7 @@ def test_a_replay_wins_over_if_match_and_a_refused_write_records_nothing(store_u
         assert not ok.replayed  # the refused attempt left no record
         assert await store.get("c") == [M1, M2, M3]
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def test_an_empty_idempotent_append_is_recorded_without_creating_the_conversation(store_url: str) -> None:
@@ -128,7 +118,7 @@ def test_an_empty_idempotent_append_is_recorded_without_creating_the_conversatio
         with pytest.raises(IdempotencyKeyReused):
             await store.append("c", [M1], idempotency=Idempotency("k", "other"))
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def test_records_expire_after_their_ttl(store_url: str) -> None:
@@ -138,7 +128,7 @@ def test_records_expire_after_their_ttl(store_url: str) -> None:
         assert not (await store.append("c", [M1], idempotency=Idempotency("k", "fp"))).replayed
         assert await store.get("c") == [M1, M1]
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def test_summaries_by_prefix(store_url: str) -> None:
@@ -150,7 +140,7 @@ def test_summaries_by_prefix(store_url: str) -> None:
         assert await store.summaries("carol/") == []
         assert len(await store.summaries()) == 6
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def in_threads(store: ChatHistoryStore, jobs: Sequence[Callable[[], Awaitable[None]]]) -> list[BaseException]:
@@ -225,7 +215,7 @@ def test_delete_with_the_current_version_deletes(store_url: str) -> None:
         await store.delete("e", if_match=[v2])
         assert await store.summaries() == []
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def test_delete_if_match_on_an_unknown_key_is_read_as_put_reads_it(store_url: str) -> None:
@@ -242,7 +232,7 @@ def test_delete_if_match_on_an_unknown_key_is_read_as_put_reads_it(store_url: st
         assert exists.value.current == v1
         assert await store.summaries() == [ConversationSummary("c", 1)]
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def test_delete_with_a_stale_version_deletes_nothing(store_url: str) -> None:
@@ -262,7 +252,7 @@ def test_delete_with_a_stale_version_deletes_nothing(store_url: str) -> None:
         assert replaced.value.current == v3
         assert await store.summaries() == [ConversationSummary("c", 2)]
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def test_a_delete_after_an_append_it_did_not_see_is_refused_and_the_append_survives(store_url: str) -> None:
@@ -277,7 +267,7 @@ def test_a_delete_after_an_append_it_did_not_see_is_refused_and_the_append_survi
         assert refused.value.current == appended
         assert await store.get("c") == [M1, M2]
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def test_delete_without_if_match_is_unchanged(store_url: str) -> None:
@@ -290,7 +280,7 @@ def test_delete_without_if_match_is_unchanged(store_url: str) -> None:
         assert await store.get("c") == [] and (await store.read("c")).version == ABSENT
         assert await store.summaries() == [ConversationSummary("d", 1)]
 
-    run(store_url, work)
+    run_with_store(store_url, work)
 
 
 def test_conditional_deletes_racing_appends_wipe_only_what_they_read(store_url: str) -> None:
