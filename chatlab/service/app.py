@@ -30,8 +30,6 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
         version="1.0",
         lifespan=_lifespan(the_store, owned),
     )
-    app.state.store = the_store
-    app.state.settings = settings
     add_error_handlers(app)
     add_routes(app, the_store, settings)
     complete_openapi(app, settings)
