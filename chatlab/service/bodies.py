@@ -28,16 +28,20 @@ async def read_messages(request: Request, settings: ServiceSettings) -> list[byt
 
 async def _read_body(request: Request, settings: ServiceSettings) -> bytes:
     """The request body, refused with 413 as soon as it is known to exceed the limit."""
-    too_large = wire.BadRequest(
-        413, f"the body is larger than {settings.max_body_bytes} bytes: send fewer or smaller messages per request"
-    )
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
-        raise too_large
+        raise _too_large(settings)
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > settings.max_body_bytes:
-            raise too_large
+            raise _too_large(settings)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _too_large(settings: ServiceSettings) -> wire.BadRequest:
+    """The 413 of a body over the limit (built only when one is: this is every write's path)."""
+    return wire.BadRequest(
+        413, f"the body is larger than {settings.max_body_bytes} bytes: send fewer or smaller messages per request"
+    )
