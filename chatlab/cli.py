@@ -12,14 +12,19 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from .protections import ApiKeys
-    from .protections.ratelimit import RateLimit
     from .service import ServiceSettings
+    from .service.security import ApiKeys
+    from .service.security.ratelimit import RateLimit
 
     options: dict[str, Any] = {
         name: getattr(args, name)
         for name in (
-            "max_body_bytes", "max_messages", "max_message_bytes", "key_pattern", "key_max_length", "idempotency_ttl"
+            "max_body_bytes",
+            "max_messages",
+            "max_message_bytes",
+            "key_pattern",
+            "key_max_length",
+            "idempotency_ttl",
         )
         if getattr(args, name) is not None
     }
@@ -81,7 +86,7 @@ def _describe(settings: Any, tls: bool) -> str:
 
 
 def _api_key(args: argparse.Namespace) -> int:
-    from .protections.auth import _NAMESPACE_RE, new_api_key
+    from .service.security.auth import _NAMESPACE_RE, new_api_key
 
     if not _NAMESPACE_RE.fullmatch(args.namespace):
         raise ValueError("the namespace must be 1 to 64 letters, digits, '_' or '-'")
@@ -92,8 +97,8 @@ def _api_key(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     import asyncio
 
-    from .demo import run_demo
-    from .errors import ChatlabError
+    from .client.errors import ChatlabError
+    from .tutorial.demo import run_demo
 
     try:
         asyncio.run(run_demo(pause=args.pause, service_url=args.service_url, llm_mode=args.llm, runs=args.runs))
@@ -213,10 +218,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="run the article's agent scenario twice against one service")
     demo.add_argument("--pause", type=float, default=2.0, help="seconds between the two time prompts (article: 10)")
-    demo.add_argument("--service-url", default=None, help="a running service (default: CHAT_HISTORY_SERVICE_URL, "
-                      "else one started in the background)")
-    demo.add_argument("--llm", default=None, choices=["auto", "offline", "endpoint"],
-                      help="which LLM (default: CHATLAB_LLM, else auto)")
+    demo.add_argument(
+        "--service-url",
+        default=None,
+        help="a running service (default: CHAT_HISTORY_SERVICE_URL, else one started in the background)",
+    )
+    demo.add_argument(
+        "--llm",
+        default=None,
+        choices=["auto", "offline", "endpoint"],
+        help="which LLM (default: CHATLAB_LLM, else auto)",
+    )
     demo.add_argument("--runs", type=int, default=2, help="how many runs against the same service (default 2)")
     demo.set_defaults(run=_demo)
 

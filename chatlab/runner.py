@@ -61,7 +61,9 @@ class BackgroundServer:
         self._error: BaseException | None = None
 
     @classmethod
-    def ensure(cls, app_factory: Any, *, name: str, host: str = "127.0.0.1", port: int = 0, **kwargs: Any) -> BackgroundServer:
+    def ensure(
+        cls, app_factory: Any, *, name: str, host: str = "127.0.0.1", port: int = 0, **kwargs: Any
+    ) -> BackgroundServer:
         """The running server with this name, host, requested port and scheme, or a new one built from ``app_factory()``.
 
         (An HTTPS server is never taken for an HTTP one or the other way round.)
@@ -80,7 +82,9 @@ class BackgroundServer:
 
     @property
     def is_running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive() and self._server is not None and self._server.started
+        return (
+            self._thread is not None and self._thread.is_alive() and self._server is not None and self._server.started
+        )
 
     @property
     def url(self) -> str:

@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from chatlab.llm import LLMConnection, connect_llm
 from chatlab.runner import BackgroundServer
 from chatlab.service import ServiceSettings, create_app
 from chatlab.stores import InMemoryChatHistoryStore
+from chatlab.tutorial.llm import LLMConnection, connect_llm
 
 
 @pytest.fixture

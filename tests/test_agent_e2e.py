@@ -12,14 +12,14 @@ import httpx
 import pytest
 from agent_framework import AgentSession, tool
 
-from chatlab.agent import AGENT_DESCRIPTION, AGENT_INSTRUCTIONS, create_agent
-from chatlab.demo import ARTICLE_PROMPTS
-from chatlab.errors import ChatHistoryServiceStatusError, ChatHistoryServiceUnavailable
-from chatlab.llm import LLMConnection
-from chatlab.provider import RemoteChatHistoryProvider, show_provider_calls
+from chatlab.client.errors import ChatHistoryServiceStatusError, ChatHistoryServiceUnavailable
+from chatlab.client.provider import RemoteChatHistoryProvider, show_provider_calls
 from chatlab.runner import BackgroundServer
 from chatlab.service import ServiceSettings, create_app
 from chatlab.stores import InMemoryChatHistoryStore
+from chatlab.tutorial.agent import AGENT_DESCRIPTION, AGENT_INSTRUCTIONS, create_agent
+from chatlab.tutorial.demo import ARTICLE_PROMPTS
+from chatlab.tutorial.llm import LLMConnection
 
 pytestmark = pytest.mark.anyio
 FIRST, AGAIN, ELAPSED = ARTICLE_PROMPTS
@@ -62,8 +62,10 @@ async def test_the_article_run_stores_4_8_10_and_4(service: BackgroundServer, ll
         first, second = await tool_results(provider, session1)
         assert answers[0] == f"現在の日時は **{first}** です。"
         assert answers[1] == f"現在の日時は **{second}** です。"
-        assert answers[2] == (f"最初に取得した時刻（{first}）から、今回の取得時刻（{second}）まで "
-                              f"**{seconds_between(first, second)} 秒** が経過しています。")
+        assert answers[2] == (
+            f"最初に取得した時刻（{first}）から、今回の取得時刻（{second}）まで "
+            f"**{seconds_between(first, second)} 秒** が経過しています。"
+        )
 
         roles = [m.role for m in await provider.get_messages(session1)]
         assert roles == ["user", "assistant", "tool", "assistant"] * 2 + ["user", "assistant"]
@@ -133,7 +135,9 @@ class ForgetfulProvider(RemoteChatHistoryProvider):
         return []
 
 
-async def test_without_the_history_the_third_answer_visibly_fails(service: BackgroundServer, llm: LLMConnection) -> None:
+async def test_without_the_history_the_third_answer_visibly_fails(
+    service: BackgroundServer, llm: LLMConnection
+) -> None:
     async with ForgetfulProvider(service.url) as provider:
         agent = create_agent(llm.client, provider)
         session = agent.create_session()
@@ -181,8 +185,9 @@ async def test_service_stopped_mid_conversation_loses_nothing(llm: LLMConnection
             stored_before = await store.get(key)
             assert len(stored_before) == 4
 
-            stopping = llm.client.as_agent(name="SampleAgent", tools=[get_date_time_and_stop_the_service],
-                                           context_providers=[provider])
+            stopping = llm.client.as_agent(
+                name="SampleAgent", tools=[get_date_time_and_stop_the_service], context_providers=[provider]
+            )
             with pytest.raises(ChatHistoryServiceUnavailable) as caught:
                 await stopping.run(AGAIN, session=session)
             assert "POST" in str(caught.value) and server.url in str(caught.value)

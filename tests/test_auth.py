@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from chatlab.protections import ApiKeys
 from chatlab.runner import BackgroundServer
 from chatlab.service import ServiceSettings, create_app
+from chatlab.service.security import ApiKeys
 from chatlab.stores import InMemoryChatHistoryStore
 
 ALICE_KEY = "alice-0123456789abcdef-key"

@@ -13,8 +13,25 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_quick_bench_prints_every_table_row() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     cmd = [
-        sys.executable, "-m", "chatlab", "bench", "--quick", "--stores", "memory,sqlite", "--lengths", "10,40",
-        "--turns", "2", "--memory-messages", "200", "--load", "python", "--seconds", "0.3", "--connections", "4",
+        sys.executable,
+        "-m",
+        "chatlab",
+        "bench",
+        "--quick",
+        "--stores",
+        "memory,sqlite",
+        "--lengths",
+        "10,40",
+        "--turns",
+        "2",
+        "--memory-messages",
+        "200",
+        "--load",
+        "python",
+        "--seconds",
+        "0.3",
+        "--connections",
+        "4",
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -17,8 +17,7 @@ from agent_framework import Content, Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chatlab import wire
-from chatlab.codec import (
+from chatlab.client.codec import (
     MAF_EXTRA_KEY,
     MEAI_EXTRA_KEY,
     content_from_meai,
@@ -28,7 +27,8 @@ from chatlab.codec import (
     messages_from_meai,
     messages_to_meai,
 )
-from chatlab.errors import ChatHistoryCodecError
+from chatlab.client.errors import ChatHistoryCodecError
+from chatlab.service import schema as wire
 
 PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -36,7 +36,13 @@ PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[Heal
 
 names = st.text(min_size=1, max_size=12)
 keys = st.text(max_size=10).filter(lambda k: not k.startswith("chatlab."))
-json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
 json_values = st.recursive(
     json_scalars,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
@@ -46,7 +52,9 @@ json_objects = st.dictionaries(keys, json_values, max_size=3)
 maybe = lambda s: st.none() | s  # noqa: E731
 media_types = st.sampled_from(["image/png", "audio/wav", "application/pdf", "text/plain", "application/json"])
 web_uris = st.builds(lambda p: f"https://example.com/{p}", st.text(alphabet="abcxyz/._-", max_size=12))
-maf_annotations = maybe(st.lists(st.fixed_dictionaries({"type": st.just("citation"), "title": names, "url": web_uris}), max_size=2))
+maf_annotations = maybe(
+    st.lists(st.fixed_dictionaries({"type": st.just("citation"), "title": names, "url": web_uris}), max_size=2)
+)
 maf_ap = json_objects
 
 
@@ -79,36 +87,58 @@ maf_contents = st.one_of(
     st.builds(Content.from_text, st.text(max_size=30), annotations=maf_annotations, additional_properties=maf_ap),
     st.builds(
         Content.from_text_reasoning,
-        id=maybe(names), text=maybe(st.text(max_size=30)), protected_data=maybe(st.text(max_size=10)),
-        status=maybe(names), additional_properties=maf_ap,
+        id=maybe(names),
+        text=maybe(st.text(max_size=30)),
+        protected_data=maybe(st.text(max_size=10)),
+        status=maybe(names),
+        additional_properties=maf_ap,
     ),
     st.builds(Content.from_data, st.binary(max_size=12), media_types, name=maybe(names), additional_properties=maf_ap),
     st.builds(
         lambda data, declared, actual: Content.from_uri(
             f"data:{declared};base64,{base64.b64encode(data).decode()}", media_type=actual
         ),
-        st.binary(max_size=6), media_types, maybe(media_types),
+        st.binary(max_size=6),
+        media_types,
+        maybe(media_types),
     ),
-    st.builds(Content.from_uri, web_uris, media_type=maybe(media_types), name=maybe(names), additional_properties=maf_ap),
     st.builds(
-        Content.from_error, message=maybe(st.text(max_size=20)), error_code=maybe(names),
-        error_details=maybe(st.text(max_size=20)), additional_properties=maf_ap,
+        Content.from_uri, web_uris, media_type=maybe(media_types), name=maybe(names), additional_properties=maf_ap
+    ),
+    st.builds(
+        Content.from_error,
+        message=maybe(st.text(max_size=20)),
+        error_code=maybe(names),
+        error_details=maybe(st.text(max_size=20)),
+        additional_properties=maf_ap,
     ),
     st.builds(
         Content.from_usage,
         st.dictionaries(
-            st.sampled_from([
-                "input_token_count", "output_token_count", "total_token_count", "cache_read_input_token_count",
-                "reasoning_output_token_count", "cache_creation_input_token_count", "completion/audio_tokens",
-            ]),
-            st.integers(0, 10**6), max_size=5,
+            st.sampled_from(
+                [
+                    "input_token_count",
+                    "output_token_count",
+                    "total_token_count",
+                    "cache_read_input_token_count",
+                    "reasoning_output_token_count",
+                    "cache_creation_input_token_count",
+                    "completion/audio_tokens",
+                ]
+            ),
+            st.integers(0, 10**6),
+            max_size=5,
         ),
         additional_properties=maf_ap,
     ),
     maf_function_call,
     st.builds(
-        Content.from_function_result, names,
-        result=st.text(max_size=20) | json_values, id=maybe(names), status=maybe(names), additional_properties=maf_ap,
+        Content.from_function_result,
+        names,
+        result=st.text(max_size=20) | json_values,
+        id=maybe(names),
+        status=maybe(names),
+        additional_properties=maf_ap,
     ),
     st.builds(lambda c, r: Content("function_result", call_id=c, result=r), names, json_values),
     st.builds(Content.from_hosted_file, names, media_type=maybe(media_types), name=maybe(names)),
@@ -135,10 +165,23 @@ def _content(type_name: str, **fields: Any) -> dict[str, Any]:
 
 @st.composite
 def meai_content(draw: Any) -> dict[str, Any]:
-    kind = draw(st.sampled_from([
-        "text", "reasoning", "data", "uri", "error", "usage", "functionCall", "functionResult", "hostedFile",
-        "hostedVectorStore", "toolApprovalRequest",
-    ]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "text",
+                "reasoning",
+                "data",
+                "uri",
+                "error",
+                "usage",
+                "functionCall",
+                "functionResult",
+                "hostedFile",
+                "hostedVectorStore",
+                "toolApprovalRequest",
+            ]
+        )
+    )
     opt_text = maybe(st.text(max_size=20))
     if kind == "text":
         fields = {"text": draw(opt_text)}
@@ -153,12 +196,22 @@ def meai_content(draw: Any) -> dict[str, Any]:
         fields = {"message": draw(opt_text), "errorCode": draw(maybe(names)), "details": draw(opt_text)}
     elif kind == "usage":
         counts = st.integers(0, 10**6)
-        details = draw(st.fixed_dictionaries({}, optional={
-            "inputTokenCount": counts, "outputTokenCount": counts, "totalTokenCount": counts,
-            "cachedInputTokenCount": counts, "reasoningTokenCount": maybe(counts),
-            "additionalCounts": st.dictionaries(st.sampled_from(["a", "input_token_count", "x/y"]), counts, max_size=2),
-            "inputAudioTokenCount": counts,
-        }))
+        details = draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "inputTokenCount": counts,
+                    "outputTokenCount": counts,
+                    "totalTokenCount": counts,
+                    "cachedInputTokenCount": counts,
+                    "reasoningTokenCount": maybe(counts),
+                    "additionalCounts": st.dictionaries(
+                        st.sampled_from(["a", "input_token_count", "x/y"]), counts, max_size=2
+                    ),
+                    "inputAudioTokenCount": counts,
+                },
+            )
+        )
         fields = {"details": details}
     elif kind == "functionCall":
         fields = {"callId": draw(names), "name": draw(names), "arguments": draw(maybe(json_objects))}
@@ -175,7 +228,9 @@ def meai_content(draw: Any) -> dict[str, Any]:
     # drop some keys entirely (absent and null are different JSON; both must survive)
     fields = {k: v for k, v in fields.items() if draw(st.booleans()) or k in ("uri", "callId", "name", "fileId")}
     if draw(st.booleans()):
-        fields["annotations"] = draw(st.lists(st.just({"$type": "citation", "title": "t", "url": "https://x"}), max_size=1))
+        fields["annotations"] = draw(
+            st.lists(st.just({"$type": "citation", "title": "t", "url": "https://x"}), max_size=1)
+        )
     if draw(st.booleans()):
         fields["additionalProperties"] = draw(json_objects)
     return _content(kind, **fields)
@@ -236,7 +291,10 @@ def test_type_comes_first_in_every_content(message: Message) -> None:
 # --------------------------------------------------------------------------- the reference's examples
 
 REFERENCE_MESSAGE = {
-    "role": "user", "authorName": "Fred", "messageId": "msg42", "createdAt": "2024-06-01T12:00:00+00:00",
+    "role": "user",
+    "authorName": "Fred",
+    "messageId": "msg42",
+    "createdAt": "2024-06-01T12:00:00+00:00",
     "contents": [
         {"$type": "text", "text": "Hello, world!"},
         {"$type": "functionCall", "callId": "call1", "name": "myFunc", "arguments": {"param1": "value1"}},
@@ -246,14 +304,33 @@ REFERENCE_MESSAGE = {
 }
 
 REFERENCE_CONTENTS = [
-    {"$type": "functionCall", "callId": "call123", "name": "myFunction", "arguments": {"arg1": "value1", "arg2": 42},
-     "informationalOnly": True, "additionalProperties": {"key": "val"}},
+    {
+        "$type": "functionCall",
+        "callId": "call123",
+        "name": "myFunction",
+        "arguments": {"arg1": "value1", "arg2": 42},
+        "informationalOnly": True,
+        "additionalProperties": {"key": "val"},
+    },
     {"$type": "functionResult", "callId": "call123", "result": "the result", "additionalProperties": {"key": "val"}},
-    {"$type": "data", "uri": "data:audio/wav;base64,AQIDBA==", "name": "audio.wav", "additionalProperties": {"source": "microphone"}},
+    {
+        "$type": "data",
+        "uri": "data:audio/wav;base64,AQIDBA==",
+        "name": "audio.wav",
+        "additionalProperties": {"source": "microphone"},
+    },
     {"$type": "uri", "uri": "http://localhost/something", "mediaType": "image/png"},
     {"$type": "error", "message": "Error occurred", "errorCode": "ERR001", "details": "Something went wrong"},
-    {"$type": "usage", "details": {"inputTokenCount": 10, "outputTokenCount": 20, "totalTokenCount": 30,
-                                   "cachedInputTokenCount": 5, "reasoningTokenCount": 8}},
+    {
+        "$type": "usage",
+        "details": {
+            "inputTokenCount": 10,
+            "outputTokenCount": 20,
+            "totalTokenCount": 30,
+            "cachedInputTokenCount": 5,
+            "reasoningTokenCount": 8,
+        },
+    },
     {"$type": "reasoning", "text": "reasoning text", "protectedData": "protected"},
 ]
 
@@ -265,7 +342,12 @@ def test_reference_message_maps_onto_maf_fields() -> None:
     assert message.additional_properties[MEAI_EXTRA_KEY] == {"createdAt": "2024-06-01T12:00:00+00:00"}
     text, call, result = message.contents
     assert text.type == "text" and text.text == "Hello, world!"
-    assert (call.type, call.call_id, call.name, call.arguments) == ("function_call", "call1", "myFunc", {"param1": "value1"})
+    assert (call.type, call.call_id, call.name, call.arguments) == (
+        "function_call",
+        "call1",
+        "myFunc",
+        {"param1": "value1"},
+    )
     assert (result.type, result.call_id, result.result) == ("function_result", "call1", "result-value")
     assert message_to_meai(message) == REFERENCE_MESSAGE
 
@@ -281,27 +363,51 @@ def test_reference_fields_land_on_the_maf_names() -> None:
     data, uri, error, usage, reasoning = (content_from_meai(i) for i in REFERENCE_CONTENTS[2:])
     assert (data.type, data.media_type, data.name) == ("data", "audio/wav", "audio.wav")
     assert (uri.type, uri.uri, uri.media_type) == ("uri", "http://localhost/something", "image/png")
-    assert (error.message, error.error_code, error.error_details) == ("Error occurred", "ERR001", "Something went wrong")
-    assert usage.usage_details == {"input_token_count": 10, "output_token_count": 20, "total_token_count": 30,
-                                   "cache_read_input_token_count": 5, "reasoning_output_token_count": 8}
-    assert (reasoning.type, reasoning.text, reasoning.protected_data) == ("text_reasoning", "reasoning text", "protected")
+    assert (error.message, error.error_code, error.error_details) == (
+        "Error occurred",
+        "ERR001",
+        "Something went wrong",
+    )
+    assert usage.usage_details == {
+        "input_token_count": 10,
+        "output_token_count": 20,
+        "total_token_count": 30,
+        "cache_read_input_token_count": 5,
+        "reasoning_output_token_count": 8,
+    }
+    assert (reasoning.type, reasoning.text, reasoning.protected_data) == (
+        "text_reasoning",
+        "reasoning text",
+        "protected",
+    )
 
 
 def test_an_agent_tool_run_is_plain_meai_json() -> None:
     """What the agent stores for the article's first prompt reads like the article's C# JSON."""
     run = [
         Message("user", ["現在時刻を教えてください"]),
-        Message("assistant", [Content.from_function_call("call_1", "GetDateTime", arguments={})], author_name="SampleAgent"),
+        Message(
+            "assistant", [Content.from_function_call("call_1", "GetDateTime", arguments={})], author_name="SampleAgent"
+        ),
         Message("tool", [Content.from_function_result("call_1", result="2026-04-16 01:30:52")]),
         Message("assistant", ["現在の日時は **2026-04-16 01:30:52** です。"], author_name="SampleAgent"),
     ]
     assert messages_to_meai(run) == [
         {"role": "user", "contents": [{"$type": "text", "text": "現在時刻を教えてください"}]},
-        {"authorName": "SampleAgent", "role": "assistant",
-         "contents": [{"$type": "functionCall", "name": "GetDateTime", "arguments": {}, "callId": "call_1"}]},
-        {"role": "tool", "contents": [{"$type": "functionResult", "result": "2026-04-16 01:30:52", "callId": "call_1"}]},
-        {"authorName": "SampleAgent", "role": "assistant",
-         "contents": [{"$type": "text", "text": "現在の日時は **2026-04-16 01:30:52** です。"}]},
+        {
+            "authorName": "SampleAgent",
+            "role": "assistant",
+            "contents": [{"$type": "functionCall", "name": "GetDateTime", "arguments": {}, "callId": "call_1"}],
+        },
+        {
+            "role": "tool",
+            "contents": [{"$type": "functionResult", "result": "2026-04-16 01:30:52", "callId": "call_1"}],
+        },
+        {
+            "authorName": "SampleAgent",
+            "role": "assistant",
+            "contents": [{"$type": "text", "text": "現在の日時は **2026-04-16 01:30:52** です。"}],
+        },
     ]
 
 

@@ -16,7 +16,8 @@ KEY = "shared-conversation"
 def _batch(thread: int, batch: int) -> dict:
     return {
         "messages": [
-            {"role": "user", "contents": [{"$type": "text", "text": f"{thread}/{batch}/{i}"}]} for i in range(BATCH_SIZE)
+            {"role": "user", "contents": [{"$type": "text", "text": f"{thread}/{batch}/{i}"}]}
+            for i in range(BATCH_SIZE)
         ]
     }
 

@@ -23,7 +23,12 @@ KEY = "alice-0123456789abcdef-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 
 
-def preflight(client: httpx.Client, origin: str, method: str = "POST", headers: str = "authorization,content-type,if-match,idempotency-key") -> httpx.Response:
+def preflight(
+    client: httpx.Client,
+    origin: str,
+    method: str = "POST",
+    headers: str = "authorization,content-type,if-match,idempotency-key",
+) -> httpx.Response:
     return client.options(
         "/chat-history/k1",
         headers={"Origin": origin, "Access-Control-Request-Method": method, "Access-Control-Request-Headers": headers},
@@ -98,7 +103,9 @@ def test_tls_serves_https_that_verifies_against_the_ca(tls_service: BackgroundSe
         assert client.get("/chat-history").json() == [{"conversationKey": "k1", "messageCount": 1}]
 
 
-def test_start_service_never_takes_a_plain_server_for_a_tls_one(tls_service: BackgroundServer, pki: dict[str, Path]) -> None:
+def test_start_service_never_takes_a_plain_server_for_a_tls_one(
+    tls_service: BackgroundServer, pki: dict[str, Path]
+) -> None:
     plain = start_service(port=0)
     try:
         assert plain.url.startswith("http://") and plain is not tls_service
@@ -174,9 +181,11 @@ def test_serve_refuses_half_a_tls_configuration(pki: dict[str, Path]) -> None:
 
 
 def test_api_key_command_prints_a_usable_entry() -> None:
-    result = subprocess.run([sys.executable, "-m", "chatlab", "api-key", "alice"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "chatlab", "api-key", "alice"], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0
-    from chatlab.protections import ApiKeys
+    from chatlab.service.security import ApiKeys
 
     keys = ApiKeys.parse(result.stdout)
     assert keys.namespaces == ["alice"]

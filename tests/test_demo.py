@@ -45,9 +45,15 @@ def test_demo_prints_the_article_run_then_the_second_run(capsys: pytest.CaptureF
         assert re.search(r"^\[Session1\] SessionId: [0-9a-f]{32}$", run, re.M)
         assert "ResponseMessages Count: 3" in run and "ResponseMessages Count: 1" in run
         assert re.search(r"^現在の日時は \*\*[\d-]+ [\d:]+\*\* です。$", run, re.M)
-        assert re.search(r"^最初に取得した時刻（.+）から、今回の取得時刻（.+）まで \*\*\d+ 秒\*\* が経過しています。$", run, re.M)
-        states = re.findall(r"^stateBag Key: RemoteChatHistoryProvider, ValueKind: Object, "
-                            r'Value: \{"externalConversationKey":"([0-9a-f]{32})"\}$', run, re.M)
+        assert re.search(
+            r"^最初に取得した時刻（.+）から、今回の取得時刻（.+）まで \*\*\d+ 秒\*\* が経過しています。$", run, re.M
+        )
+        states = re.findall(
+            r"^stateBag Key: RemoteChatHistoryProvider, ValueKind: Object, "
+            r'Value: \{"externalConversationKey":"([0-9a-f]{32})"\}$',
+            run,
+            re.M,
+        )
         assert len(states) == 2 and run.count("stateBagCount:1") == 2
 
 
@@ -58,8 +64,9 @@ def test_demo_uses_a_running_service_when_told(capsys: pytest.CaptureFixture[str
     assert f"using the chat history service at {service.url}" in out
 
 
-def test_demo_with_the_service_down_says_what_to_do(capsys: pytest.CaptureFixture[str],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_with_the_service_down_says_what_to_do(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     with socket.socket() as sock:  # a port where nothing listens
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from chatlab.protections import RateLimit, RateLimiter
 from chatlab.runner import BackgroundServer
 from chatlab.service import ServiceSettings, create_app
+from chatlab.service.security import RateLimit, RateLimiter
 from chatlab.stores import InMemoryChatHistoryStore
 
 KEY = "k1"
@@ -90,7 +90,9 @@ def test_conversation_key_pattern_and_length_just_under_and_just_over(limited: h
     assert post(limited, body, key="abcdefgh").status_code == 202
     for bad in ("abcdefghi", "abc1", "ABC", "a-b"):
         for method in ("GET", "POST", "PUT", "DELETE"):
-            response = limited.request(method, f"/chat-history/{bad}", content=body if method in ("POST", "PUT") else None)
+            response = limited.request(
+                method, f"/chat-history/{bad}", content=body if method in ("POST", "PUT") else None
+            )
             assert response.status_code == 400, (bad, method)
             assert "^[a-z]+$" in response.json()["detail"] and "8 characters" in response.json()["detail"]
     parameter = limited.get("/openapi.json").json()["paths"]["/chat-history/{conversationKey}"]["get"]["parameters"][0]
@@ -110,9 +112,14 @@ def test_rate_limit_per_key_answers_429_with_retry_after() -> None:
         assert over.json()["title"] == "Too Many Requests"
         assert 3000 < int(over.headers["retry-after"]) <= 3600
         assert client.get("/chat-history", headers={"Authorization": f"Bearer {bob}"}).status_code == 200  # own bucket
-        assert client.get(URL, headers={"Authorization": f"Bearer {bob}"}).json() == []  # the refused POST wrote nothing
+        assert (
+            client.get(URL, headers={"Authorization": f"Bearer {bob}"}).json() == []
+        )  # the refused POST wrote nothing
         # requests without a valid key share their client's bucket: key guessing is slowed down too
-        statuses = [client.get("/chat-history", headers={"Authorization": f"Bearer wrong{i:020d}"}).status_code for i in range(4)]
+        statuses = [
+            client.get("/chat-history", headers={"Authorization": f"Bearer wrong{i:020d}"}).status_code
+            for i in range(4)
+        ]
         assert statuses == [401, 401, 401, 429]
 
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 from agent_framework.openai import OpenAIChatCompletionClient
 
-from chatlab.errors import LLMUnavailableError
-from chatlab.llm import DEFAULT_API_KEY, DEFAULT_BASE_URL, DEFAULT_MODEL, connect_llm, llm_mode
-from chatlab.offline_model import OFFLINE_MODEL_ID, create_offline_app
+from chatlab.client.errors import LLMUnavailableError
 from chatlab.runner import BackgroundServer
+from chatlab.tutorial.llm import DEFAULT_API_KEY, DEFAULT_BASE_URL, DEFAULT_MODEL, connect_llm, llm_mode
+from chatlab.tutorial.offline_model import OFFLINE_MODEL_ID, create_offline_app
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +38,11 @@ def endpoint() -> Iterator[str]:
 
 
 def test_the_articles_defaults() -> None:
-    assert (DEFAULT_BASE_URL, DEFAULT_MODEL, DEFAULT_API_KEY) == ("http://localhost:1234/v1", "openai/gpt-oss-20b", "sk-dummy")
+    assert (DEFAULT_BASE_URL, DEFAULT_MODEL, DEFAULT_API_KEY) == (
+        "http://localhost:1234/v1",
+        "openai/gpt-oss-20b",
+        "sk-dummy",
+    )
 
 
 def test_mode_comes_from_chatlab_llm(monkeypatch: pytest.MonkeyPatch) -> None:

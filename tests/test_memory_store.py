@@ -16,12 +16,14 @@ def test_threads_appending_deleting_and_replacing_never_split_a_batch() -> None:
         async def run() -> None:
             for _ in range(300):
                 await store.append("k", batch)
+
         asyncio.run(run())
 
     def disturber() -> None:
         async def run() -> None:
             for i in range(100):
                 await (store.delete("k") if i % 2 else store.replace("k", batch))
+
         asyncio.run(run())
 
     threads = [threading.Thread(target=writer) for _ in range(4)] + [threading.Thread(target=disturber)]

@@ -11,13 +11,13 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = "notebooks/03_running_the_agent.ipynb"
 
 BREAK_THE_PROVIDER = """
-import chatlab.provider
+import chatlab.client.provider
 
 async def _load_nothing(self, key):
     return []
 
-chatlab.provider.RemoteChatHistoryProvider._load = _load_nothing  # the article's GetMessagesAsync
-chatlab.provider.RemoteChatHistoryProvider._history = _load_nothing  # what the agent's runs load
+chatlab.client.provider.RemoteChatHistoryProvider._load = _load_nothing  # the article's GetMessagesAsync
+chatlab.client.provider.RemoteChatHistoryProvider._history = _load_nothing  # what the agent's runs load
 """
 
 
@@ -26,7 +26,11 @@ def test_nbval_fails_when_the_provider_loads_no_history(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", NOTEBOOK],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 1, result.stdout[-3000:]
     assert "Cell outputs differ" in result.stdout

@@ -9,13 +9,25 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from chatlab.offline_model import LABEL_EN, LABEL_JA, OFFLINE_MODEL_ID, create_offline_app
 from chatlab.runner import BackgroundServer
+from chatlab.tutorial.offline_model import LABEL_EN, LABEL_JA, OFFLINE_MODEL_ID, create_offline_app
 
-TIME_TOOL = {"type": "function", "function": {"name": "GetDateTime", "description": "現在の日時を取得します。",
-                                              "parameters": {"type": "object", "properties": {}}}}
-OTHER_TOOL = {"type": "function", "function": {"name": "GetWeather", "description": "Weather for a city.",
-                                               "parameters": {"type": "object", "properties": {}}}}
+TIME_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "GetDateTime",
+        "description": "現在の日時を取得します。",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
+OTHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "GetWeather",
+        "description": "Weather for a city.",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +41,9 @@ def client(model: BackgroundServer) -> OpenAI:
     return OpenAI(base_url=f"{model.url}/v1", api_key="sk-dummy")
 
 
-def ask(client: OpenAI, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-        stream: bool = False) -> tuple[str | None, list[tuple[str, str, str]], str]:
+def ask(
+    client: OpenAI, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, stream: bool = False
+) -> tuple[str | None, list[tuple[str, str, str]], str]:
     """(text, [(call id, tool name, arguments)], finish_reason) of one completion."""
     kwargs: dict[str, Any] = {"model": "openai/gpt-oss-20b", "messages": messages}
     if tools:
@@ -54,8 +67,11 @@ def ask(client: OpenAI, messages: list[dict[str, Any]], tools: list[dict[str, An
 
 def tool_turn(call_id: str, value: str) -> list[dict[str, Any]]:
     return [
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "GetDateTime", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "GetDateTime", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": call_id, "content": value},
     ]
 
@@ -78,7 +94,8 @@ def test_answers_with_the_tool_result_in_the_users_language(client: OpenAI, stre
 
 def test_asking_again_calls_the_tool_again_with_a_new_call_id(client: OpenAI) -> None:
     messages = [
-        {"role": "user", "content": "現在時刻を教えてください"}, *tool_turn("call_1", "2026-04-16 01:30:52"),
+        {"role": "user", "content": "現在時刻を教えてください"},
+        *tool_turn("call_1", "2026-04-16 01:30:52"),
         {"role": "assistant", "content": "現在の日時は **2026-04-16 01:30:52** です。"},
         {"role": "user", "content": "もう一度現在時刻を取得してください"},
     ]
@@ -87,25 +104,35 @@ def test_asking_again_calls_the_tool_again_with_a_new_call_id(client: OpenAI) ->
 
 def test_elapsed_time_comes_from_the_tool_results_it_was_sent(client: OpenAI) -> None:
     messages = [
-        {"role": "user", "content": "現在時刻を教えてください"}, *tool_turn("call_1", "2026-04-16 01:30:52"),
+        {"role": "user", "content": "現在時刻を教えてください"},
+        *tool_turn("call_1", "2026-04-16 01:30:52"),
         {"role": "assistant", "content": "…"},
-        {"role": "user", "content": "もう一度現在時刻を取得してください"}, *tool_turn("call_2", "2026-04-16 01:31:05"),
+        {"role": "user", "content": "もう一度現在時刻を取得してください"},
+        *tool_turn("call_2", "2026-04-16 01:31:05"),
         {"role": "assistant", "content": "…"},
         {"role": "user", "content": "最初の時刻からどれくらい経過していますか?"},
     ]
     text, calls, finish = ask(client, messages, [TIME_TOOL])
     assert (calls, finish) == ([], "stop")
-    assert text == "最初に取得した時刻（2026-04-16 01:30:52）から、今回の取得時刻（2026-04-16 01:31:05）まで **13 秒** が経過しています。"
+    assert (
+        text
+        == "最初に取得した時刻（2026-04-16 01:30:52）から、今回の取得時刻（2026-04-16 01:31:05）まで **13 秒** が経過しています。"
+    )
     messages[-1] = {"role": "user", "content": "How long since the first time?"}
     assert "**13 seconds**" in (ask(client, messages, [TIME_TOOL])[0] or "")
 
 
 def test_elapsed_time_without_history_says_it_has_none(client: OpenAI) -> None:
-    text, calls, _ = ask(client, [{"role": "user", "content": "最初の時刻からどれくらい経過していますか?"}], [TIME_TOOL])
+    text, calls, _ = ask(
+        client, [{"role": "user", "content": "最初の時刻からどれくらい経過していますか?"}], [TIME_TOOL]
+    )
     assert calls == []
     assert text is not None and text.startswith(LABEL_JA) and "見つからない" in text and "秒**" not in text
-    one = [{"role": "user", "content": "what time?"}, *tool_turn("call_1", "2026-04-16 01:30:52"),
-           {"role": "user", "content": "How long since the first time?"}]
+    one = [
+        {"role": "user", "content": "what time?"},
+        *tool_turn("call_1", "2026-04-16 01:30:52"),
+        {"role": "user", "content": "How long since the first time?"},
+    ]
     text = ask(client, one, [TIME_TOOL])[0] or ""
     assert text.startswith(LABEL_EN) and "only one time (2026-04-16 01:30:52)" in text
 

@@ -8,7 +8,10 @@ import httpx
 import pytest
 from agent_framework import AgentSession, Content, Message
 
-from chatlab.display import (
+from chatlab.client.errors import ChatHistoryServiceStatusError
+from chatlab.client.provider import DEFAULT_SERVICE_URL, ChatHistorySummary, RemoteChatHistoryProvider
+from chatlab.runner import BackgroundServer
+from chatlab.tutorial.display import (
     create_or_resume_session,
     format_state_bag,
     print_external_store,
@@ -16,9 +19,6 @@ from chatlab.display import (
     print_session_id,
     print_state_bag,
 )
-from chatlab.errors import ChatHistoryServiceStatusError
-from chatlab.provider import DEFAULT_SERVICE_URL, ChatHistorySummary, RemoteChatHistoryProvider
-from chatlab.runner import BackgroundServer
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +33,11 @@ class _Agent:
 def conversation() -> list[Message]:
     return [
         Message("user", ["現在時刻を教えてください"]),
-        Message("assistant", [Content.from_function_call("call_1", "GetDateTime", arguments="{}")], author_name="SampleAgent"),
+        Message(
+            "assistant",
+            [Content.from_function_call("call_1", "GetDateTime", arguments="{}")],
+            author_name="SampleAgent",
+        ),
         Message("tool", [Content.from_function_result("call_1", result="2026-04-16 01:30:52")]),
         Message("assistant", ["現在の日時は **2026-04-16 01:30:52** です。"], author_name="SampleAgent"),
     ]
@@ -71,7 +75,9 @@ async def test_a_state_initializer_and_state_key_are_used() -> None:
         seen.append(session)
         return "user-42"
 
-    async with RemoteChatHistoryProvider("http://unused", state_initializer=initializer, state_key="History") as provider:
+    async with RemoteChatHistoryProvider(
+        "http://unused", state_initializer=initializer, state_key="History"
+    ) as provider:
         session = AgentSession()
         assert provider.conversation_key(session) == "user-42"
         assert seen == [session] and session.state == {"History": {"externalConversationKey": "user-42"}}
@@ -175,7 +181,7 @@ async def test_display_helpers_print_the_articles_lines(
 def test_new_keys_are_32_hex_guids_that_sort_in_creation_order() -> None:
     import uuid
 
-    from chatlab.provider import new_conversation_key
+    from chatlab.client.provider import new_conversation_key
 
     keys = [new_conversation_key() for _ in range(2000)]
     assert keys == sorted(keys) and len(set(keys)) == len(keys)

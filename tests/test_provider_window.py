@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from agent_framework import Content, Message
 
-from chatlab.provider import KEY_FIELD, RemoteChatHistoryProvider
+from chatlab.client.provider import KEY_FIELD, RemoteChatHistoryProvider
 from chatlab.runner import BackgroundServer
 
 pytestmark = pytest.mark.anyio

@@ -110,20 +110,35 @@ ROUND_TRIP_MESSAGES = [
     {
         "role": "tool",
         "contents": [
-            {"$type": "functionResult", "result": {"value": [1, {"a": None}], "text": "the result"}, "callId": "call123"},
+            {
+                "$type": "functionResult",
+                "result": {"value": [1, {"a": None}], "text": "the result"},
+                "callId": "call123",
+            },
             {"$type": "functionResult", "callId": "c2", "result": None},
         ],
     },
     {
         "role": "assistant",
         "contents": [
-            {"$type": "data", "uri": "data:audio/wav;base64,AQIDBA==", "name": "audio.wav", "additionalProperties": {"source": "microphone"}},
+            {
+                "$type": "data",
+                "uri": "data:audio/wav;base64,AQIDBA==",
+                "name": "audio.wav",
+                "additionalProperties": {"source": "microphone"},
+            },
             {"$type": "uri", "uri": "http://localhost/something", "mediaType": "image/png"},
             {"$type": "error", "message": "Error occurred", "errorCode": "ERR001", "details": "Something went wrong"},
             {
                 "$type": "usage",
-                "details": {"inputTokenCount": 10, "outputTokenCount": 20, "totalTokenCount": 30,
-                            "cachedInputTokenCount": 5, "reasoningTokenCount": 8, "additionalCounts": None},
+                "details": {
+                    "inputTokenCount": 10,
+                    "outputTokenCount": 20,
+                    "totalTokenCount": 30,
+                    "cachedInputTokenCount": 5,
+                    "reasoningTokenCount": 8,
+                    "additionalCounts": None,
+                },
             },
         ],
         "unknownMessageKey": [1, "two"],

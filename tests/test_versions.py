@@ -107,7 +107,9 @@ def test_two_read_modify_write_clients_one_wins_one_gets_412_nothing_lost(
                 if attempt == 0:
                     both_read.wait()  # both clients now hold the same version; then both write at once
                 changed = c.put(
-                    URL, json={"messages": [*read.json(), text("user", name)]}, headers={"If-Match": read.headers["etag"]}
+                    URL,
+                    json={"messages": [*read.json(), text("user", name)]},
+                    headers={"If-Match": read.headers["etag"]},
                 )
                 outcomes.append((name, changed.status_code))
                 if changed.status_code == 204:
@@ -153,7 +155,9 @@ def test_a_retried_post_with_the_same_idempotency_key_is_applied_once(http: http
     assert retry.headers["location"] == first.headers["location"]
     assert texts(http.get(URL)) == ["q", "a"]
 
-    other = http.post(URL, json={"messages": [text("user", "x")]}, headers={"Idempotency-Key": "8e03978e-40d5-43e8-bc93-6894a57f9324"})
+    other = http.post(
+        URL, json={"messages": [text("user", "x")]}, headers={"Idempotency-Key": "8e03978e-40d5-43e8-bc93-6894a57f9324"}
+    )
     assert other.status_code == 422
     assert other.headers["content-type"] == "application/problem+json"
     assert "new key" in other.json()["detail"]

@@ -7,7 +7,7 @@ from agent_framework import Content, Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatlab.window import estimate_tokens, window_messages
+from chatlab.client.window import estimate_tokens, window_messages
 
 
 @st.composite
@@ -24,7 +24,9 @@ def conversations(draw: st.DrawFn) -> list[Message]:
                 call_id = f"c{next_id}"
                 next_id += 1
                 if kind == "function":
-                    calls.append((call_id, Content.from_function_call(call_id, "GetDateTime", arguments={"n": next_id})))
+                    calls.append(
+                        (call_id, Content.from_function_call(call_id, "GetDateTime", arguments={"n": next_id}))
+                    )
                 else:
                     calls.append((call_id, Content.from_mcp_server_tool_call(call_id, "search", server_name="s")))
             contents = [c for _, c in calls]
@@ -37,7 +39,13 @@ def conversations(draw: st.DrawFn) -> list[Message]:
             while i < len(order):
                 size = draw(st.integers(1, len(order) - i))
                 messages.append(
-                    Message("tool", [Content.from_function_result(cid, result="x" * draw(st.integers(0, 40))) for cid in order[i : i + size]])
+                    Message(
+                        "tool",
+                        [
+                            Content.from_function_result(cid, result="x" * draw(st.integers(0, 40)))
+                            for cid in order[i : i + size]
+                        ],
+                    )
                 )
                 i += size
         if draw(st.booleans()):
@@ -96,8 +104,13 @@ def test_without_limits_every_message_is_kept() -> None:
 
 
 def test_a_call_and_its_results_stay_together() -> None:
-    call = Message("assistant", [Content.from_function_call("c1", "GetDateTime"), Content.from_function_call("c2", "GetDateTime")])
-    results = [Message("tool", [Content.from_function_result("c1", result="1")]), Message("tool", [Content.from_function_result("c2", result="2")])]
+    call = Message(
+        "assistant", [Content.from_function_call("c1", "GetDateTime"), Content.from_function_call("c2", "GetDateTime")]
+    )
+    results = [
+        Message("tool", [Content.from_function_result("c1", result="1")]),
+        Message("tool", [Content.from_function_result("c2", result="2")]),
+    ]
     answer = Message("assistant", [Content.from_text("done")])
     messages = [Message("user", [Content.from_text("q")]), call, *results, answer]
     assert window_messages(messages, max_messages=1) == [answer]

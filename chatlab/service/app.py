@@ -58,7 +58,13 @@ def _allow_cross_origin(app: FastAPI, origins: tuple[str, ...]) -> None:
         allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
         allow_headers=["Authorization", "Content-Type", "If-Match", "Idempotency-Key"],
         expose_headers=[
-            "ETag", "Location", "Retry-After", "Idempotent-Replayed", "WWW-Authenticate", "X-Message-Count", "Link"
+            "ETag",
+            "Location",
+            "Retry-After",
+            "Idempotent-Replayed",
+            "WWW-Authenticate",
+            "X-Message-Count",
+            "Link",
         ],
         allow_credentials=False,
     )

@@ -1,4 +1,4 @@
-"""A write's body: read raw and parsed once (:mod:`chatlab.wire`), within every size limit.
+"""A write's body: read raw and parsed once (:mod:`chatlab.service.schema`), within every size limit.
 
 The service never lets FastAPI parse a body: it would build models of every message and
 encode them again; here each message comes out as the compact JSON bytes the store keeps.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from .. import wire
+from . import schema as wire
 from .settings import ServiceSettings
 
 

@@ -12,9 +12,9 @@ from typing import Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ..protections.auth import ApiKeys, Caller
-from ..protections.ratelimit import RateLimiter, retry_after_header
 from .problems import Refused
+from .security.auth import ApiKeys, Caller
+from .security.ratelimit import RateLimiter, retry_after_header
 from .settings import ServiceSettings
 
 
@@ -69,7 +69,8 @@ def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
     )
 
     async def authenticated_caller(
-        request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)  # noqa: B008
+        request: Request,
+        credentials: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008
     ) -> Caller:
         found = keys.namespace_of(credentials.credentials) if credentials is not None else None
         if found is None:

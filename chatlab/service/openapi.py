@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from fastapi import FastAPI
 from pydantic.json_schema import models_json_schema
 
-from .. import wire
+from . import schema as wire
 from .problems import PROBLEM_JSON
 from .responses import JSON
 from .settings import ServiceSettings
@@ -62,7 +62,7 @@ def error_docs(settings: ServiceSettings) -> ErrorDocs:
     if settings.api_keys is not None:
         common[401] = problem_doc(
             "No API key, or not a valid one.",
-            headers={"WWW-Authenticate": header_doc("`Bearer realm=\"chat-history\"`")},
+            headers={"WWW-Authenticate": header_doc('`Bearer realm="chat-history"`')},
         )
     if settings.rate_limit is not None:
         common[429] = problem_doc(

@@ -12,15 +12,15 @@ from typing import Annotated, Any
 
 from fastapi import Header, Path, Query, Request
 
-from .. import wire
-from ..protections.conditions import IDEMPOTENCY_KEY_PATTERN
+from . import schema as wire
+from .security.conditions import IDEMPOTENCY_KEY_PATTERN
 from .settings import KEY_PATTERN, ServiceSettings
 
 IfMatch = Annotated[
     str | None,
     Header(
         alias="If-Match",
-        description='Write (or delete) only if the conversation is still at one of these ETags (from a GET or an '
+        description="Write (or delete) only if the conversation is still at one of these ETags (from a GET or an "
         'earlier write); `*`: only if it exists; `"0"`: only if it does not. Otherwise 412 and nothing changes '
         "(a weak or malformed tag never matches).",
         examples=['"5f0c9a7e2b4d1e83.4"'],
@@ -51,7 +51,9 @@ After = Annotated[
 ]
 Limit = Annotated[
     int | None,
-    Query(ge=1, le=MAX_POSITION, description="At most this many messages (a page); a `Link` header names the next one."),
+    Query(
+        ge=1, le=MAX_POSITION, description="At most this many messages (a page); a `Link` header names the next one."
+    ),
 ]
 
 
@@ -62,7 +64,7 @@ def conversation_key_dependency(settings: ServiceSettings) -> Any:
     rule = _key_rule(settings)
 
     async def conversation_key(
-        key: str = Path(  # noqa: B008
+        key: str = Path(
             alias="conversationKey",
             description=f"The conversation; {rule}.",
             examples=["286d2f0b7b7a43688ad32556e3610f54"],
@@ -90,7 +92,9 @@ def read_position(request: Request, name: str, minimum: int) -> int | None:
         return None
     number = int(value) if value.isascii() and value.lstrip("-").isdigit() and value.count("-") <= 1 else None
     if number is None or not minimum <= number <= MAX_POSITION:
-        raise wire.BadRequest(400, f"query parameter {name}={value!r}: use a whole number from {minimum} to {MAX_POSITION}")
+        raise wire.BadRequest(
+            400, f"query parameter {name}={value!r}: use a whole number from {minimum} to {MAX_POSITION}"
+        )
     return number
 
 

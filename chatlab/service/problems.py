@@ -15,11 +15,11 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from .. import wire
-from ..protections.conditions import etag
 from ..stores import StoreError
 from ..stores.base import IdempotencyKeyReused, VersionMismatch
+from . import schema as wire
 from .responses import json_response
+from .security.conditions import etag
 
 PROBLEM_JSON = "application/problem+json"
 _TITLES = {

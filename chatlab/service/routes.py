@@ -17,7 +17,7 @@ A conversation's version (``ETag``) is ``"<generation>.<count>"``: the generatio
 when it is created, replaced or deleted, never on an append. So a client holding the first N
 messages of a generation asks for ``?after=N`` and knows from the answer's ``ETag`` whether
 those N are still the start (same generation) or it must read everything again
-(:mod:`chatlab.history_cache`, which the provider uses). ``PUT``, ``POST`` and ``DELETE`` take
+(:mod:`chatlab.client.cache`, which the provider uses). ``PUT``, ``POST`` and ``DELETE`` take
 an ``ETag`` back in ``If-Match`` and answer 412, changing nothing, when the conversation has
 moved on since.
 """
@@ -28,16 +28,16 @@ from collections.abc import Sequence
 
 from fastapi import FastAPI, Request, Response
 
-from .. import wire
-from ..protections.auth import Caller
-from ..protections.conditions import etag, fingerprint, parse_idempotency_key, parse_if_match
 from ..stores import ChatHistoryStore
 from ..stores.base import Idempotency
+from . import schema as wire
 from .bodies import read_messages
 from .direct_routes import Arguments, DirectRoute, direct
 from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_docs, header_doc, problem_doc
 from .parameters import After, IdempotencyKey, IfMatch, Limit, parse_header
 from .responses import JSON, json_response
+from .security.auth import Caller
+from .security.conditions import etag, fingerprint, parse_idempotency_key, parse_if_match
 from .settings import ServiceSettings
 
 SERVICE_NAME = "chat-history-service"

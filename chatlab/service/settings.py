@@ -13,8 +13,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..protections.auth import ApiKeys
-from ..protections.ratelimit import RateLimit
+from .security.auth import ApiKeys
+from .security.ratelimit import RateLimit
 
 KEY_PATTERN = r"^[A-Za-z0-9_-]+$"
 KEY_MAX_LENGTH = 128
@@ -60,8 +60,8 @@ class ServiceSettings:
                                                                ``Idempotency-Key`` is remembered
     ============================  ===========================  ====================================
 
-    ``api_keys`` takes an :class:`~chatlab.protections.ApiKeys` or a mapping key -> namespace;
-    ``rate_limit`` a :class:`~chatlab.protections.RateLimit` or a spec like ``"10/s"``.
+    ``api_keys`` takes an :class:`~chatlab.service.security.ApiKeys` or a mapping key -> namespace;
+    ``rate_limit`` a :class:`~chatlab.service.security.RateLimit` or a spec like ``"10/s"``.
     """
 
     max_body_bytes: int = field(default_factory=lambda: _env_int("CHATLAB_MAX_BODY_BYTES", 8 * 1024 * 1024))
@@ -90,7 +90,9 @@ class ServiceSettings:
         try:
             re.compile(self.key_pattern)
         except re.error as exc:
-            raise ValueError(f"the conversation key pattern {self.key_pattern!r} is not a regular expression: {exc}") from None
+            raise ValueError(
+                f"the conversation key pattern {self.key_pattern!r} is not a regular expression: {exc}"
+            ) from None
 
     def _normalise(self) -> None:
         """Turn the convenient forms (a mapping of keys, a rate spec, any iterable of origins) into the real ones."""

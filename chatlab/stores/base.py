@@ -13,7 +13,7 @@ store, so that checking them and writing are one atomic step in every store:
   many messages it holds. So within one generation a conversation only grows, and a client
   that holds its first ``count`` messages can fetch just the rest (:meth:`~ChatHistoryStore.read_slice`)
   and know from the version whether what it holds is still the start (see
-  :mod:`chatlab.history_cache`). A conversation that does not exist has :data:`ABSENT`; a
+  :mod:`chatlab.client.cache`). A conversation that does not exist has :data:`ABSENT`; a
   deleted one comes back, when written again, with a new generation;
 * :meth:`~ChatHistoryStore.append`, :meth:`~ChatHistoryStore.replace` and
   :meth:`~ChatHistoryStore.delete` take ``if_match`` (the versions the caller expects;

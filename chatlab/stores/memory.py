@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from .base import (
     ABSENT,
@@ -180,7 +179,11 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         now = self._clock()
         with self._records_lock:
             self._records.pop((conversation_key, idempotency.key), None)  # re-insert at the end
-            self._records[(conversation_key, idempotency.key)] = (idempotency.fingerprint, version, now + idempotency.ttl)
+            self._records[(conversation_key, idempotency.key)] = (
+                idempotency.fingerprint,
+                version,
+                now + idempotency.ttl,
+            )
             # drop expired records from the front (oldest first; good enough when TTLs are equal)
             expired = [k for k, _ in zip(self._records, range(64)) if self._records[k][2] <= now]
             for key in expired:

@@ -207,7 +207,9 @@ class PostgresChatHistoryStore(ChatHistoryStore):
 
     async def _configure(self, conn: Any) -> None:
         if self.statement_timeout is not None:
-            await conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{int(self.statement_timeout * 1000)}",))
+            await conn.execute(
+                "SELECT set_config('statement_timeout', %s, false)", (f"{int(self.statement_timeout * 1000)}",)
+            )
 
     async def _open_pool(self) -> AsyncConnectionPool:
         from psycopg.conninfo import conninfo_to_dict

@@ -30,7 +30,6 @@ Redis before the service answered.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
@@ -84,17 +83,24 @@ return result
 """
 
 # Shared by the write scripts: the current version, and the If-Match check.
-_VERSION_CHECK = """
+_VERSION_CHECK = (
+    """
 local function current_version(index, member, version_key)
     local v = redis.call('GET', version_key)
     if v then return v end
-    if redis.call('ZSCORE', index, member) then return '""" + UNVERSIONED + """' end
-    return '""" + ABSENT + """'
+    if redis.call('ZSCORE', index, member) then return '"""
+    + UNVERSIONED
+    + """' end
+    return '"""
+    + ABSENT
+    + """'
 end
 local function matches(current, first, count)
     if count < 0 then return true end
     for i = first, first + count - 1 do
-        if ARGV[i] == current or (ARGV[i] == '*' and current ~= '""" + ABSENT + """') then return true end
+        if ARGV[i] == current or (ARGV[i] == '*' and current ~= '"""
+    + ABSENT
+    + """') then return true end
     end
     return false
 end
@@ -104,11 +110,14 @@ local function push(list, first)
     end
 end
 """
+)
 
 # KEYS: index, list, version, idempotency record (or any key when none).
 # ARGV: member, a new generation, fingerprint ('' for none), ttl ms, condition count (-1: none), conditions..., messages...
 # The version after an append: the conversation's generation (the new one if it had none), '.', its length.
-_APPEND = _VERSION_CHECK + """
+_APPEND = (
+    _VERSION_CHECK
+    + """
 local current = current_version(KEYS[1], ARGV[1], KEYS[3])
 if ARGV[3] ~= '' then
     local record = redis.call('GET', KEYS[4])
@@ -126,7 +135,11 @@ if #ARGV >= first then
     redis.call('ZADD', KEYS[1], 0, ARGV[1])
     push(KEYS[2], first)
     local generation = ARGV[2]
-    if current ~= '""" + ABSENT + """' and current ~= '""" + UNVERSIONED + """' then
+    if current ~= '"""
+    + ABSENT
+    + """' and current ~= '"""
+    + UNVERSIONED
+    + """' then
         generation = string.match(current, '^(.*)%.%d+$') or current
     end
     version = generation .. '.' .. redis.call('LLEN', KEYS[2])
@@ -137,9 +150,12 @@ if ARGV[3] ~= '' then
 end
 return {'ok', version}
 """
+)
 
 # KEYS: index, list, version. ARGV: member, new version, condition count (-1: none), conditions..., messages...
-_REPLACE = _VERSION_CHECK + """
+_REPLACE = (
+    _VERSION_CHECK
+    + """
 local current = current_version(KEYS[1], ARGV[1], KEYS[3])
 local count = tonumber(ARGV[3])
 if not matches(current, 4, count) then return {'mismatch', current} end
@@ -149,15 +165,21 @@ push(KEYS[2], 4 + math.max(count, 0))
 redis.call('SET', KEYS[3], ARGV[2])
 return {'ok', ARGV[2]}
 """
+)
 
 # KEYS: index, list, version. ARGV: member, condition count (-1: none), conditions...
-_DELETE = _VERSION_CHECK + """
+_DELETE = (
+    _VERSION_CHECK
+    + """
 local current = current_version(KEYS[1], ARGV[1], KEYS[3])
 if not matches(current, 3, tonumber(ARGV[2])) then return {'mismatch', current} end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[2], KEYS[3])
-return {'ok', '""" + ABSENT + """'}
+return {'ok', '"""
+    + ABSENT
+    + """'}
 """
+)
 
 
 def _redacted(url: str) -> str:
@@ -180,7 +202,9 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
     schema_version = SCHEMA_VERSION
 
-    def __init__(self, url: str, *, prefix: str | None = None, timeout: float = 10.0, max_connections: int = 50) -> None:
+    def __init__(
+        self, url: str, *, prefix: str | None = None, timeout: float = 10.0, max_connections: int = 50
+    ) -> None:
         try:
             import redis.asyncio  # noqa: F401
         except ImportError as exc:  # pragma: no cover - depends on the install
@@ -261,7 +285,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
             return await work(client)
         except StoreError:
             raise
-        except (redis.exceptions.TimeoutError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, redis.exceptions.TimeoutError) as exc:
             message = f"Redis at {self.where} timed out: {exc}"
         except redis.exceptions.ConnectionError as exc:
             message = f"Redis at {self.where} is unreachable: {exc}"
@@ -388,9 +412,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 low = b"[" + prefix.encode("utf-8")
                 high = b"(" + upper.encode("utf-8") if upper is not None else b"+"
             flat = await client.eval(_SUMMARIES, 1, self._index_key, self._list_prefix, low, high)
-            return [
-                ConversationSummary(flat[i].decode("utf-8"), int(flat[i + 1])) for i in range(0, len(flat), 2)
-            ]
+            return [ConversationSummary(flat[i].decode("utf-8"), int(flat[i + 1])) for i in range(0, len(flat), 2)]
 
         return await self._guard(work)
 

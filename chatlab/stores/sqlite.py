@@ -128,7 +128,9 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         self._idle: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
         # as many idle connections as asyncio's default executor has threads, so that a busy service
         # reuses its connections instead of opening (and switching to WAL) one per request
-        self._max_idle = max_idle_connections if max_idle_connections is not None else min(32, (os.cpu_count() or 1) + 4)
+        self._max_idle = (
+            max_idle_connections if max_idle_connections is not None else min(32, (os.cpu_count() or 1) + 4)
+        )
         self._write_lock = threading.Lock()
         self._schema_lock = threading.Lock()
         self._schema_ready = False
@@ -165,7 +167,7 @@ class SqliteChatHistoryStore(ChatHistoryStore):
             try:
                 return attempt()
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
                     raise
             time.sleep(0.01)
 
@@ -299,9 +301,7 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         return await self._call(work)
 
     @staticmethod
-    def _current(
-        conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None
-    ) -> tuple[str, int]:
+    def _current(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> tuple[str, int]:
         """The conversation's version and count, checked against ``if_match`` (inside the write transaction)."""
         row = conn.execute(
             "SELECT version, message_count FROM chatlab_conversations WHERE conversation_key = ?", (conversation_key,)

@@ -17,8 +17,8 @@ from agent_framework import AgentSession, Content, Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chatlab.codec import messages_to_meai
-from chatlab.provider import KEY_FIELD, RemoteChatHistoryProvider
+from chatlab.client.codec import messages_to_meai
+from chatlab.client.provider import KEY_FIELD, RemoteChatHistoryProvider
 from chatlab.runner import BackgroundServer
 
 _counter = itertools.count()
@@ -113,7 +113,9 @@ async def _scenario(url: str, plan: list[tuple[str, int, int]]) -> dict[str, int
                     await provider.save_messages(None, _messages(tag, n), state=state)
 
                 async def write() -> None:
-                    (await other.post(f"/chat-history/{key}", json={"messages": _wire(tag + "x", 2)})).raise_for_status()
+                    (
+                        await other.post(f"/chat-history/{key}", json={"messages": _wire(tag + "x", 2)})
+                    ).raise_for_status()
 
                 await asyncio.gather(turn(), write(), providers[1 - who].get_messages(None, state=state))
                 saved.append(tag)
@@ -128,7 +130,7 @@ async def _scenario(url: str, plan: list[tuple[str, int, int]]) -> dict[str, int
     return reads
 
 
-def _Session(key: str) -> AgentSession:  # noqa: N802 - reads like the class it returns
+def _Session(key: str) -> AgentSession:
     session = AgentSession()
     session.state["RemoteChatHistoryProvider"] = {KEY_FIELD: key}
     return session

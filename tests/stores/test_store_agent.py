@@ -3,15 +3,14 @@ conversation is still there (the offline model, real HTTP)."""
 
 from __future__ import annotations
 
-
 import pytest
 
-from chatlab.agent import create_agent
-from chatlab.demo import ARTICLE_PROMPTS
-from chatlab.llm import LLMConnection
-from chatlab.provider import RemoteChatHistoryProvider
+from chatlab.client.provider import RemoteChatHistoryProvider
 from chatlab.runner import BackgroundServer
 from chatlab.service import create_app
+from chatlab.tutorial.agent import create_agent
+from chatlab.tutorial.demo import ARTICLE_PROMPTS
+from chatlab.tutorial.llm import LLMConnection
 
 pytestmark = pytest.mark.anyio
 FIRST, AGAIN, ELAPSED = ARTICLE_PROMPTS

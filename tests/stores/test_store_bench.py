@@ -40,8 +40,25 @@ def test_quick_bench_on_a_database_store(store: str, backend: str, request: pyte
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     env["CHATLAB_TEST_POSTGRES_URL" if store == "postgresql" else "CHATLAB_TEST_REDIS_URL"] = url
     cmd = [
-        sys.executable, "-m", "chatlab", "bench", "--quick", "--stores", store, "--lengths", "10,40",
-        "--turns", "2", "--memory-messages", "200", "--load", "python", "--seconds", "0.3", "--connections", "4",
+        sys.executable,
+        "-m",
+        "chatlab",
+        "bench",
+        "--quick",
+        "--stores",
+        store,
+        "--lengths",
+        "10,40",
+        "--turns",
+        "2",
+        "--memory-messages",
+        "200",
+        "--load",
+        "python",
+        "--seconds",
+        "0.3",
+        "--connections",
+        "4",
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr

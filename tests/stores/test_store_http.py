@@ -16,21 +16,35 @@ from chatlab.stores import ChatHistoryStore, open_store
 # The reference's content types, with nulls, nesting, non-ASCII and escapes.
 MESSAGES = [
     {"role": "system", "contents": [{"$type": "text", "text": "You are helpful."}]},
-    {"role": "user", "contents": [{"$type": "text", "text": "今の日時は？ é 😀 \"quoted\" \\ \u0001"}], "authorName": None},
+    {
+        "role": "user",
+        "contents": [{"$type": "text", "text": '今の日時は？ é 😀 "quoted" \\ \u0001'}],
+        "authorName": None,
+    },
     {
         "role": "assistant",
         "contents": [
             {"$type": "reasoning", "text": "need the tool"},
-            {"$type": "functionCall", "callId": "call_1", "name": "GetDateTime", "arguments": {"tz": None, "n": [1, 2.5]}},
+            {
+                "$type": "functionCall",
+                "callId": "call_1",
+                "name": "GetDateTime",
+                "arguments": {"tz": None, "n": [1, 2.5]},
+            },
         ],
         "messageId": "m-3",
     },
     {
         "role": "tool",
-        "contents": [{"$type": "functionResult", "callId": "call_1", "result": {"now": "2026-04-16T01:30:52", "x": {}}}],
+        "contents": [
+            {"$type": "functionResult", "callId": "call_1", "result": {"now": "2026-04-16T01:30:52", "x": {}}}
+        ],
     },
-    {"role": "assistant", "contents": [{"$type": "text", "text": "現在の日時は **2026-04-16 01:30:52** です。"}],
-     "additionalProperties": {"k": [True, False, None]}},
+    {
+        "role": "assistant",
+        "contents": [{"$type": "text", "text": "現在の日時は **2026-04-16 01:30:52** です。"}],
+        "additionalProperties": {"k": [True, False, None]},
+    },
 ]
 
 

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from agent_framework import Message
 
-from chatlab.protections.retry import RetryPolicy
-from chatlab.provider import RemoteChatHistoryProvider
+from chatlab.client.provider import RemoteChatHistoryProvider
+from chatlab.client.retry import RetryPolicy
 from chatlab.runner import BackgroundServer
 from chatlab.service import ServiceSettings
 from tests.faults import DroppingProxy
@@ -40,7 +40,9 @@ def test_read_modify_write_race_one_412_nothing_lost(service: BackgroundServer) 
                 read = c.get(url)
                 if attempt == 0:
                     both_read.wait()
-                changed = c.put(url, json={"messages": [*read.json(), text(name)]}, headers={"If-Match": read.headers["etag"]})
+                changed = c.put(
+                    url, json={"messages": [*read.json(), text(name)]}, headers={"If-Match": read.headers["etag"]}
+                )
                 outcomes[name].append(changed.status_code)
                 if changed.status_code == 204:
                     return
@@ -89,7 +91,9 @@ def test_a_lost_answer_is_retried_and_stored_once(service: BackgroundServer) -> 
 def test_namespaces_see_only_their_own_conversations(service: BackgroundServer) -> None:
     with httpx.Client(base_url=service.url, timeout=30) as c:
         for who, key in ((ALICE, "shared"), (ALICE, "only-alice"), (BOB, "shared")):
-            c.post(f"/chat-history/{key}", json={"messages": [text(who[:3])]}, headers={"Authorization": f"Bearer {who}"})
+            c.post(
+                f"/chat-history/{key}", json={"messages": [text(who[:3])]}, headers={"Authorization": f"Bearer {who}"}
+            )
         alice = c.get("/chat-history", headers={"Authorization": f"Bearer {ALICE}"}).json()
         bob = c.get("/chat-history", headers={"Authorization": f"Bearer {BOB}"}).json()
         assert [s["conversationKey"] for s in alice] == ["only-alice", "shared"]

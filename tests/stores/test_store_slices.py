@@ -16,7 +16,9 @@ from chatlab.runner import BackgroundServer
 from chatlab.stores import ChatHistoryStore, ConversationSlice
 from chatlab.stores.base import ABSENT, VersionMismatch
 
-MESSAGES = [json.dumps({"role": "user", "contents": [{"$type": "text", "text": f"m{i} 😀"}]}).encode() for i in range(7)]
+MESSAGES = [
+    json.dumps({"role": "user", "contents": [{"$type": "text", "text": f"m{i} 😀"}]}).encode() for i in range(7)
+]
 
 
 def _parts(version: str) -> tuple[str, int]:
@@ -87,7 +89,7 @@ def test_a_slice_is_one_snapshot_while_others_append(store_url: str) -> None:
 
         try:
             asyncio.run(main())
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
         finally:
             done.set()
@@ -177,7 +179,7 @@ def test_http_appends_continue_the_generation_and_replaces_start_a_new_one(http:
 
 @pytest.mark.anyio
 async def test_provider_count_and_existence_use_head(service: BackgroundServer) -> None:
-    from chatlab.provider import RemoteChatHistoryProvider
+    from chatlab.client.provider import RemoteChatHistoryProvider
 
     methods: list[str] = []
 
@@ -193,4 +195,3 @@ async def test_provider_count_and_existence_use_head(service: BackgroundServer) 
         await client.post(f"{service.url}/chat-history/k", json={"messages": _messages(4)})
         assert await provider.get_stored_message_count("k") == 4
     assert methods == ["HEAD", "HEAD", "PUT", "HEAD", "POST", "HEAD"]
-

@@ -50,8 +50,9 @@ def test_sqlite_version_1_file(tmp_path) -> None:
 
 
 def test_postgres_version_1_schema(postgres_url: str) -> None:
-    import psycopg
     from urllib.parse import parse_qs, urlsplit
+
+    import psycopg
 
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]
@@ -68,8 +69,9 @@ def test_postgres_version_1_schema(postgres_url: str) -> None:
 
 
 def test_redis_version_1_layout(redis_url: str) -> None:
-    import redis
     from urllib.parse import parse_qs, urlsplit
+
+    import redis
 
     prefix = parse_qs(urlsplit(redis_url).query)["prefix"][0]
     client = redis.Redis.from_url(redis_url.split("?", 1)[0])

@@ -15,14 +15,14 @@ from typing import Any
 import httpx
 from agent_framework import AgentSession, Content, Message
 
-from .provider import RemoteChatHistoryProvider
+from ..client.provider import RemoteChatHistoryProvider
 
 __all__ = [
     "create_or_resume_session",
     "format_state_bag",
+    "print_agent_response",
     "print_external_store",
     "print_messages",
-    "print_agent_response",
     "print_response",
     "print_session_id",
     "print_state_bag",
@@ -129,7 +129,9 @@ _SHOWN_HEADERS = ("location", "etag", "retry-after", "www-authenticate", "conten
 def print_response(response: httpx.Response) -> None:
     """One HTTP exchange as a reader wants to see it: request line, status, key headers, indented JSON."""
     request = response.request
-    print(f"{request.method} {request.url.raw_path.decode()} -> {response.status_code} {HTTPStatus(response.status_code).phrase}")
+    print(
+        f"{request.method} {request.url.raw_path.decode()} -> {response.status_code} {HTTPStatus(response.status_code).phrase}"
+    )
     for name in _SHOWN_HEADERS:
         if name in response.headers:
             print(f"{name.title()}: {response.headers[name]}")

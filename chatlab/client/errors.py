@@ -11,10 +11,7 @@ __all__ = [
     "LLMUnavailableError",
 ]
 
-START_HINT = (
-    "Start it with `python -m chatlab serve --port 5000`, "
-    "or set CHAT_HISTORY_SERVICE_URL to where it runs."
-)
+START_HINT = "Start it with `python -m chatlab serve --port 5000`, or set CHAT_HISTORY_SERVICE_URL to where it runs."
 
 
 class ChatlabError(Exception):
@@ -60,8 +57,10 @@ class ChatHistoryServiceStatusError(ChatHistoryServiceError):
         if status >= 500:
             advice = "The service failed; check its log and try again."
         elif status == 404:
-            advice = ("Check that CHAT_HISTORY_SERVICE_URL points at a chat history service "
-                      "and that the conversation key is one it accepts.")
+            advice = (
+                "Check that CHAT_HISTORY_SERVICE_URL points at a chat history service "
+                "and that the conversation key is one it accepts."
+            )
         elif status == 401:
             advice = "Give the provider the service's API key (api_key=..., or CHAT_HISTORY_SERVICE_API_KEY)."
         elif status == 429:

@@ -35,7 +35,9 @@ class Version:
 
     def continues(self, generation: str | None, count: int, added: int) -> bool:
         """Whether this version is what holding ``count`` messages of ``generation`` plus ``added`` more gives."""
-        return self.count == count + added and (count == 0 or (generation is not None and self.generation == generation))
+        return self.count == count + added and (
+            count == 0 or (generation is not None and self.generation == generation)
+        )
 
 
 def parse_version(etag: str | None) -> Version | None:

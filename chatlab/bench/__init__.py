@@ -119,13 +119,13 @@ def _serve_child(argv: Sequence[str]) -> None:
     import uvicorn
 
     if args.target == "service":
-        from .service import ServiceSettings, create_app
+        from ..service import ServiceSettings, create_app
 
         # the article's open service, whatever the environment says (API keys or a rate limit would change what
         # is measured, and the load generator sends no key)
         app = create_app(args.store, ServiceSettings(api_keys=None, rate_limit=None, cors_origins=()))
     else:
-        from ._ceiling import ceiling_app
+        from .ceiling import ceiling_app
 
         app = ceiling_app(Path(args.read_body).read_bytes())
     # IPPROTO_TCP, so that asyncio sets TCP_NODELAY on accepted connections, as uvicorn.run's own sockets get
@@ -246,12 +246,28 @@ class Wrk:
         env = {**os.environ, "CHATLAB_BENCH_PATH": path, "CHATLAB_BENCH_KEYS": str(keys)}
         env["CHATLAB_BENCH_BODY"] = str(body) if body else ""
         duration = max(1, round(seconds))
-        cmd = [self.path, "-t1", f"-c{self.connections}", f"-d{duration}s", "--timeout", "10s", "-s", str(self.script), base]
+        cmd = [
+            self.path,
+            "-t1",
+            f"-c{self.connections}",
+            f"-d{duration}s",
+            "--timeout",
+            "10s",
+            "-s",
+            str(self.script),
+            base,
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=duration + 60)
         for line in out.stdout.splitlines():
             if line.startswith("CHATLAB-RESULT "):
                 micros, requests, errors, p50, p99 = line.split()[1:]
-                return LoadResult(int(requests) / (int(micros) / 1e6), float(p50) / 1000, float(p99) / 1000, int(requests), int(errors))
+                return LoadResult(
+                    int(requests) / (int(micros) / 1e6),
+                    float(p50) / 1000,
+                    float(p99) / 1000,
+                    int(requests),
+                    int(errors),
+                )
         raise RuntimeError(f"wrk printed no result (exit {out.returncode}): {out.stdout[-500:]} {out.stderr[-500:]}")
 
     def close(self) -> None:
@@ -312,7 +328,9 @@ class PythonLoad:
         await asyncio.gather(*(worker() for _ in range(self.connections)))
         elapsed = time.perf_counter() - started
         latencies.sort()
-        return LoadResult(len(latencies) / elapsed, _pct(latencies, 50) * 1000, _pct(latencies, 99) * 1000, len(latencies), errors)
+        return LoadResult(
+            len(latencies) / elapsed, _pct(latencies, 50) * 1000, _pct(latencies, 99) * 1000, len(latencies), errors
+        )
 
     def close(self) -> None:
         pass
@@ -444,8 +462,8 @@ def _drop_postgres(url: str, schema: str) -> None:
     import psycopg
     from psycopg import sql
 
-    from .stores._urls import split_url
-    from .stores.postgres import CHATLAB_PARAMETERS
+    from ..stores._urls import split_url
+    from ..stores.postgres import CHATLAB_PARAMETERS
 
     with psycopg.connect(split_url(url, CHATLAB_PARAMETERS)[0], autocommit=True, connect_timeout=5) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
@@ -454,8 +472,8 @@ def _drop_postgres(url: str, schema: str) -> None:
 def _drop_redis(url: str, prefix: str) -> None:
     import redis
 
-    from .stores._urls import split_url
-    from .stores.redis import CHATLAB_PARAMETERS
+    from ..stores._urls import split_url
+    from ..stores.redis import CHATLAB_PARAMETERS
 
     client = redis.Redis.from_url(split_url(url, CHATLAB_PARAMETERS)[0], socket_timeout=5)
     try:
@@ -477,7 +495,9 @@ def _warm_up(url: str, path: str, body: bytes | None) -> None:
             if body is None:
                 client.get(path).raise_for_status()
             else:
-                client.post(f"{path}-{i % APPEND_KEYS}", content=body, headers={"content-type": "application/json"}).raise_for_status()
+                client.post(
+                    f"{path}-{i % APPEND_KEYS}", content=body, headers={"content-type": "application/json"}
+                ).raise_for_status()
 
 
 def bench_http(config: BenchConfig, targets: list[StoreTarget], tmp: Path, gen: Wrk | PythonLoad) -> list[HttpRow]:
@@ -491,8 +511,12 @@ def bench_http(config: BenchConfig, targets: list[StoreTarget], tmp: Path, gen: 
     try:
         for target in targets:
             with ServerProcess("service", store=target.url) as service:
-                httpx.post(f"{service.url}/chat-history/bench-read", content=_body(read_body_messages),
-                           headers={"content-type": "application/json"}, timeout=30).raise_for_status()
+                httpx.post(
+                    f"{service.url}/chat-history/bench-read",
+                    content=_body(read_body_messages),
+                    headers={"content-type": "application/json"},
+                    timeout=30,
+                ).raise_for_status()
                 got = httpx.get(f"{service.url}/chat-history/bench-read", timeout=30)
                 got.raise_for_status()
                 if read_bytes is None:
@@ -535,7 +559,9 @@ def _print_http_header(read_size: int, append_size: int) -> None:
         f"\nHTTP: read = GET of a {READ_MESSAGES}-message conversation ({read_size:,} bytes); "
         f"append = POST of a {APPEND_MESSAGES}-message batch ({append_size:,} bytes) to {APPEND_KEYS} conversations in turn"
     )
-    _print(f"{'store':<11} {'op':<7} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} | {'ceiling':>8} {'p50 ms':>7} {'p99 ms':>7} | {'ratio':>5}  goal")
+    _print(
+        f"{'store':<11} {'op':<7} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} | {'ceiling':>8} {'p50 ms':>7} {'p99 ms':>7} | {'ratio':>5}  goal"
+    )
 
 
 def _print_http_row(row: HttpRow) -> None:
@@ -559,10 +585,17 @@ class _CountingTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self.inner.handle_async_request(request)
         content = await response.aread()
-        self.bytes += len(request.content) + _header_bytes(request.headers) + len(request.method) + len(request.url.raw_path) + 12
+        self.bytes += (
+            len(request.content) + _header_bytes(request.headers) + len(request.method) + len(request.url.raw_path) + 12
+        )
         self.bytes += len(content) + _header_bytes(response.headers) + 17 + len(response.reason_phrase or "")
-        return httpx.Response(response.status_code, headers=response.headers, content=content, request=request,
-                              extensions=response.extensions)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            content=content,
+            request=request,
+            extensions=response.extensions,
+        )
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -577,15 +610,17 @@ async def _fill(client: httpx.AsyncClient, url: str, key: str, count: int) -> No
     while done < count:
         n = min(1_000, count - done)
         batch = sample_messages(n, start=done // 4 + 10_000)
-        response = await client.post(f"{url}/chat-history/{key}", content=_body(batch), headers={"content-type": "application/json"})
+        response = await client.post(
+            f"{url}/chat-history/{key}", content=_body(batch), headers={"content-type": "application/json"}
+        )
         response.raise_for_status()
         done += n
 
 
 async def _turns(url: str, length: int, turns: int) -> dict[str, tuple[float, int]]:
     """Per mode (incremental, full): the median time and bytes of a turn on a conversation of ``length`` messages."""
-    from .codec import messages_from_meai
-    from .provider import KEY_FIELD, RemoteChatHistoryProvider
+    from ..client.codec import messages_from_meai
+    from ..client.provider import KEY_FIELD, RemoteChatHistoryProvider
 
     transport = _CountingTransport()
     results: dict[str, tuple[float, int]] = {}
@@ -638,7 +673,7 @@ def bench_provider(config: BenchConfig, targets: list[StoreTarget]) -> list[Turn
 
 
 def bench_storage(config: BenchConfig, targets: list[StoreTarget], tmp: Path) -> list[StorageRow]:
-    from . import wire
+    from ..service import schema as wire
 
     n = config.memory_messages
     batches = [sample_messages(min(1_000, n - i), start=i // 4) for i in range(0, n, 1_000)]
@@ -651,14 +686,20 @@ def bench_storage(config: BenchConfig, targets: list[StoreTarget], tmp: Path) ->
         used, what = asyncio.run(_storage_of(target, bodies))
         row = StorageRow(target.name, used / n, json_size / n, what)
         rows.append(row)
-        goal = f"  (goal <= {GOAL_MEMORY}: {'met' if row.ratio <= GOAL_MEMORY else 'NOT met'})" if target.name == "memory" else ""
-        _print(f"{row.store:<11} {row.per_message:>14,.0f} {row.json_per_message:>11,.0f} {row.ratio:>6.2f}  {what}{goal}")
+        goal = (
+            f"  (goal <= {GOAL_MEMORY}: {'met' if row.ratio <= GOAL_MEMORY else 'NOT met'})"
+            if target.name == "memory"
+            else ""
+        )
+        _print(
+            f"{row.store:<11} {row.per_message:>14,.0f} {row.json_per_message:>11,.0f} {row.ratio:>6.2f}  {what}{goal}"
+        )
     return rows
 
 
 async def _storage_of(target: StoreTarget, bodies: list[bytes]) -> tuple[int, str]:
-    from . import wire
-    from .stores import open_store
+    from ..service import schema as wire
+    from ..stores import open_store
 
     key = f"bench-storage-{uuid.uuid4().hex[:8]}"
     if target.name == "memory":
@@ -696,32 +737,36 @@ async def _database_size(target: StoreTarget, key: str) -> int:
     if target.name == "sqlite":
         import sqlite3
 
-        from .stores.sqlite import path_from_url
+        from ..stores.sqlite import path_from_url
 
         path = path_from_url(target.url)
         with contextlib.closing(sqlite3.connect(path)) as conn:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            pages, size = conn.execute("PRAGMA page_count").fetchone()[0], conn.execute("PRAGMA page_size").fetchone()[0]
+            pages, size = (
+                conn.execute("PRAGMA page_count").fetchone()[0],
+                conn.execute("PRAGMA page_size").fetchone()[0],
+            )
         return pages * size
     if target.name == "postgresql":
         import psycopg
 
-        from .stores._urls import split_url
-        from .stores.postgres import CHATLAB_PARAMETERS
+        from ..stores._urls import split_url
+        from ..stores.postgres import CHATLAB_PARAMETERS
 
         conninfo, ours = split_url(target.url, CHATLAB_PARAMETERS)
         with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
             total = 0
             for table in ("chatlab_messages", "chatlab_conversations"):
                 (size,) = conn.execute(
-                    "SELECT pg_total_relation_size(format('%%I.%%I', %s::text, %s::text)::regclass)", (ours["schema"], table)
+                    "SELECT pg_total_relation_size(format('%%I.%%I', %s::text, %s::text)::regclass)",
+                    (ours["schema"], table),
                 ).fetchone()
                 total += size
             return total
     import redis
 
-    from .stores._urls import split_url
-    from .stores.redis import CHATLAB_PARAMETERS
+    from ..stores._urls import split_url
+    from ..stores.redis import CHATLAB_PARAMETERS
 
     client_url, ours = split_url(target.url, CHATLAB_PARAMETERS)
     client = redis.Redis.from_url(client_url, socket_timeout=5)
@@ -760,9 +805,11 @@ def run(config: BenchConfig) -> int:
             f"load generator: {gen.name}; {config.seconds:g} s per run, median of {config.repeats}; loopback; "
             "ratio = median of service/ceiling over runs made back to back"
         )
-        _print(f"stores: {', '.join(t.name for t in targets)}"
-               + ("" if config.postgres_url else " (PostgreSQL: give --postgres-url or CHATLAB_TEST_POSTGRES_URL)")
-               + ("" if config.redis_url else " (Redis: give --redis-url or CHATLAB_TEST_REDIS_URL)"))
+        _print(
+            f"stores: {', '.join(t.name for t in targets)}"
+            + ("" if config.postgres_url else " (PostgreSQL: give --postgres-url or CHATLAB_TEST_POSTGRES_URL)")
+            + ("" if config.redis_url else " (Redis: give --redis-url or CHATLAB_TEST_REDIS_URL)")
+        )
         _print_http_header(len(_read_response_size()), len(_body(sample_messages(APPEND_MESSAGES, start=1000))))
         http_rows = bench_http(config, targets, tmp, gen)
         turn_rows = bench_provider(config, targets)
@@ -773,28 +820,36 @@ def run(config: BenchConfig) -> int:
 
 
 def _read_response_size() -> bytes:
-    from . import wire
+    from ..service import schema as wire
 
     return b"[" + b",".join(wire.decode_messages_body(_body(sample_messages(READ_MESSAGES)), max_messages=100)) + b"]"
 
 
-def _print_goals(config: BenchConfig, http_rows: list[HttpRow], turn_rows: list[TurnRow], storage_rows: list[StorageRow]) -> None:
+def _print_goals(
+    config: BenchConfig, http_rows: list[HttpRow], turn_rows: list[TurnRow], storage_rows: list[StorageRow]
+) -> None:
     _print("\nGoals (in-memory store):")
     for row in http_rows:
         if row.store == "memory":
             goal = GOAL_READ if row.op == "read" else GOAL_APPEND
-            _print(f"  {row.op} >= {goal} of the ceiling: {row.ratio:.2f} ({'met' if row.ratio >= goal else 'NOT met'})")
+            _print(
+                f"  {row.op} >= {goal} of the ceiling: {row.ratio:.2f} ({'met' if row.ratio >= goal else 'NOT met'})"
+            )
     turns = {(r.length, r.mode): r.ms for r in turn_rows if r.store == "memory"}
     lo, hi = min(config.lengths), max(config.lengths)
     if (lo, "incremental") in turns and (hi, "incremental") in turns:
         factor = turns[(hi, "incremental")] / turns[(lo, "incremental")]
         met = "met" if factor <= GOAL_TURN else "NOT met"
-        _print(f"  provider turn at {hi:,} messages <= {GOAL_TURN}x the turn at {lo:,}: {factor:.2f}x ({met}; "
-               f"full loads: {turns[(hi, 'full')] / turns[(lo, 'full')]:.1f}x)")
+        _print(
+            f"  provider turn at {hi:,} messages <= {GOAL_TURN}x the turn at {lo:,}: {factor:.2f}x ({met}; "
+            f"full loads: {turns[(hi, 'full')] / turns[(lo, 'full')]:.1f}x)"
+        )
     for row in storage_rows:
         if row.store == "memory":
-            _print(f"  memory per message <= {GOAL_MEMORY}x its JSON: {row.ratio:.2f}x "
-                   f"({'met' if row.ratio <= GOAL_MEMORY else 'NOT met'})")
+            _print(
+                f"  memory per message <= {GOAL_MEMORY}x its JSON: {row.ratio:.2f}x "
+                f"({'met' if row.ratio <= GOAL_MEMORY else 'NOT met'})"
+            )
     if config.quick:
         _print("(quick mode: short runs on a shared machine; figures are indicative, nothing fails on them)")
 
@@ -822,22 +877,28 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="short runs for CI (well under a minute)")
     parser.add_argument("--seconds", type=float, default=None, help="seconds per load run (default 5; quick 1)")
-    parser.add_argument("--repeats", type=int, default=None, help="load runs per figure, median taken (default 3; quick 1)")
-    parser.add_argument("--connections", type=int, default=None, help="keep-alive connections of the load generator (16)")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="load runs per figure, median taken (default 3; quick 1)"
+    )
+    parser.add_argument(
+        "--connections", type=int, default=None, help="keep-alive connections of the load generator (16)"
+    )
     parser.add_argument("--lengths", default=None, help="history lengths of the provider turns (default 10,1000,10000)")
-    parser.add_argument("--turns", type=int, default=None, help="full-load turns measured per length, 4x as many incremental ones (default 20; quick 2)")
+    parser.add_argument(
+        "--turns",
+        type=int,
+        default=None,
+        help="full-load turns measured per length, 4x as many incremental ones (default 20; quick 2)",
+    )
     parser.add_argument("--memory-messages", type=int, default=None, help="messages stored for the storage figures")
-    parser.add_argument("--stores", default=None, help="comma list of memory,sqlite,postgresql,redis (default: all available)")
+    parser.add_argument(
+        "--stores", default=None, help="comma list of memory,sqlite,postgresql,redis (default: all available)"
+    )
     parser.add_argument("--postgres-url", default=None, help="PostgreSQL server (default CHATLAB_TEST_POSTGRES_URL)")
     parser.add_argument("--redis-url", default=None, help="Redis server (default CHATLAB_TEST_REDIS_URL)")
-    parser.add_argument("--load", choices=["auto", "wrk", "python"], default="auto",
-                        help="load generator: wrk if installed (auto), or the built-in Python one")
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["--serve-child"]:
-        _serve_child(sys.argv[2:])
-    else:
-        cli = argparse.ArgumentParser(prog="python -m chatlab.bench")
-        add_arguments(cli)
-        sys.exit(run(config_from_args(cli.parse_args())))
+    parser.add_argument(
+        "--load",
+        choices=["auto", "wrk", "python"],
+        default="auto",
+        help="load generator: wrk if installed (auto), or the built-in Python one",
+    )

@@ -12,7 +12,7 @@ mode          ``CHATLAB_LLM`` = ``auto`` | ``offline`` | ``endpoint``   ``auto``
 ============  ==================================================  ==========================
 
 ``auto`` uses the endpoint when it answers ``GET {base_url}/models`` within a second,
-otherwise it starts the offline tutorial model (:mod:`chatlab.offline_model`).
+otherwise it starts the offline tutorial model (:mod:`chatlab.tutorial.offline_model`).
 ``endpoint`` never falls back (it raises if the endpoint does not answer); ``offline``
 never touches the network beyond the local offline model. Whatever is chosen is logged
 and printed, and returned in :class:`LLMConnection`.
@@ -32,9 +32,9 @@ from typing import Literal
 import httpx
 from agent_framework.openai import OpenAIChatCompletionClient
 
-from .errors import LLMUnavailableError
+from ..client.errors import LLMUnavailableError
+from ..runner import BackgroundServer
 from .offline_model import OFFLINE_MODEL_ID, start_offline_model
-from .runner import BackgroundServer
 
 __all__ = [
     "DEFAULT_API_KEY",
@@ -138,6 +138,8 @@ async def _offline(reason: str) -> LLMConnection:
     server = await asyncio.to_thread(start_offline_model)  # waits for the server: keep the loop free
     url = f"{server.url}/v1"
     client = OpenAIChatCompletionClient(model=OFFLINE_MODEL_ID, base_url=url, api_key=DEFAULT_API_KEY)
-    description = (f"the offline tutorial model ({OFFLINE_MODEL_ID}) at {url}, not a real LLM; "
-                   f"{reason}. Set CHATLAB_LLM=endpoint and OPENAI_BASE_URL to use yours.")
+    description = (
+        f"the offline tutorial model ({OFFLINE_MODEL_ID}) at {url}, not a real LLM; "
+        f"{reason}. Set CHATLAB_LLM=endpoint and OPENAI_BASE_URL to use yours."
+    )
     return LLMConnection(client, "offline", url, OFFLINE_MODEL_ID, description, server)

@@ -52,7 +52,9 @@ class RateLimit:
 class RateLimiter:
     """Token buckets per caller identity; thread-safe."""
 
-    def __init__(self, limit: RateLimit, *, clock: Callable[[], float] = time.monotonic, max_callers: int = 10_000) -> None:
+    def __init__(
+        self, limit: RateLimit, *, clock: Callable[[], float] = time.monotonic, max_callers: int = 10_000
+    ) -> None:
         self.limit = limit
         self._clock = clock
         self._max_callers = max_callers

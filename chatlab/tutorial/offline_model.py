@@ -30,7 +30,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from .runner import BackgroundServer
+from ..runner import BackgroundServer
 
 __all__ = [
     "OFFLINE_MODEL_ID",
@@ -73,15 +73,16 @@ class Reply:
 # --------------------------------------------------------------------------- the decision
 
 
-def decide(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
-           tool_choice: Any = None) -> Reply:
+def decide(
+    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None
+) -> Reply:
     """Decide the next assistant turn from an OpenAI ``messages`` list and the ``tools`` offered."""
     last_user = _last_index(messages, "user")
     if last_user is None:
         return Reply(text=f"{LABEL_EN} There is no user message to answer.")
     question = _text_of(messages[last_user])
     ja = bool(_JAPANESE.search(question))
-    since_question = messages[last_user + 1:]
+    since_question = messages[last_user + 1 :]
     time_tool = None if tool_choice == "none" else _find_time_tool(tools or [])
 
     if _ASKS_ELAPSED.search(question) and _MENTIONS_FIRST.search(question):
@@ -93,13 +94,22 @@ def decide(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, A
             return _time_reply(fresh[-1], ja)
         if time_tool:
             return Reply(tool_name=time_tool, tool_call_id=f"call_{_count_tool_calls(messages) + 1}")
-        return Reply(text=(f"{LABEL_JA}日時を取得するツールが渡されていないため、現在の日時はわかりません。" if ja
-                           else f"{LABEL_EN} No date/time tool was offered, so I cannot tell the current time."))
+        return Reply(
+            text=(
+                f"{LABEL_JA}日時を取得するツールが渡されていないため、現在の日時はわかりません。"
+                if ja
+                else f"{LABEL_EN} No date/time tool was offered, so I cannot tell the current time."
+            )
+        )
 
-    return Reply(text=(f"{LABEL_JA}このモデルは日時の取得と経過時間の計算だけに答えます。「現在時刻を教えてください」と聞いてください。"
-                       if ja else
-                       f"{LABEL_EN} I only answer questions about the current date/time and the time elapsed "
-                       "since then. Try: \"What time is it now?\""))
+    return Reply(
+        text=(
+            f"{LABEL_JA}このモデルは日時の取得と経過時間の計算だけに答えます。「現在時刻を教えてください」と聞いてください。"
+            if ja
+            else f"{LABEL_EN} I only answer questions about the current date/time and the time elapsed "
+            'since then. Try: "What time is it now?"'
+        )
+    )
 
 
 def _time_reply(value: str, ja: bool) -> Reply:
@@ -113,12 +123,18 @@ def _elapsed_reply(found: list[str], ja: bool) -> Reply:
             what = f"取得した時刻が1つ{seen}しかない" if found else "以前に取得した時刻が見つからない"
             return Reply(text=f"{LABEL_JA}この会話の履歴には{what}ため、経過時間を計算できません。")
         what = f"only one time ({found[0]})" if found else "no earlier time"
-        return Reply(text=f"{LABEL_EN} The conversation I was sent holds {what}, so I cannot tell how much time has passed.")
+        return Reply(
+            text=f"{LABEL_EN} The conversation I was sent holds {what}, so I cannot tell how much time has passed."
+        )
     first, last = found[0], found[-1]
     seconds = int((_parse(last) - _parse(first)).total_seconds())
     if ja:
-        return Reply(text=f"最初に取得した時刻（{first}）から、今回の取得時刻（{last}）まで **{_duration_ja(seconds)}** が経過しています。")
-    return Reply(text=f"From the first time I got ({first}) to the latest ({last}), **{_duration_en(seconds)}** have passed.")
+        return Reply(
+            text=f"最初に取得した時刻（{first}）から、今回の取得時刻（{last}）まで **{_duration_ja(seconds)}** が経過しています。"
+        )
+    return Reply(
+        text=f"From the first time I got ({first}) to the latest ({last}), **{_duration_en(seconds)}** have passed."
+    )
 
 
 def _duration_ja(seconds: int) -> str:
@@ -193,8 +209,11 @@ def _usage(messages: Sequence[Mapping[str, Any]], reply: Reply) -> dict[str, int
 
 
 def _tool_call(reply: Reply) -> dict[str, Any]:
-    return {"id": reply.tool_call_id, "type": "function",
-            "function": {"name": reply.tool_name, "arguments": reply.tool_arguments}}
+    return {
+        "id": reply.tool_call_id,
+        "type": "function",
+        "function": {"name": reply.tool_name, "arguments": reply.tool_arguments},
+    }
 
 
 def completion_json(reply: Reply, completion_id: str, created: int, usage: dict[str, int]) -> dict[str, Any]:
@@ -203,7 +222,10 @@ def completion_json(reply: Reply, completion_id: str, created: int, usage: dict[
     if reply.tool_name:
         message["tool_calls"] = [_tool_call(reply)]
     return {
-        "id": completion_id, "object": "chat.completion", "created": created, "model": OFFLINE_MODEL_ID,
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": OFFLINE_MODEL_ID,
         "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
         "usage": usage,
     }
@@ -211,9 +233,16 @@ def completion_json(reply: Reply, completion_id: str, created: int, usage: dict[
 
 def completion_chunks(reply: Reply, completion_id: str, created: int, usage: dict[str, int] | None) -> Iterator[str]:
     """The same answer as ``chat.completion.chunk`` SSE events, ending with ``[DONE]``."""
+
     def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-        chunk = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": OFFLINE_MODEL_ID,
-                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
+        chunk = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": OFFLINE_MODEL_ID,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+            **extra,
+        }
         return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
     yield event({"role": "assistant", "content": ""})
@@ -224,11 +253,17 @@ def completion_chunks(reply: Reply, completion_id: str, created: int, usage: dic
     else:
         text = reply.text or ""
         for i in range(0, len(text), 16):
-            yield event({"content": text[i:i + 16]})
+            yield event({"content": text[i : i + 16]})
     yield event({}, reply.finish_reason)
     if usage is not None:
-        usage_chunk = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
-                       "model": OFFLINE_MODEL_ID, "choices": [], "usage": usage}
+        usage_chunk = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": OFFLINE_MODEL_ID,
+            "choices": [],
+            "usage": usage,
+        }
         yield f"data: {json.dumps(usage_chunk)}\n\n"
     yield "data: [DONE]\n\n"
 
@@ -240,8 +275,10 @@ def create_offline_app() -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list",
-                "data": [{"id": OFFLINE_MODEL_ID, "object": "model", "created": 0, "owned_by": "chatlab"}]}
+        return {
+            "object": "list",
+            "data": [{"id": OFFLINE_MODEL_ID, "object": "model", "created": 0, "owned_by": "chatlab"}],
+        }
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:

@@ -208,7 +208,9 @@ def _decode_raw(item: Mapping[str, Any]) -> Content:
     elif t == "uri":
         fields.update(uri=_str(get("uri")), media_type=_str(get("mediaType")))
     elif t == "error":
-        fields.update(message=_str(get("message")), error_code=_str(get("errorCode")), error_details=_str(get("details")))
+        fields.update(
+            message=_str(get("message")), error_code=_str(get("errorCode")), error_details=_str(get("details"))
+        )
     elif t == "usage":
         fields["usage_details"] = _usage_from_meai(get("details"))
     elif t == "function_call":

@@ -19,7 +19,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 
-from ..stores.base import ANY, EncodedMessage
+from ...stores.base import ANY, EncodedMessage
 
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
 IDEMPOTENCY_KEY_PATTERN = r'^"?[\x20-\x21\x23-\x7e]{1,255}"?$'

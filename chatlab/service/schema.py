@@ -201,7 +201,9 @@ class ReplaceChatMessagesRequest(AppendChatMessagesRequest):
 class ChatHistorySummary(BaseModel):
     """One conversation in ``GET /chat-history``."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"conversationKey": "286d2f0b7b7a43688ad32556e3610f54", "messageCount": 4}]})
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"conversationKey": "286d2f0b7b7a43688ad32556e3610f54", "messageCount": 4}]}
+    )
     conversationKey: str
     messageCount: int
 
@@ -264,7 +266,9 @@ def _parse_json(body: bytes) -> Json:
     except UnicodeDecodeError as exc:
         raise BadRequest(400, f"the body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
-        raise BadRequest(400, f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise BadRequest(
+            400, f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
     except RecursionError:
         raise BadRequest(400, "the body is nested too deeply to be a chat message") from None
 
@@ -282,7 +286,7 @@ def _check_messages(messages: list[Json]) -> None:
     except ValidationError as exc:
         errors = [{"path": _path(("messages", *e["loc"])), "message": _message(e)} for e in exc.errors()]
         first = errors[0]
-        more = f" (and {len(errors) - 1} more in \"errors\")" if len(errors) > 1 else ""
+        more = f' (and {len(errors) - 1} more in "errors")' if len(errors) > 1 else ""
         raise BadRequest(400, f"{first['path']}: {first['message']}{more}", errors) from None
     for i, message in enumerate(messages):
         for j, content in enumerate(message["contents"]):
@@ -345,8 +349,12 @@ def _encode(message: Json) -> bytes:
     try:
         return _to_compact_json(message).encode()
     except UnicodeEncodeError:
-        raise BadRequest(400, "a message holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not valid text") from None
+        raise BadRequest(
+            400, "a message holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not valid text"
+        ) from None
 
 
 def _json_type(value: Json) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )

@@ -13,6 +13,5 @@ of their own; the service and ``python -m chatlab serve`` wire them. See docs/pr
 
 from .auth import ApiKeys, Caller, new_api_key
 from .ratelimit import RateLimit, RateLimiter
-from .retry import RetryPolicy
 
-__all__ = ["ApiKeys", "Caller", "RateLimit", "RateLimiter", "RetryPolicy", "new_api_key"]
+__all__ = ["ApiKeys", "Caller", "RateLimit", "RateLimiter", "new_api_key"]

@@ -37,10 +37,10 @@ after its ``Retry-After``, 502-504) with backoff (``retry=``); each append carri
 Unlike the article, a turn does not download the whole conversation again: the provider
 keeps what it loaded per conversation and asks only for what is new
 (``GET /chat-history/{key}?after=N``), checking with the conversation's version that what it
-holds is still the start of the conversation (:mod:`chatlab.history_cache`); when it is not
+holds is still the start of the conversation (:mod:`chatlab.client.cache`); when it is not
 (replaced or deleted by another client) it loads everything. ``max_history_messages`` /
 ``max_history_tokens`` hand the model only the end of a long conversation, never half a tool
-call (:mod:`chatlab.window`); the service keeps everything.
+call (:mod:`chatlab.client.window`); the service keeps everything.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ from urllib.parse import quote
 import httpx
 from agent_framework import AgentSession, HistoryProvider, Message
 
+from .cache import CachedHistory, HistoryCache, parse_version
 from .codec import messages_from_meai, messages_to_meai
 from .errors import (
     ChatHistoryServiceError,
@@ -69,8 +70,7 @@ from .errors import (
     ChatHistoryServiceUnavailable,
     ChatlabError,
 )
-from .history_cache import CachedHistory, HistoryCache, parse_version
-from .protections.retry import NO_RETRIES, RetryPolicy
+from .retry import NO_RETRIES, RetryPolicy
 from .window import estimate_tokens, window_messages
 
 __all__ = [
@@ -302,7 +302,11 @@ class RemoteChatHistoryProvider(HistoryProvider):
         return messages
 
     async def save_messages(
-        self, session_id: str | None, messages: Sequence[Message], *, state: dict[str, Any] | None = None,
+        self,
+        session_id: str | None,
+        messages: Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         """Append ``messages`` to the conversation in ``state`` in one request (all or nothing)."""

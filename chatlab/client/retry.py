@@ -11,7 +11,7 @@ It waits with exponential backoff and jitter between attempts, or as long as the
 ``Retry-After`` says (seconds or an HTTP date) when that is longer; a ``Retry-After`` beyond
 ``max_retry_after`` ends the retries at once. Only send requests through it that are safe to
 repeat: ``GET``, ``PUT``, ``DELETE``, and ``POST`` with an ``Idempotency-Key`` (what
-:class:`chatlab.provider.RemoteChatHistoryProvider` does), so a retried append never
+:class:`chatlab.client.provider.RemoteChatHistoryProvider` does), so a retried append never
 duplicates messages.
 """
 
@@ -23,7 +23,7 @@ import random
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 import httpx
@@ -76,7 +76,14 @@ class RetryPolicy:
                 if last or not is_transient(exc):
                     raise
                 wait = self.delay(attempt)
-                log.info("%s: no answer (%s); retry %d of %d in %.2f s", what, type(exc).__name__, attempt, self.attempts - 1, wait)
+                log.info(
+                    "%s: no answer (%s); retry %d of %d in %.2f s",
+                    what,
+                    type(exc).__name__,
+                    attempt,
+                    self.attempts - 1,
+                    wait,
+                )
             else:
                 if response.status_code not in RETRY_STATUSES or last:
                     return response
@@ -84,7 +91,14 @@ class RetryPolicy:
                 if asked is not None and asked > self.max_retry_after:
                     return response  # the service asks for longer than we wait: report it now
                 wait = max(self.delay(attempt), asked or 0.0)
-                log.info("%s: HTTP %d; retry %d of %d in %.2f s", what, response.status_code, attempt, self.attempts - 1, wait)
+                log.info(
+                    "%s: HTTP %d; retry %d of %d in %.2f s",
+                    what,
+                    response.status_code,
+                    attempt,
+                    self.attempts - 1,
+                    wait,
+                )
                 await response.aclose()
             await self.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -115,5 +129,5 @@ def retry_after_seconds(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 
-from .service.direct_routes import DirectRoute, direct
+from ..service.direct_routes import DirectRoute, direct
 
 
 async def _key(request: Request) -> dict[str, Any]:

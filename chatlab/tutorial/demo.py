@@ -12,16 +12,16 @@ import asyncio
 import os
 from typing import Any
 
+from ..client.provider import RemoteChatHistoryProvider, show_provider_calls
 from .agent import create_agent
 from .display import (
     create_or_resume_session,
-    print_external_store,
     print_agent_response,
+    print_external_store,
     print_session_id,
     print_state_bag,
 )
 from .llm import LLMConnection, connect_llm
-from .provider import RemoteChatHistoryProvider, show_provider_calls
 
 __all__ = ["ARTICLE_PROMPTS", "run_article_scenario", "run_demo"]
 
@@ -64,8 +64,8 @@ async def run_demo(
     pause: float = 2.0, service_url: str | None = None, llm_mode: str | None = None, runs: int = 2
 ) -> None:
     """Run the scenario ``runs`` times against one service: each run's store lists the earlier runs' keys."""
-    from .runner import BackgroundServer
-    from .service import create_app
+    from ..runner import BackgroundServer
+    from ..service import create_app
 
     url = service_url or os.environ.get("CHAT_HISTORY_SERVICE_URL")
     service = None
