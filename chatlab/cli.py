@@ -36,6 +36,10 @@ def _settings(args: argparse.Namespace) -> Any:
         options["rate_limit"] = RateLimit.parse(args.rate_limit, args.rate_burst)
     elif args.rate_burst:
         raise ValueError("--rate-burst needs --rate-limit")
+    if args.viewer is not None:
+        options["viewer"] = args.viewer
+    elif args.host not in LOOPBACK and not os.environ.get("CHATLAB_VIEWER", "").strip():
+        options["viewer"] = False  # on by default only on loopback
     return ServiceSettings(**options)
 
 
@@ -56,6 +60,8 @@ def _serve(args: argparse.Namespace) -> int:
     scheme = "https" if tls_cert else "http"
     print(f"Chat history service on {scheme}://{host}:{args.port} (store: {store}); Ctrl+C stops it.")
     print(f"Protections: {_describe(settings, tls_cert is not None)}.")
+    if settings.viewer:
+        print(f"Conversation viewer: {scheme}://{host}:{args.port}/ui (read-only; --no-viewer turns it off).")
     if args.host not in LOOPBACK:
         if settings.api_keys is None:
             warn = "Warning: listening beyond loopback without API keys: anyone who reaches it reads and writes."
@@ -187,8 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--api-keys-file",
         default=None,
         metavar="PATH",
-        help="NAMESPACE:KEY lines; requests then need `Authorization: Bearer KEY` (CHATLAB_API_KEYS_FILE, or the entries "
-        "in CHATLAB_API_KEYS)",
+        help="NAMESPACE:KEY lines; requests then need `Authorization: Bearer KEY` "
+        "(CHATLAB_API_KEYS_FILE, or the entries in CHATLAB_API_KEYS)",
     )
     access.add_argument(
         "--cors-origin",
@@ -208,6 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="PEM",
         help="the certificate's private key (CHATLAB_TLS_KEY)",
+    )
+    serve.add_argument(
+        "--viewer",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve the read-only conversation viewer at /ui (default: on when --host is loopback; CHATLAB_VIEWER)",
     )
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(run=_serve)

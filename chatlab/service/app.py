@@ -13,6 +13,7 @@ from .openapi import complete_openapi
 from .problems import add_error_handlers
 from .routes import add_routes
 from .settings import ServiceSettings
+from .ui import add_viewer
 
 
 def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
@@ -32,6 +33,8 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     )
     add_error_handlers(app)
     add_routes(app, the_store, settings)
+    if settings.viewer:
+        add_viewer(app)
     complete_openapi(app, settings)
     if settings.cors_origins:
         _allow_cross_origin(app, settings.cors_origins)

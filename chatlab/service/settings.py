@@ -30,6 +30,17 @@ def _env_int(name: str, default: int | None) -> int | None:
         raise ValueError(f"{name}={value!r} is not a whole number") from None
 
 
+def _env_flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={value!r} is not a yes/no value: use 1 or 0 (true/false, yes/no, on/off)")
+
+
 def _env_rate_limit() -> RateLimit | None:
     spec = os.environ.get("CHATLAB_RATE_LIMIT", "").strip()
     return RateLimit.parse(spec, _env_int("CHATLAB_RATE_BURST", None)) if spec else None
@@ -58,6 +69,9 @@ class ServiceSettings:
                                   ``CHATLAB_RATE_BURST``
     ``idempotency_ttl``           ``CHATLAB_IDEMPOTENCY_TTL``  86,400 s: how long a POST's
                                                                ``Idempotency-Key`` is remembered
+    ``viewer``                    ``CHATLAB_VIEWER``           on: the read-only conversation viewer
+                                                               at ``/ui`` (docs/viewer.md); ``serve``
+                                                               turns it off beyond loopback unless asked
     ============================  ===========================  ====================================
 
     ``api_keys`` takes an :class:`~chatlab.service.security.ApiKeys` or a mapping key -> namespace;
@@ -73,6 +87,7 @@ class ServiceSettings:
     cors_origins: tuple[str, ...] = field(default_factory=_env_origins)
     rate_limit: RateLimit | str | None = field(default_factory=_env_rate_limit)
     idempotency_ttl: float = field(default_factory=lambda: float(os.environ.get("CHATLAB_IDEMPOTENCY_TTL") or 86_400))
+    viewer: bool = field(default_factory=lambda: _env_flag("CHATLAB_VIEWER", True))
 
     def __post_init__(self) -> None:
         self._check()

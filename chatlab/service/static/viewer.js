@@ -1,0 +1,391 @@
+// The conversation viewer: reads the service's API (same origin, GET only) and shows it.
+// Every piece of data reaches the page through textContent or text nodes, never as HTML.
+"use strict";
+(() => {
+  const PAGE = 100; // messages per page (?after=N&limit=PAGE)
+  const KEY_STORE = "chatlab.viewer.apiKey"; // sessionStorage: this tab only
+  const $ = (id) => document.getElementById(id);
+
+  let memoryKey = null; // where the key lives when sessionStorage is unavailable
+  let view = null; // "list" or "conversation"
+  let page = null; // the conversation page shown: {key, start, count, generation, shown, calls}
+
+  class AuthError extends Error {}
+
+  // -- elements ------------------------------------------------------------------------------
+
+  /** An element with a class and children (strings become text nodes). */
+  function el(tag, className, ...children) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    for (const child of children) if (child !== null && child !== undefined) node.append(child);
+    return node;
+  }
+
+  function details(className, summary, open, ...body) {
+    const node = el("details", `content ${className}`, el("summary", null, ...summary), el("div", null, ...body));
+    node.open = open;
+    return node;
+  }
+
+  function pre(value) {
+    return el("pre", null, typeof value === "string" ? value : JSON.stringify(value, null, 2));
+  }
+
+  function status(text, isError = false) {
+    $("status").textContent = text;
+    $("status").className = isError ? "error" : "";
+  }
+
+  function formatTime(value) {
+    const date = new Date(value);
+    return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleString();
+  }
+
+  // -- the API key ---------------------------------------------------------------------------
+
+  function apiKey() {
+    try {
+      return window.sessionStorage.getItem(KEY_STORE);
+    } catch {
+      return memoryKey;
+    }
+  }
+
+  function setApiKey(key) {
+    memoryKey = key;
+    try {
+      if (key === null) window.sessionStorage.removeItem(KEY_STORE);
+      else window.sessionStorage.setItem(KEY_STORE, key);
+    } catch {
+      /* storage disabled: the key stays in memory */
+    }
+    $("forget-key").hidden = key === null;
+  }
+
+  function askForKey(message) {
+    $("key-message").textContent = message;
+    $("key-message").className = "error";
+    $("key-form").hidden = false;
+    $("list-view").hidden = true;
+    $("conversation-view").hidden = true;
+    $("key-input").focus();
+  }
+
+  // -- the API -------------------------------------------------------------------------------
+
+  async function problemDetail(response) {
+    try {
+      const problem = await response.json();
+      return problem.detail || problem.title || response.statusText;
+    } catch {
+      return response.statusText;
+    }
+  }
+
+  /** GET a path of the service; a 401 becomes an AuthError, any other refusal an Error saying why. */
+  async function get(path) {
+    const headers = { Accept: "application/json" };
+    const key = apiKey();
+    if (key) headers.Authorization = `Bearer ${key}`;
+    let response;
+    try {
+      response = await fetch(path, { headers, credentials: "omit", cache: "no-store" });
+    } catch (error) {
+      throw new Error(`The service does not answer (${error.message}): is it still running?`);
+    }
+    if (response.status === 401) {
+      const detail = await problemDetail(response);
+      if (key) {
+        setApiKey(null);
+        throw new AuthError(`The service refused this API key (${detail}). Enter a valid key.`);
+      }
+      throw new AuthError(`This service needs an API key (${detail}). Enter one to see your conversations.`);
+    }
+    if (!response.ok) throw new Error(`${response.status} ${response.statusText}: ${await problemDetail(response)}`);
+    return response;
+  }
+
+  /** The raw text of each message of a JSON array of objects, as the service sent it. */
+  function splitObjects(text) {
+    const items = [];
+    let depth = 0;
+    let start = -1;
+    let inString = false;
+    let escaped = false;
+    for (let i = 0; i < text.length; i++) {
+      const c = text[i];
+      if (inString) {
+        if (escaped) escaped = false;
+        else if (c === "\\") escaped = true;
+        else if (c === '"') inString = false;
+      } else if (c === '"') inString = true;
+      else if (c === "{" || c === "[") {
+        if (depth === 1 && c === "{") start = i;
+        depth++;
+      } else if (c === "}" || c === "]") {
+        depth--;
+        if (depth === 1 && c === "}") items.push(text.slice(start, i + 1));
+      }
+    }
+    return items;
+  }
+
+  async function readMessages(response) {
+    const text = await response.text();
+    const messages = JSON.parse(text);
+    let raws = splitObjects(text);
+    if (raws.length !== messages.length) raws = messages.map((m) => JSON.stringify(m));
+    return messages.map((message, i) => ({ message, raw: raws[i] }));
+  }
+
+  function generationOf(etag) {
+    const tag = (etag || "").replace(/^"|"$/g, "");
+    return tag === "0" ? null : tag.slice(0, tag.lastIndexOf("."));
+  }
+
+  function conversationPath(key, after, limit) {
+    return `/chat-history/${encodeURIComponent(key)}?after=${after}&limit=${limit}`;
+  }
+
+  // -- the list ------------------------------------------------------------------------------
+
+  async function showList() {
+    const summaries = await (await get("/chat-history")).json();
+    view = "list";
+    page = null;
+    $("conversations").tBodies[0].replaceChildren(...summaries.map(summaryRow));
+    $("empty").hidden = summaries.length > 0;
+    $("list-view").hidden = false;
+    $("conversation-view").hidden = true;
+    document.title = "Chat history";
+    status(`${summaries.length} conversation${summaries.length === 1 ? "" : "s"}.`);
+  }
+
+  function summaryRow(summary) {
+    const link = el("a", null, String(summary.conversationKey));
+    link.href = `#/c/${encodeURIComponent(summary.conversationKey)}`;
+    const written = summary.updatedAt ?? summary.createdAt;
+    return el(
+      "tr",
+      null,
+      el("td", "key", link),
+      el("td", "number", Number(summary.messageCount).toLocaleString()),
+      el("td", null, written ? formatTime(written) : "—"),
+    );
+  }
+
+  // -- a conversation ------------------------------------------------------------------------
+
+  async function showConversation(key, start) {
+    let response = await get(conversationPath(key, start, PAGE));
+    let count = Number(response.headers.get("X-Message-Count"));
+    if (start > 0 && start >= count) {
+      start = lastStart(count); // the page asked for is past the end: show the last one
+      response = await get(conversationPath(key, start, PAGE));
+      count = Number(response.headers.get("X-Message-Count"));
+    }
+    const items = await readMessages(response);
+    view = "conversation";
+    page = { key, start, count, generation: generationOf(response.headers.get("ETag")), shown: 0, calls: new Map() };
+    $("conversation-key").textContent = key;
+    $("messages").replaceChildren();
+    $("messages").start = start + 1;
+    appendMessages(items);
+    $("list-view").hidden = true;
+    $("conversation-view").hidden = false;
+    document.title = `${key} — chat history`;
+    status(count === 0 ? "This conversation holds no messages." : "");
+  }
+
+  function lastStart(count) {
+    return count === 0 ? 0 : Math.floor((count - 1) / PAGE) * PAGE;
+  }
+
+  function updatePager() {
+    const { start, count, shown } = page;
+    $("range").textContent =
+      count === 0 ? "no messages" : `messages ${start + 1} to ${start + shown} of ${count.toLocaleString()}`;
+    $("first").disabled = $("previous").disabled = start === 0;
+    $("next").disabled = $("last").disabled = start + PAGE >= count;
+  }
+
+  function appendMessages(items) {
+    const list = $("messages");
+    items.forEach(({ message, raw }) => list.append(messageItem(message, raw, page.start + page.shown++)));
+    updatePager();
+  }
+
+  function messageItem(message, raw, position) {
+    const role = typeof message.role === "string" ? message.role : "unknown";
+    const item = el("li", `message role-${/^[a-z]+$/.test(role) ? role : "other"}`);
+    const json = el("pre", "raw", raw);
+    json.hidden = true;
+    const toggle = el("button", null, "JSON");
+    toggle.type = "button";
+    toggle.title = "Show this message's MEAI ChatMessage JSON, as stored";
+    toggle.addEventListener("click", () => {
+      json.hidden = !json.hidden;
+    });
+    item.append(
+      el(
+        "div",
+        "meta",
+        el("span", "role", role),
+        message.authorName ? el("span", null, String(message.authorName)) : null,
+        message.createdAt ? el("span", null, formatTime(message.createdAt)) : null,
+        el("span", null, `#${position + 1}`),
+        toggle,
+      ),
+    );
+    const contents = Array.isArray(message.contents) ? message.contents : [];
+    for (const content of contents) item.append(contentNode(content));
+    item.append(json);
+    return item;
+  }
+
+  /** One content of a message, by its MEAI "$type"; tool calls get a slot their result fills. */
+  function contentNode(content) {
+    const type = content && content.$type;
+    switch (type) {
+      case "text":
+        return el("div", "text", String(content.text ?? ""));
+      case "functionCall":
+        return toolCall(content);
+      case "functionResult":
+        return toolResult(content);
+      case "reasoning":
+        return details("reasoning", [el("span", "label", "Reasoning")], false, el("div", "text", String(content.text ?? "")));
+      case "data":
+        return el("div", null, el("span", "label", "Data"), describeData(content));
+      case "uri":
+        return el("div", null, el("span", "label", "URI"), `${content.uri ?? ""} ${content.mediaType ? `(${content.mediaType})` : ""}`);
+      case "error":
+        return el("div", "text", el("span", "label", "Error"), `${content.errorCode ? `[${content.errorCode}] ` : ""}${content.message ?? ""}${content.details ? ` — ${content.details}` : ""}`);
+      case "usage":
+        return el("div", null, el("span", "label", "Usage"), describeUsage(content.details || {}));
+      default:
+        return details("other", [el("span", "label", String(type ?? "content without $type"))], false, pre(content));
+    }
+  }
+
+  function describeData(content) {
+    const uri = String(content.uri ?? "");
+    const media = /^data:([^;,]*)/.exec(uri);
+    const comma = uri.indexOf(",");
+    const size = comma < 0 ? 0 : Math.floor(((uri.length - comma - 1) * 3) / 4);
+    return `${content.name ?? "(unnamed)"} — ${media && media[1] ? media[1] : content.mediaType ?? "unknown type"}, about ${size.toLocaleString()} bytes`;
+  }
+
+  function describeUsage(details) {
+    const parts = [["input", details.inputTokenCount], ["output", details.outputTokenCount], ["total", details.totalTokenCount]];
+    return parts.filter(([, n]) => n !== undefined && n !== null).map(([name, n]) => `${name} ${n}`).join(", ") + " tokens";
+  }
+
+  function toolCall(content) {
+    const name = String(content.name ?? "(unnamed tool)");
+    const slot = el("div", "tool-result", el("span", "missing", "No result on this page yet."));
+    const node = details(
+      "tool-call",
+      [el("span", "label", "Tool call"), el("strong", null, name), " ", el("span", "call-id", String(content.callId ?? ""))],
+      true,
+      el("span", "label", "Arguments"),
+      el("div", "tool-arguments", pre(content.arguments ?? {})),
+      el("span", "label", "Result"),
+      slot,
+    );
+    if (content.callId !== undefined) page.calls.set(String(content.callId), { name, slot, filled: false });
+    return node;
+  }
+
+  function toolResult(content) {
+    const call = page.calls.get(String(content.callId));
+    if (call && !call.filled) {
+      call.filled = true;
+      call.slot.replaceChildren(pre(content.result ?? null));
+      return el("div", "paired", `↳ result of ${call.name} `, el("span", "call-id", String(content.callId)), " (shown with its call)");
+    }
+    return details(
+      "tool-result",
+      [el("span", "label", "Tool result"), el("span", "call-id", String(content.callId ?? ""))],
+      true,
+      el("span", "missing", "Its call is not on this page."),
+      pre(content.result ?? null),
+    );
+  }
+
+  // -- refresh: only what is new -------------------------------------------------------------
+
+  async function refresh() {
+    if (view !== "conversation") return showList();
+    const { key, count } = page;
+    const response = await get(conversationPath(key, count, PAGE));
+    const total = Number(response.headers.get("X-Message-Count"));
+    if (generationOf(response.headers.get("ETag")) !== page.generation || total < count) {
+      await showConversation(key, 0);
+      status("The conversation was replaced or deleted since it was read: shown again from the start.");
+      return;
+    }
+    const fresh = await readMessages(response);
+    const onLastPage = page.start + page.shown === count;
+    page.count = total;
+    if (onLastPage) appendMessages(fresh.slice(0, PAGE - page.shown));
+    else updatePager();
+    const added = total - count;
+    status(added === 0 ? "No new messages." : `${added} new message${added === 1 ? "" : "s"}.`);
+  }
+
+  // -- wiring --------------------------------------------------------------------------------
+
+  /** Do an action; say what went wrong if it fails (asking for a key on a 401). True if it worked. */
+  async function run(action) {
+    try {
+      await action();
+      $("key-form").hidden = true;
+      return true;
+    } catch (error) {
+      if (error instanceof AuthError) askForKey(error.message);
+      else status(error.message, true);
+      return false;
+    }
+  }
+
+  async function open() {
+    if (await run(describeService)) await route();
+  }
+
+  function route() {
+    const match = /^#\/c\/(.+)$/.exec(window.location.hash);
+    return run(() => (match ? showConversation(decodeURIComponent(match[1]), 0) : showList()));
+  }
+
+  async function describeService() {
+    const info = await (await get("/")).json();
+    $("service").textContent = `${info.service ?? ""} — ${info.description ?? ""}`;
+  }
+
+  function start() {
+    $("forget-key").hidden = apiKey() === null;
+    $("key-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const key = $("key-input").value.trim();
+      $("key-input").value = "";
+      if (!key) return;
+      setApiKey(key);
+      open();
+    });
+    $("forget-key").addEventListener("click", () => {
+      setApiKey(null);
+      run(showList);
+    });
+    $("refresh").addEventListener("click", () => run(refresh));
+    $("first").addEventListener("click", () => run(() => showConversation(page.key, 0)));
+    $("previous").addEventListener("click", () => run(() => showConversation(page.key, Math.max(0, page.start - PAGE))));
+    $("next").addEventListener("click", () => run(() => showConversation(page.key, page.start + PAGE)));
+    $("last").addEventListener("click", () => run(() => showConversation(page.key, lastStart(page.count))));
+    window.addEventListener("hashchange", route);
+    open();
+  }
+
+  start();
+})();

@@ -1,0 +1,49 @@
+"""The read-only conversation viewer at ``/ui``: one HTML page, a stylesheet and a script, shipped in the package.
+
+The page reads the service's own API from the browser (same origin, ``GET`` and ``HEAD`` only), so it
+sees exactly what an API client sees, API keys and namespaces included. Nothing is built and nothing
+is loaded from elsewhere, so it works offline. The files are read once, when the app is built.
+
+Hostile conversations stay text: the script only ever sets ``textContent``, and the page is served
+with a Content-Security-Policy that allows scripts, styles and requests from the service alone, no
+inline script, and (Trusted Types) no assignment of strings to ``innerHTML`` at all.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+from fastapi import FastAPI, Response
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
+    "require-trusted-types-for 'script'; trusted-types 'none'"
+)
+"""Only the service's own script, style and API; no inline code, no framing, no HTML from strings."""
+
+_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",  # a new version of the service serves its new page at once
+}
+_FILES = {
+    "/ui": ("index.html", "text/html; charset=utf-8"),
+    "/ui/viewer.css": ("viewer.css", "text/css; charset=utf-8"),
+    "/ui/viewer.js": ("viewer.js", "text/javascript; charset=utf-8"),
+}
+
+
+def add_viewer(app: FastAPI) -> None:
+    """Serve the viewer's three files (not part of the API: left out of the OpenAPI description)."""
+    static = files("chatlab.service").joinpath("static")
+    for path, (name, media_type) in _FILES.items():
+        _add_file(app, path, static.joinpath(name).read_bytes(), media_type)
+
+
+def _add_file(app: FastAPI, path: str, content: bytes, media_type: str) -> None:
+    async def serve_file() -> Response:
+        return Response(content, media_type=media_type, headers=_HEADERS)
+
+    app.add_api_route(path, serve_file, methods=["GET"], include_in_schema=False, name=f"viewer:{path}")

@@ -1,0 +1,176 @@
+"""Rich views for notebooks: a conversation as a chat, the store's summaries as a table.
+
+Each view is an object with ``_repr_html_`` (Jupyter shows the HTML) and a plain-text ``repr``
+(a terminal or a plain-text output shows that). Every value is escaped with :func:`html.escape`:
+a message holding ``<script>`` shows the text. The cells that mirror the article keep its console
+lines (:mod:`.display`); these views are for the cells where a picture helps.
+
+Messages are shown as the service stores them (MEAI ``ChatMessage`` JSON), so the view is the same
+whether it is given MAF ``Message`` objects or the JSON read from the service.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from html import escape
+from typing import Any
+
+from agent_framework import Message
+
+from ..client.codec import message_to_meai
+
+__all__ = ["ConversationView", "SummariesView", "show_conversation", "show_summaries"]
+
+_BUBBLE = "margin:4px 0;padding:6px 10px;border-radius:10px;border:1px solid #d9dde5;max-width:85%;"
+_BACKGROUND = {"user": "#dcecff", "tool": "#f1f5ee", "system": "#fff8e6"}
+_META = "font-size:11px;color:#667085;"
+_LABEL = "font-size:11px;font-weight:600;color:#667085;margin-right:6px;"
+_PRE = "margin:2px 0;padding:4px 6px;background:#f6f7f9;white-space:pre-wrap;font-size:12px;"
+
+
+def _e(value: Any) -> str:
+    """Any value as escaped text."""
+    return escape(value if isinstance(value, str) else str(value), quote=True)
+
+
+def _json(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
+
+
+class ConversationView:
+    """A conversation as a chat: user and assistant turns, each tool call with its arguments and its result."""
+
+    def __init__(self, messages: Iterable[Message | Mapping[str, Any]], title: str | None = None) -> None:
+        self.messages = [message_to_meai(m) if isinstance(m, Message) else dict(m) for m in messages]
+        self.title = title
+        self._results = {
+            str(c.get("callId")): c.get("result")
+            for m in self.messages
+            for c in _contents(m)
+            if c.get("$type") == "functionResult"
+        }
+
+    def _repr_html_(self) -> str:
+        title = f"<div style='font-weight:600;margin-bottom:4px'>{_e(self.title)}</div>" if self.title else ""
+        items = "".join(self._message_html(i, m) for i, m in enumerate(self.messages, 1))
+        count = f"<div style='{_META}'>{len(self.messages)} messages</div>"
+        style = "font-family:sans-serif;max-width:760px"
+        return f"<div class='chatlab-conversation' style='{style}'>{title}{count}{items}</div>"
+
+    def __repr__(self) -> str:
+        lines = [f"{self.title}:"] if self.title else []
+        for message in self.messages:
+            parts = [_text_of(c, self._results) for c in _contents(message)]
+            lines.append(f"{message.get('role', '?')}: {' | '.join(parts)}")
+        return "\n".join(lines) if lines else "(no messages)"
+
+    def _message_html(self, number: int, message: Mapping[str, Any]) -> str:
+        role = str(message.get("role", "unknown"))
+        align = "margin-left:auto;" if role == "user" else ""
+        style = f"{_BUBBLE}{align}background:{_BACKGROUND.get(role, '#ffffff')};"
+        meta = [f"<b style='color:#1d2330'>{_e(role)}</b>", f"#{number}"]
+        meta += [_e(message[k]) for k in ("authorName", "createdAt") if message.get(k)]
+        body = "".join(self._content_html(c) for c in _contents(message))
+        return (
+            f"<div class='chatlab-message' data-role='{_e(role)}' style='{style}'>"
+            f"<div style='{_META}'>{' · '.join(meta)}</div>{body}</div>"
+        )
+
+    def _content_html(self, content: Mapping[str, Any]) -> str:
+        kind = content.get("$type")
+        if kind == "text":
+            return f"<div style='white-space:pre-wrap'>{_e(content.get('text', ''))}</div>"
+        if kind == "functionCall":
+            return self._call_html(content)
+        if kind == "functionResult":
+            return f"<div style='{_META}'>↳ result of call {_e(content.get('callId', ''))} (shown with its call)</div>"
+        label = f"<span style='{_LABEL}'>{_e(kind or 'content')}</span>{_e(_text_of(content, self._results))}"
+        raw = f"<pre style='{_PRE}'>{_e(_json(dict(content)))}</pre>"
+        return f"<details class='chatlab-content'><summary>{label}</summary>{raw}</details>"
+
+    def _call_html(self, content: Mapping[str, Any]) -> str:
+        call_id = str(content.get("callId"))
+        result = (
+            f"<pre class='chatlab-result' style='{_PRE}'>{_e(_json(self._results[call_id]))}</pre>"
+            if call_id in self._results
+            else "<i>no result stored</i>"
+        )
+        arguments = _e(_json(content.get("arguments") or {}))
+        return (
+            f"<details open class='chatlab-tool-call' style='margin:2px 0'><summary><span style='{_LABEL}'>tool call"
+            f"</span><b>{_e(content.get('name', ''))}</b> <span style='{_META}'>{_e(call_id)}</span></summary>"
+            f"<div style='{_LABEL}'>arguments</div><pre class='chatlab-arguments' style='{_PRE}'>{arguments}</pre>"
+            f"<div style='{_LABEL}'>result</div>{result}</details>"
+        )
+
+
+class SummariesView:
+    """The store's conversations as a table: key, message count and, when the service says, when last written."""
+
+    def __init__(self, summaries: Iterable[Any]) -> None:
+        self.rows = [_summary_row(s) for s in summaries]
+
+    def _repr_html_(self) -> str:
+        head = "".join(
+            f"<th style='text-align:{a}'>{h}</th>"
+            for h, a in (("conversation key", "left"), ("messages", "right"), ("last written", "left"))
+        )
+        body = "".join(
+            f"<tr><td style='text-align:left;font-family:monospace'>{_e(key)}</td>"
+            f"<td style='text-align:right'>{count:,}</td><td style='text-align:left'>{_e(written or '—')}</td></tr>"
+            for key, count, written in self.rows
+        )
+        return f"<table class='chatlab-summaries'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    def __repr__(self) -> str:
+        lines = [f"{key}  {count:>6,}  {written or '—'}" for key, count, written in self.rows]
+        return "\n".join(lines) if lines else "(no conversations)"
+
+
+def show_conversation(messages: Iterable[Message | Mapping[str, Any]], title: str | None = None) -> ConversationView:
+    """A conversation as a chat (MAF messages, or MEAI JSON as the service returns it)."""
+    return ConversationView(messages, title)
+
+
+def show_summaries(summaries: Iterable[Any]) -> SummariesView:
+    """Summaries (the provider's ``get_conversation_summaries()`` or the service's JSON) as a table."""
+    return SummariesView(summaries)
+
+
+def _contents(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    contents = message.get("contents")
+    return [c for c in contents if isinstance(c, Mapping)] if isinstance(contents, list) else []
+
+
+def _text_of(content: Mapping[str, Any], results: Mapping[str, Any]) -> str:
+    """One content in a line of text."""
+    kind = content.get("$type")
+    if kind == "text":
+        return str(content.get("text", ""))
+    if kind == "functionCall":
+        call_id = str(content.get("callId"))
+        arguments = json.dumps(content.get("arguments") or {}, ensure_ascii=False)
+        outcome = f" -> {_json(results[call_id])}" if call_id in results else ""
+        return f"[tool call {content.get('name')} {arguments}{outcome}]"
+    if kind == "functionResult":
+        return f"[result of {content.get('callId')}]"
+    if kind in ("reasoning", "error"):
+        return f"[{kind}: {content.get('text') or content.get('message') or ''}]"
+    return f"[{kind}]"
+
+
+def _summary_row(summary: Any) -> tuple[str, int, str | None]:
+    """(key, count, last written) of a summary object or of the service's JSON."""
+    if isinstance(summary, Mapping):
+        written = summary.get("updatedAt") or summary.get("createdAt")
+        return str(summary["conversationKey"]), int(summary["messageCount"]), _when(written)
+    written = getattr(summary, "updated_at", None) or getattr(summary, "created_at", None)
+    return str(summary.conversation_key), int(summary.message_count), _when(written)
+
+
+def _when(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.isoformat(sep=" ", timespec="seconds") if isinstance(value, datetime) else str(value)
