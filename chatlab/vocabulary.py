@@ -6,23 +6,32 @@ Both sides import this module; it imports neither of them, so the arrows run
 * the environment variables chatlab reads;
 * :class:`ConversationSummary`, the article's ``ChatHistorySummary``;
 * :class:`Version`, a conversation's version (its ``ETag``) with its one format and parser;
-* :class:`Refused`, a request the service refuses (it becomes problem JSON).
+* :class:`Refused`, a request the service refuses (it becomes problem JSON);
+* :data:`CONTENT_KINDS`, the kinds of message content as each side names them: the codec, the
+  service's schema, the display and the history window all read this one table, so a new
+  ``$type`` is one new row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "ABSENT",
     "API_KEY_VARIABLE",
+    "CONTENT_KINDS",
     "DEFAULT_SERVICE_URL",
+    "LLM_VARIABLE",
     "SERVICE_URL_VARIABLE",
+    "ContentKind",
     "ConversationSummary",
     "Refused",
     "Version",
+    "kind_of_maf",
+    "kind_of_meai",
+    "link_of",
 ]
 
 SERVICE_URL_VARIABLE = "CHAT_HISTORY_SERVICE_URL"
@@ -30,6 +39,9 @@ SERVICE_URL_VARIABLE = "CHAT_HISTORY_SERVICE_URL"
 
 API_KEY_VARIABLE = "CHAT_HISTORY_SERVICE_API_KEY"
 """The API key a client sends to a service with keys on (docs/protections.md)."""
+
+LLM_VARIABLE = "CHATLAB_LLM"
+"""Which LLM the tutorial uses: ``offline``, ``endpoint`` or ``auto`` (docs/llm.md)."""
 
 DEFAULT_SERVICE_URL = "http://localhost:5000"
 """The article's service address, used when ``CHAT_HISTORY_SERVICE_URL`` is not set."""
@@ -106,3 +118,114 @@ class Refused(Exception):
 
     def __post_init__(self) -> None:
         super().__init__(self.detail)
+
+
+# --------------------------------------------------------------------------- content kinds
+
+Role = Literal["call", "result"]
+
+
+@dataclass(frozen=True, slots=True)
+class ContentKind:
+    """One kind of message content, as each side names it.
+
+    ``maf`` is the Agent Framework ``Content.type``, ``meai`` the ``$type`` .NET writes. A row
+    names both only where the codec converts one into the other field by field; a kind that
+    only one side has (or that the codec does not convert) crosses as an empty text content
+    that carries it whole (``chatlab.client.codec``). The service accepts every ``meai`` kind.
+    """
+
+    maf: str | None
+    meai: str | None
+    csharp: str | None = None
+    """The C# class name the article's ``PrintMessages`` prints (the MAF type when ``None``)."""
+    role: Role | None = None
+    """``"call"``: asks for something answered later; ``"result"``: answers an earlier call."""
+    link: str = "call_id"
+    """The MAF attribute that links a call to its results (approvals use their ``id``)."""
+    description: str | None = None
+    """One line for the service's OpenAPI description."""
+
+
+CONTENT_KINDS: tuple[ContentKind, ...] = (
+    # converted field by field (the article's kinds first, in the order the service lists them)
+    ContentKind("text", "text", "TextContent", description="Text."),
+    ContentKind("text_reasoning", "reasoning", "TextReasoningContent", description="The model's reasoning."),
+    ContentKind("data", "data", "DataContent", description="Binary data as a data: URI with base64."),
+    ContentKind("uri", "uri", "UriContent", description="A reference by URI."),
+    ContentKind("error", "error", "ErrorContent", description="An error reported in the conversation."),
+    ContentKind("usage", "usage", "UsageContent", description="Token usage."),
+    ContentKind(
+        "function_call",
+        "functionCall",
+        "FunctionCallContent",
+        "call",
+        description="A tool call requested by the model.",
+    ),
+    ContentKind(
+        "function_result", "functionResult", "FunctionResultContent", "result", description="The result of a tool call."
+    ),
+    ContentKind("hosted_file", "hostedFile"),
+    ContentKind("hosted_vector_store", "hostedVectorStore"),
+    # MEAI kinds the service stores as they come
+    ContentKind(None, "toolApprovalRequest"),
+    ContentKind(None, "toolApprovalResponse"),
+    ContentKind(None, "functionApprovalRequest"),
+    ContentKind(None, "functionApprovalResponse"),
+    ContentKind(None, "mcpServerToolCall"),
+    ContentKind(None, "mcpServerToolResult"),
+    ContentKind(None, "mcpServerToolApprovalRequest"),
+    ContentKind(None, "mcpServerToolApprovalResponse"),
+    ContentKind(None, "codeInterpreterToolCall"),
+    ContentKind(None, "codeInterpreterToolResult"),
+    ContentKind(None, "imageGenerationToolCall"),
+    ContentKind(None, "imageGenerationToolResult"),
+    ContentKind(None, "userInputRequest"),
+    ContentKind(None, "userInputResponse"),
+    # MAF kinds the codec carries whole; the calls and results among them bind the history window
+    ContentKind("code_interpreter_tool_call", None, role="call"),
+    ContentKind("code_interpreter_tool_result", None, role="result"),
+    ContentKind("image_generation_tool_call", None, role="call"),
+    ContentKind("image_generation_tool_result", None, role="result"),
+    ContentKind("mcp_server_tool_call", None, role="call"),
+    ContentKind("mcp_server_tool_result", None, role="result"),
+    ContentKind("search_tool_call", None, role="call"),
+    ContentKind("search_tool_result", None, role="result"),
+    ContentKind("shell_tool_call", None, role="call"),
+    ContentKind("shell_tool_result", None, role="result"),
+    ContentKind("shell_command_output", None, role="result"),
+    ContentKind("computer_tool_call", None, role="call"),
+    ContentKind("computer_tool_result", None, role="result"),
+    ContentKind("function_approval_request", None, role="call", link="id"),
+    ContentKind("function_approval_response", None, role="result", link="id"),
+    ContentKind("oauth_consent_request", None),
+)
+
+_BY_MAF = {kind.maf: kind for kind in CONTENT_KINDS if kind.maf is not None}
+_BY_MEAI = {kind.meai: kind for kind in CONTENT_KINDS if kind.meai is not None}
+
+
+def kind_of_maf(maf_type: str) -> ContentKind | None:
+    """The row of a MAF ``Content.type`` (``None`` for a type this table does not know)."""
+    return _BY_MAF.get(maf_type)
+
+
+def kind_of_meai(meai_type: str) -> ContentKind | None:
+    """The row of an MEAI ``$type`` (``None`` for a type this table does not know)."""
+    return _BY_MEAI.get(meai_type)
+
+
+def link_of(maf_type: str) -> tuple[Role, str] | None:
+    """Whether a MAF content type is a call or a result, and the attribute linking the two.
+
+    A type newer than this table is judged by its name (``..._call``, ``..._result``), so a
+    newer framework's tool calls still keep their results in the history window.
+    """
+    kind = _BY_MAF.get(maf_type)
+    if kind is not None:
+        return None if kind.role is None else (kind.role, kind.link)
+    if maf_type.endswith("_call"):
+        return "call", "call_id"
+    if maf_type.endswith("_result"):
+        return "result", "call_id"
+    return None

@@ -28,6 +28,7 @@ from typing import Any
 
 from agent_framework import Content, Message
 
+from ..vocabulary import CONTENT_KINDS
 from .errors import ChatHistoryCodecError
 
 __all__ = [
@@ -48,19 +49,8 @@ MEAI_EXTRA_KEY = "chatlab.meai"
 
 _ABSENT = "$absent"  # inside MEAI_EXTRA_KEY: keys the raw encoder writes but the original JSON lacked
 
-# MAF content type <-> MEAI "$type", for the types both sides share.
-_MAF_TO_MEAI_TYPE = {
-    "text": "text",
-    "text_reasoning": "reasoning",
-    "data": "data",
-    "uri": "uri",
-    "error": "error",
-    "usage": "usage",
-    "function_call": "functionCall",
-    "function_result": "functionResult",
-    "hosted_file": "hostedFile",
-    "hosted_vector_store": "hostedVectorStore",
-}
+# MAF content type <-> MEAI "$type", for the kinds the codec converts field by field (vocabulary.CONTENT_KINDS).
+_MAF_TO_MEAI_TYPE = {k.maf: k.meai for k in CONTENT_KINDS if k.maf is not None and k.meai is not None}
 _MEAI_TO_MAF_TYPE = {v: k for k, v in _MAF_TO_MEAI_TYPE.items()}
 
 # MEAI UsageDetails <-> MAF UsageDetails

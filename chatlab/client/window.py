@@ -4,8 +4,8 @@ The service keeps every message; the provider, when asked to (``RemoteChatHistor
 max_history_messages=..., max_history_tokens=...)``), passes the model only the longest
 *suffix* of the history that fits the budget and starts at a safe place. A place is safe
 when no tool call is cut from its result: a window never holds a function result whose call
-it lacks, nor a call whose results it lacks (``call_id`` links them; approval requests and
-responses are linked by their ``id``). If the newest messages alone break the budget (one
+it lacks, nor a call whose results it lacks (which contents are calls and results, and what links
+them, is in :data:`chatlab.vocabulary.CONTENT_KINDS`). If the newest messages alone break the budget (one
 huge tool result, say), the window is smaller than the budget allows, possibly empty; it is
 never larger.
 
@@ -21,30 +21,19 @@ from typing import Any
 
 from agent_framework import Message
 
-__all__ = ["estimate_tokens", "window_messages"]
+from ..vocabulary import link_of
 
-#: Content types that answer an earlier call with the same ``call_id`` (or ``id`` for approvals).
-_RESULT_SUFFIXES = ("_result",)
-_RESULT_TYPES = frozenset({"shell_command_output", "function_approval_response"})
-#: Content types that ask for something answered later.
-_CALL_SUFFIXES = ("_call",)
-_CALL_TYPES = frozenset({"function_approval_request"})
+__all__ = ["estimate_tokens", "window_messages"]
 
 
 def _link(content: Any) -> tuple[str | None, bool]:
     """The key linking a content to its partner, and whether it is the answering half."""
-    kind = content.type
-    if kind in _RESULT_TYPES or kind.endswith(_RESULT_SUFFIXES):
-        is_result = True
-    elif kind in _CALL_TYPES or kind.endswith(_CALL_SUFFIXES):
-        is_result = False
-    else:
+    link = link_of(content.type)
+    if link is None:
         return None, False
-    if kind.startswith("function_approval_"):
-        key = getattr(content, "id", None)
-        return (f"approval:{key}" if key else None), is_result
-    key = getattr(content, "call_id", None)
-    return (f"call:{key}" if key else None), is_result
+    role, attribute = link
+    key = getattr(content, attribute, None)
+    return (f"{attribute}:{key}" if key else None), role == "result"
 
 
 def estimate_tokens(message: Message) -> int:

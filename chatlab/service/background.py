@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ..runner import BackgroundServer
 from ..stores import ChatHistoryStore
+from ..vocabulary import SERVICE_URL_VARIABLE
 from .app import create_app
 from .routes import SERVICE_NAME
 from .settings import ServiceSettings
@@ -57,9 +58,9 @@ def ensure_service(port: int = 0, store: ChatHistoryStore | str | None = None) -
 
     Prints which, so a reader always knows where the history goes.
     """
-    url = os.environ.get("CHAT_HISTORY_SERVICE_URL")
+    url = os.environ.get(SERVICE_URL_VARIABLE)
     if url:
-        print(f"Chat history service: {url} (from CHAT_HISTORY_SERVICE_URL)")
+        print(f"Chat history service: {url} (from {SERVICE_URL_VARIABLE})")
         return ExternalService(url.rstrip("/"))
     server = start_service(port=port, store=store)
     print(f"Chat history service: {server.url} (started in a background thread of this process)")

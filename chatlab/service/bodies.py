@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
+from ..vocabulary import Refused
 from . import schema as wire
 from .settings import ServiceSettings
 
@@ -18,7 +19,7 @@ async def read_messages(request: Request, settings: ServiceSettings) -> list[byt
     if settings.max_message_bytes is not None:
         for i, message in enumerate(messages):
             if len(message) > settings.max_message_bytes:
-                raise wire.BadRequest(
+                raise Refused(
                     413,
                     f"messages[{i}] is {len(message)} bytes as compact JSON; the limit is "
                     f"{settings.max_message_bytes} bytes per message",
@@ -40,8 +41,8 @@ async def _read_body(request: Request, settings: ServiceSettings) -> bytes:
     return b"".join(chunks)
 
 
-def _too_large(settings: ServiceSettings) -> wire.BadRequest:
+def _too_large(settings: ServiceSettings) -> Refused:
     """The 413 of a body over the limit (built only when one is: this is every write's path)."""
-    return wire.BadRequest(
+    return Refused(
         413, f"the body is larger than {settings.max_body_bytes} bytes: send fewer or smaller messages per request"
     )

@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from .problems import Refused
+from ..vocabulary import Refused
 from .security.auth import ApiKeys, Caller
 from .security.ratelimit import RateLimiter, retry_after_header
 from .settings import ServiceSettings
@@ -36,7 +36,7 @@ def _rate_limit(settings: ServiceSettings) -> Callable[[str], None]:
                 raise Refused(
                     429,
                     f"too many requests: the limit is {limiter.limit}; retry after the Retry-After seconds",
-                    {"Retry-After": retry_after_header(wait)},
+                    headers={"Retry-After": retry_after_header(wait)},
                 )
 
     return limit
@@ -94,10 +94,10 @@ def _no_valid_key(request: Request) -> Refused:
         return Refused(
             401,
             "this service needs an API key: send it as `Authorization: Bearer <key>`",
-            {"WWW-Authenticate": 'Bearer realm="chat-history"'},
+            headers={"WWW-Authenticate": 'Bearer realm="chat-history"'},
         )
     return Refused(
         401,
         "the API key is not valid: send `Authorization: Bearer <key>` with a key the service was given",
-        {"WWW-Authenticate": 'Bearer realm="chat-history", error="invalid_token"'},
+        headers={"WWW-Authenticate": 'Bearer realm="chat-history", error="invalid_token"'},
     )

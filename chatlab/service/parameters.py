@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import Header, Path, Query, Request
 
-from . import schema as wire
+from ..vocabulary import Refused
 from .security.conditions import IDEMPOTENCY_KEY_PATTERN
 from .settings import KEY_PATTERN, ServiceSettings
 
@@ -72,7 +72,7 @@ def conversation_key_dependency(settings: ServiceSettings) -> Any:
         ),
     ) -> str:
         if not (1 <= len(key) <= max_length and pattern.fullmatch(key)):
-            raise wire.BadRequest(400, f"invalid conversationKey: {rule}")
+            raise Refused(400, f"invalid conversationKey: {rule}")
         return key
 
     return conversation_key
@@ -92,9 +92,7 @@ def read_position(request: Request, name: str, minimum: int) -> int | None:
         return None
     number = int(value) if value.isascii() and value.lstrip("-").isdigit() and value.count("-") <= 1 else None
     if number is None or not minimum <= number <= MAX_POSITION:
-        raise wire.BadRequest(
-            400, f"query parameter {name}={value!r}: use a whole number from {minimum} to {MAX_POSITION}"
-        )
+        raise Refused(400, f"query parameter {name}={value!r}: use a whole number from {minimum} to {MAX_POSITION}")
     return number
 
 
@@ -103,4 +101,4 @@ def parse_header(parse: Any, value: str | None) -> Any:
     try:
         return parse(value)
     except ValueError as exc:
-        raise wire.BadRequest(400, str(exc)) from None
+        raise Refused(400, str(exc)) from None

@@ -7,7 +7,7 @@ handlers here turn each into the same problem shape, so a client needs one way t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -17,7 +17,7 @@ from starlette.routing import Match
 
 from ..stores import StoreError
 from ..stores.base import IdempotencyKeyReused, VersionMismatch
-from . import schema as wire
+from ..vocabulary import Refused
 from .responses import json_response
 from .security.conditions import etag
 
@@ -31,16 +31,6 @@ _TITLES = {
     429: "Too Many Requests",
     503: "Service Unavailable",
 }
-
-
-class Refused(Exception):
-    """A request the service refuses; becomes a problem JSON response with ``headers``."""
-
-    def __init__(self, status: int, detail: str, headers: Mapping[str, str] | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.headers = dict(headers or {})
 
 
 def _problem_response(status: int, title: str, detail: str, errors: list[dict[str, Any]] | None = None) -> Response:
@@ -60,12 +50,9 @@ def add_error_handlers(app: FastAPI) -> None:
         app.add_exception_handler(exception, handler)
 
 
-async def _bad_request(_: Request, exc: wire.BadRequest) -> Response:
-    return _problem_response(exc.status, _TITLES.get(exc.status, "Bad Request"), exc.detail, exc.errors)
-
-
 async def _refused(_: Request, exc: Refused) -> Response:
-    response = _problem_response(exc.status, _TITLES.get(exc.status, "Error"), exc.detail)
+    title = _TITLES.get(exc.status) or HTTPStatus(exc.status).phrase
+    response = _problem_response(exc.status, title, exc.detail, exc.errors)
     response.headers.update(exc.headers)
     return response
 
@@ -128,7 +115,6 @@ def _http_hint(status: int) -> str:
 
 
 _HANDLERS: dict[type[Exception], Any] = {
-    wire.BadRequest: _bad_request,
     Refused: _refused,
     VersionMismatch: _precondition_failed,
     IdempotencyKeyReused: _idempotency_key_reused,

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAdapter, ValidationError
 
+from ..vocabulary import CONTENT_KINDS, Refused
+
 Json = Any
 
 
@@ -55,87 +57,42 @@ def _content(type_name: str, doc: str, **fields: Any) -> type[_Content]:
     return type(name, (_Content,), namespace)
 
 
-TextContent = _content("text", "Text.", text=(StrictStr | None, None))
-TextReasoningContent = _content(
-    "reasoning", "The model's reasoning.", text=(StrictStr | None, None), protectedData=(StrictStr | None, None)
-)
-DataContent = _content(
-    "data",
-    "Binary data as a data: URI with base64.",
-    uri=(StrictStr, ...),
-    name=(StrictStr | None, None),
-    mediaType=(StrictStr | None, None),
-)
-UriContent = _content("uri", "A reference by URI.", uri=(StrictStr, ...), mediaType=(StrictStr | None, None))
-ErrorContent = _content(
-    "error",
-    "An error reported in the conversation.",
-    message=(StrictStr | None, None),
-    errorCode=(StrictStr | None, None),
-    details=(StrictStr | None, None),
-)
-UsageContent = _content("usage", "Token usage.", details=(dict[str, Json] | None, None))
-FunctionCallContent = _content(
-    "functionCall",
-    "A tool call requested by the model.",
-    callId=(StrictStr, ...),
-    name=(StrictStr, ...),
-    arguments=(dict[str, Json] | None, None),
-    informationalOnly=(StrictBool | None, None),
-)
-FunctionResultContent = _content(
-    "functionResult", "The result of a tool call.", callId=(StrictStr, ...), result=(Json, None)
-)
-#: ``$type`` values MEAI registers beyond the ones chatlab reads; stored as they come.
-OTHER_CONTENT_TYPES = (
-    "hostedFile",
-    "hostedVectorStore",
-    "toolApprovalRequest",
-    "toolApprovalResponse",
-    "functionApprovalRequest",
-    "functionApprovalResponse",
-    "mcpServerToolCall",
-    "mcpServerToolResult",
-    "mcpServerToolApprovalRequest",
-    "mcpServerToolApprovalResponse",
-    "codeInterpreterToolCall",
-    "codeInterpreterToolResult",
-    "imageGenerationToolCall",
-    "imageGenerationToolResult",
-    "userInputRequest",
-    "userInputResponse",
-)
-_OTHER = [_content(t, f"MEAI content `{t}`, stored as received.") for t in OTHER_CONTENT_TYPES]
+#: The keys the service checks, per ``$type``; every other kind in the vocabulary is stored as received.
+_CHECKED_FIELDS: dict[str, dict[str, tuple[Any, Any]]] = {
+    "text": {"text": (StrictStr | None, None)},
+    "reasoning": {"text": (StrictStr | None, None), "protectedData": (StrictStr | None, None)},
+    "data": {"uri": (StrictStr, ...), "name": (StrictStr | None, None), "mediaType": (StrictStr | None, None)},
+    "uri": {"uri": (StrictStr, ...), "mediaType": (StrictStr | None, None)},
+    "error": {
+        "message": (StrictStr | None, None),
+        "errorCode": (StrictStr | None, None),
+        "details": (StrictStr | None, None),
+    },
+    "usage": {"details": (dict[str, Json] | None, None)},
+    "functionCall": {
+        "callId": (StrictStr, ...),
+        "name": (StrictStr, ...),
+        "arguments": (dict[str, Json] | None, None),
+        "informationalOnly": (StrictBool | None, None),
+    },
+    "functionResult": {"callId": (StrictStr, ...), "result": (Json, None)},
+}
 
+#: Every ``$type`` the service accepts, in the vocabulary's order (the OpenAPI ``oneOf`` lists them so).
+CONTENT_TYPES: tuple[str, ...] = tuple(kind.meai for kind in CONTENT_KINDS if kind.meai is not None)
+_CONTENT_MODELS = [
+    _content(
+        kind.meai,
+        kind.description or f"MEAI content `{kind.meai}`, stored as received.",
+        **_CHECKED_FIELDS.get(kind.meai, {}),
+    )
+    for kind in CONTENT_KINDS
+    if kind.meai is not None
+]
 AIContent = Annotated[
-    Union[  # noqa: UP007 - a runtime-built union needs the Union form
-        tuple(
-            [
-                TextContent,
-                TextReasoningContent,
-                DataContent,
-                UriContent,
-                ErrorContent,
-                UsageContent,
-                FunctionCallContent,
-                FunctionResultContent,
-                *_OTHER,
-            ]
-        )
-    ],
+    Union[tuple(_CONTENT_MODELS)],  # noqa: UP007 - a runtime-built union needs the Union form
     Field(discriminator=_TAG_FIELD),
 ]
-CONTENT_TYPES: tuple[str, ...] = (
-    "text",
-    "reasoning",
-    "data",
-    "uri",
-    "error",
-    "usage",
-    "functionCall",
-    "functionResult",
-    *OTHER_CONTENT_TYPES,
-)
 
 
 class ChatMessage(BaseModel):
@@ -199,10 +156,17 @@ class ReplaceChatMessagesRequest(AppendChatMessagesRequest):
 
 
 class ChatHistorySummary(BaseModel):
-    """One conversation in ``GET /chat-history``."""
+    """One conversation in ``GET /chat-history``, as it goes on the wire (camelCase keys).
+
+    Only the OpenAPI schema of that answer: the service and the stores hold summaries as
+    :class:`chatlab.vocabulary.ConversationSummary`.
+    """
 
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"conversationKey": "286d2f0b7b7a43688ad32556e3610f54", "messageCount": 4}]}
+        json_schema_extra={
+            "description": "One conversation in ``GET /chat-history``.",  # for API readers, not this docstring
+            "examples": [{"conversationKey": "286d2f0b7b7a43688ad32556e3610f54", "messageCount": 4}],
+        }
     )
     conversationKey: str
     messageCount: int
@@ -226,33 +190,23 @@ class Problem(BaseModel):
     )
 
 
-class BadRequest(Exception):
-    """A request the service refuses; becomes a problem JSON response."""
-
-    def __init__(self, status: int, detail: str, errors: list[dict[str, Any]] | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.errors = errors
-
-
 _messages_adapter = TypeAdapter(list[ChatMessage])
 
 
 def decode_messages_body(body: bytes, *, max_messages: int) -> list[bytes]:
     """Parse a ``{"messages": [...]}`` body once, check it and return each message as compact JSON.
 
-    Raises :class:`BadRequest` saying what is wrong; nothing is returned for a bad body,
+    Raises :class:`~chatlab.vocabulary.Refused` saying what is wrong; nothing is returned for a bad body,
     so a refused request changes nothing.
     """
     document = _parse_json(body)
     if not isinstance(document, dict) or "messages" not in document:
-        raise BadRequest(400, 'the body must be a JSON object with a "messages" list: {"messages": [...]}')
+        raise Refused(400, 'the body must be a JSON object with a "messages" list: {"messages": [...]}')
     messages = document["messages"]
     if not isinstance(messages, list):
-        raise BadRequest(400, f'"messages" must be a list of chat messages, not {_json_type(messages)}')
+        raise Refused(400, f'"messages" must be a list of chat messages, not {_json_type(messages)}')
     if len(messages) > max_messages:
-        raise BadRequest(
+        raise Refused(
             413, f"{len(messages)} messages in one request; the limit is {max_messages}: send them in smaller batches"
         )
     _check_messages(messages)
@@ -264,17 +218,15 @@ def _parse_json(body: bytes) -> Json:
         # what json.loads(body, parse_constant=...) does, without building a decoder per request
         return _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
     except UnicodeDecodeError as exc:
-        raise BadRequest(400, f"the body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+        raise Refused(400, f"the body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
-        raise BadRequest(
-            400, f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
+        raise Refused(400, f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
-        raise BadRequest(400, "the body is nested too deeply to be a chat message") from None
+        raise Refused(400, "the body is nested too deeply to be a chat message") from None
 
 
 def _reject_constant(name: str) -> None:
-    raise BadRequest(400, f"the body is not valid JSON: {name} is not a JSON number")
+    raise Refused(400, f"the body is not valid JSON: {name} is not a JSON number")
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
@@ -287,11 +239,11 @@ def _check_messages(messages: list[Json]) -> None:
         errors = [{"path": _path(("messages", *e["loc"])), "message": _message(e)} for e in exc.errors()]
         first = errors[0]
         more = f' (and {len(errors) - 1} more in "errors")' if len(errors) > 1 else ""
-        raise BadRequest(400, f"{first['path']}: {first['message']}{more}", errors) from None
+        raise Refused(400, f"{first['path']}: {first['message']}{more}", errors) from None
     for i, message in enumerate(messages):
         for j, content in enumerate(message["contents"]):
             if next(iter(content)) != "$type":
-                raise BadRequest(
+                raise Refused(
                     400,
                     f'messages[{i}].contents[{j}]: "$type" must be the first key of a content object '
                     "(.NET clients cannot read it otherwise)",
@@ -349,7 +301,7 @@ def _encode(message: Json) -> bytes:
     try:
         return _to_compact_json(message).encode()
     except UnicodeEncodeError:
-        raise BadRequest(
+        raise Refused(
             400, "a message holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not valid text"
         ) from None
 

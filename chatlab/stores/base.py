@@ -7,8 +7,8 @@ POSTs is what it GETs back and a read never re-encodes anything.
 Versions and idempotency (for ``ETag``/``If-Match`` and ``Idempotency-Key``) live in the
 store, so that checking them and writing are one atomic step in every store:
 
-* every conversation has a **version** that changes on every write and is never reused:
-  ``"<generation>.<count>"``. The generation is a fresh random token when the conversation
+* every conversation has a **version** (:class:`chatlab.vocabulary.Version`, kept here as its
+  text) that changes on every write and is never reused: ``"<generation>.<count>"``. The generation is a fresh random token when the conversation
   is created or replaced, and stays the same while it is only appended to; the count is how
   many messages it holds. So within one generation a conversation only grows, and a client
   that holds its first ``count`` messages can fetch just the rest (:meth:`~ChatHistoryStore.read_slice`)
@@ -34,11 +34,31 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from ..vocabulary import ABSENT, ConversationSummary, Version
+
+__all__ = [
+    "ABSENT",
+    "ANY",
+    "ChatHistoryStore",
+    "Conversation",
+    "ConversationSlice",
+    "ConversationSummary",
+    "EncodedMessage",
+    "Idempotency",
+    "IdempotencyKeyReused",
+    "StoreError",
+    "VersionMismatch",
+    "WriteResult",
+    "appended_version",
+    "check_slice",
+    "new_generation",
+    "new_version",
+    "prefix_upper_bound",
+    "version_matches",
+]
+
 EncodedMessage = bytes
 """One chat message as compact UTF-8 JSON (the article's ``ChatMessage`` wire format)."""
-
-ABSENT = "0"
-"""The version of a conversation that does not exist (never written, or deleted)."""
 
 ANY = "*"
 """In ``if_match``: any version, as long as the conversation exists (HTTP ``If-Match: *``)."""
@@ -51,7 +71,7 @@ def new_generation() -> str:
 
 def new_version(count: int = 0) -> str:
     """The version of a conversation just created or replaced with ``count`` messages: a new generation."""
-    return f"{new_generation()}.{count}"
+    return str(Version(new_generation(), count))
 
 
 def appended_version(current: str, count: int) -> str:
@@ -62,8 +82,8 @@ def appended_version(current: str, count: int) -> str:
     """
     if current == ABSENT:
         return new_version(count)
-    generation, dot, _ = current.rpartition(".")
-    return f"{generation if dot else current}.{count}"
+    parsed = Version.parse(current)
+    return str(Version(current if parsed is None else parsed.generation, count))
 
 
 def version_matches(current: str, if_match: Collection[str] | None) -> bool:
@@ -87,14 +107,6 @@ def prefix_upper_bound(prefix: str) -> str | None:
     if 0xD800 <= last <= 0xDFFF:
         last = 0xE000  # surrogates are not text
     return prefix[:-1] + chr(last)
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationSummary:
-    """The article's ``ChatHistorySummary``: a conversation key and how many messages it holds."""
-
-    conversation_key: str
-    message_count: int
 
 
 @dataclass(frozen=True, slots=True)

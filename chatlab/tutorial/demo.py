@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from ..client.provider import RemoteChatHistoryProvider, show_provider_calls
+from ..vocabulary import SERVICE_URL_VARIABLE
 from .agent import create_agent
 from .display import (
     create_or_resume_session,
@@ -67,7 +68,7 @@ async def run_demo(
     from ..runner import BackgroundServer
     from ..service import create_app
 
-    url = service_url or os.environ.get("CHAT_HISTORY_SERVICE_URL")
+    url = service_url or os.environ.get(SERVICE_URL_VARIABLE)
     service = None
     if url:
         print(f"[Service] using the chat history service at {url}")

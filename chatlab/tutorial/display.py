@@ -16,6 +16,7 @@ import httpx
 from agent_framework import AgentSession, Content, Message
 
 from ..client.provider import RemoteChatHistoryProvider
+from ..vocabulary import kind_of_maf
 
 __all__ = [
     "create_or_resume_session",
@@ -87,20 +88,9 @@ async def create_or_resume_session(
     return session
 
 
-_CSHARP_NAMES = {
-    "text": "TextContent",
-    "text_reasoning": "TextReasoningContent",
-    "data": "DataContent",
-    "uri": "UriContent",
-    "error": "ErrorContent",
-    "usage": "UsageContent",
-    "function_call": "FunctionCallContent",
-    "function_result": "FunctionResultContent",
-}
-
-
 def _format_content(content: Content) -> str:
-    name = _CSHARP_NAMES.get(content.type, content.type)
+    kind = kind_of_maf(content.type)
+    name = kind.csharp if kind is not None and kind.csharp else content.type
     return f"{name}: {content.text}" if content.type == "text" else name
 
 

@@ -34,6 +34,7 @@ from agent_framework.openai import OpenAIChatCompletionClient
 
 from ..client.errors import LLMUnavailableError
 from ..runner import BackgroundServer
+from ..vocabulary import LLM_VARIABLE
 from .offline_model import OFFLINE_MODEL_ID, start_offline_model
 
 __all__ = [
@@ -78,7 +79,7 @@ class LLMConnection:
 
 def llm_mode(mode: str | None = None) -> Mode:
     """The mode from the argument or ``CHATLAB_LLM`` (default ``auto``), validated."""
-    value = (mode or os.environ.get("CHATLAB_LLM") or "auto").strip().lower()
+    value = (mode or os.environ.get(LLM_VARIABLE) or "auto").strip().lower()
     if value not in MODES:
         raise ValueError(f"CHATLAB_LLM={value!r} is not a mode: use one of {', '.join(MODES)}")
     return value  # type: ignore[return-value]

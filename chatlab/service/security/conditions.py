@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 
 from ...stores.base import ANY, EncodedMessage
+from ...vocabulary import Version
 
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
 IDEMPOTENCY_KEY_PATTERN = r'^"?[\x20-\x21\x23-\x7e]{1,255}"?$'
@@ -28,8 +29,9 @@ _IDEMPOTENCY_KEY = re.compile(r'^"?([\x20-\x21\x23-\x7e]{1,255})"?$')
 
 
 def etag(version: str) -> str:
-    """The strong entity tag of a version: ``"<version>"``."""
-    return f'"{version}"'
+    """The strong entity tag of a version as a store keeps it: ``"<version>"``."""
+    parsed = Version.parse(version)
+    return f'"{version}"' if parsed is None else parsed.etag
 
 
 def parse_if_match(value: str | None) -> tuple[str, ...] | None:
@@ -51,7 +53,8 @@ def parse_if_match(value: str | None) -> tuple[str, ...] | None:
         if len(tag) >= 2 and tag[0] == tag[-1] == '"':
             tag = tag[1:-1]
         if tag and tag != ANY:
-            versions.append(tag)
+            version = Version.parse(tag)
+            versions.append(tag if version is None else str(version))
     return tuple(versions)
 
 
