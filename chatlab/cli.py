@@ -3,57 +3,26 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .service.settings import ServiceSettings
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def _settings(args: argparse.Namespace) -> Any:
-    from .service import ServiceSettings
-    from .service.security import ApiKeys
-    from .service.security.ratelimit import RateLimit
-
-    options: dict[str, Any] = {
-        name: getattr(args, name)
-        for name in (
-            "max_body_bytes",
-            "max_messages",
-            "max_message_bytes",
-            "key_pattern",
-            "key_max_length",
-            "idempotency_ttl",
-        )
-        if getattr(args, name) is not None
-    }
-    if args.api_keys_file:
-        options["api_keys"] = ApiKeys.from_file(args.api_keys_file)
-    if args.cors_origin:
-        options["cors_origins"] = tuple(args.cors_origin)
-    if args.rate_limit:
-        options["rate_limit"] = RateLimit.parse(args.rate_limit, args.rate_burst)
-    elif args.rate_burst:
-        raise ValueError("--rate-burst needs --rate-limit")
-    if args.viewer is not None:
-        options["viewer"] = args.viewer
-    elif args.host not in LOOPBACK and not os.environ.get("CHATLAB_VIEWER", "").strip():
-        options["viewer"] = False  # on by default only on loopback
-    return ServiceSettings(**options)
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .service import create_app
+    from .service.settings import settings_from_flags
     from .stores import describe_url
 
-    tls_cert = args.tls_cert or os.environ.get("CHATLAB_TLS_CERT") or None
-    tls_key = args.tls_key or os.environ.get("CHATLAB_TLS_KEY") or None
-    if (tls_cert is None) != (tls_key is None):
-        raise ValueError("TLS needs both --tls-cert and --tls-key (PEM files)")
-    settings = _settings(args)
+    # the viewer is on by default only on loopback, unless --viewer or CHATLAB_VIEWER asks for it
+    settings = settings_from_flags(args, defaults={"viewer": False} if args.host not in LOOPBACK else None)
+    tls_cert, tls_key = settings.tls_cert, settings.tls_key
     app = create_app(args.store, settings)
     host = f"[{args.host}]" if ":" in args.host else args.host
     store = describe_url(args.store)  # without a password
@@ -80,7 +49,7 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(settings: Any, tls: bool) -> str:
+def _describe(settings: ServiceSettings, tls: bool) -> str:
     parts = [
         f"API keys for namespaces {', '.join(settings.api_keys.namespaces)}" if settings.api_keys else "no API keys",
         f"CORS for {', '.join(settings.cors_origins)}" if settings.cors_origins else "no CORS",
@@ -124,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m chatlab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    from .service.settings import add_flags
+
     serve = commands.add_parser(
         "serve",
         help="run the chat history service in the foreground",
@@ -138,89 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to keep history (default memory://): sqlite:///history.db or a file path, "
         "postgresql://user@host/db, redis://host:6379/0 (see docs/stores.md)",
     )
-    limits = serve.add_argument_group("limits")
-    limits.add_argument(
-        "--max-body-bytes",
-        type=int,
-        default=None,
-        help="largest request body (default 8 MiB; CHATLAB_MAX_BODY_BYTES)",
-    )
-    limits.add_argument(
-        "--max-messages",
-        type=int,
-        default=None,
-        help="most messages per request (default 10000; CHATLAB_MAX_MESSAGES)",
-    )
-    limits.add_argument(
-        "--max-message-bytes",
-        type=int,
-        default=None,
-        help="largest message as compact JSON (default none; CHATLAB_MAX_MESSAGE_BYTES)",
-    )
-    limits.add_argument(
-        "--key-pattern",
-        default=None,
-        help="regular expression a conversation key must match (default ^[A-Za-z0-9_-]+$; CHATLAB_KEY_PATTERN)",
-    )
-    limits.add_argument(
-        "--key-max-length",
-        type=int,
-        default=None,
-        help="longest conversation key (default 128; CHATLAB_KEY_MAX_LENGTH)",
-    )
-    limits.add_argument(
-        "--rate-limit",
-        default=None,
-        metavar="N/PERIOD",
-        help="requests per API key (or client without keys): N/s, N/min or N/h (default none; CHATLAB_RATE_LIMIT)",
-    )
-    limits.add_argument(
-        "--rate-burst",
-        type=int,
-        default=None,
-        metavar="N",
-        help="requests allowed at once (default N of --rate-limit; CHATLAB_RATE_BURST)",
-    )
-    limits.add_argument(
-        "--idempotency-ttl",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="how long an Idempotency-Key is remembered (default 86400; CHATLAB_IDEMPOTENCY_TTL)",
-    )
-    access = serve.add_argument_group("access")
-    access.add_argument(
-        "--api-keys-file",
-        default=None,
-        metavar="PATH",
-        help="NAMESPACE:KEY lines; requests then need `Authorization: Bearer KEY` "
-        "(CHATLAB_API_KEYS_FILE, or the entries in CHATLAB_API_KEYS)",
-    )
-    access.add_argument(
-        "--cors-origin",
-        action="append",
-        default=None,
-        metavar="ORIGIN",
-        help="allow browser calls from this origin (repeatable; CHATLAB_CORS_ORIGINS, comma-separated)",
-    )
-    access.add_argument(
-        "--tls-cert",
-        default=None,
-        metavar="PEM",
-        help="serve HTTPS with this certificate chain (CHATLAB_TLS_CERT)",
-    )
-    access.add_argument(
-        "--tls-key",
-        default=None,
-        metavar="PEM",
-        help="the certificate's private key (CHATLAB_TLS_KEY)",
-    )
-    serve.add_argument(
-        "--viewer",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="serve the read-only conversation viewer at /ui (default: on when --host is loopback; CHATLAB_VIEWER)",
-    )
+    add_flags(serve)
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(run=_serve)
 
@@ -255,9 +144,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from pydantic import ValidationError
+
+    from .service.settings import describe_error
+
     args = build_parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
     try:
-        return args.run(args)
-    except ValueError as exc:  # bad option values: say what is wrong, no traceback
+        return run(args)
+    except ValidationError as exc:  # a bad setting: name it and say what is wrong, no traceback
+        print(f"error: {describe_error(exc)}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # other bad option values
         print(f"error: {exc}", file=sys.stderr)
         return 2

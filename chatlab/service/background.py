@@ -27,8 +27,12 @@ def start_service(
 
     Returns the running :class:`~chatlab.runner.BackgroundServer` (``.url``, ``.stop()``).
     Calling it again with the same host and port returns the server already running, so
-    a notebook cell can be re-run. ``tls_cert``/``tls_key`` (PEM files) serve HTTPS.
+    a notebook cell can be re-run. ``tls_cert``/``tls_key`` (PEM files) serve HTTPS; without them,
+    the settings' (``CHATLAB_TLS_CERT``/``CHATLAB_TLS_KEY``) do.
     """
+    settings = settings or ServiceSettings()
+    if tls_cert is None and tls_key is None:
+        tls_cert, tls_key = settings.tls_cert, settings.tls_key
     return BackgroundServer.ensure(
         lambda: create_app(store, settings),
         name=SERVICE_NAME,

@@ -1,118 +1,305 @@
-"""What the service allows, each default read from the environment (docs/protections.md).
+"""What the service allows: one typed field per setting (docs/protections.md).
 
-The article's plain requests work unchanged. What it leaves out is here as options of
-:class:`ServiceSettings`, all off by default: API keys scoped to namespaces, CORS, limits,
-a rate limit. ``ETag``/``If-Match`` versions and ``Idempotency-Key`` retries need no option:
-they are always on, since a client that does not use them sees no difference.
+Each field of :class:`ServiceSettings` is the whole declaration of its setting: its type and
+default, its environment variable (``CHATLAB_`` + the field's name in capitals), its
+``python -m chatlab serve`` flag and help (:func:`add_flags`), and its row in the docs
+(:func:`settings_table`). Adding a setting is adding a field.
+
+The article's plain requests work unchanged: every protection is off by default. Versions
+(``ETag``/``If-Match``) and ``Idempotency-Key`` retries need no setting: a client that does
+not use them sees no difference.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .security.auth import ApiKeys
 from .security.ratelimit import RateLimit
 
+__all__ = [
+    "ENV_PREFIX",
+    "KEY_MAX_LENGTH",
+    "KEY_PATTERN",
+    "Flag",
+    "ServiceSettings",
+    "add_flags",
+    "describe_error",
+    "settings_from_flags",
+    "settings_table",
+]
+
+ENV_PREFIX = "CHATLAB_"
 KEY_PATTERN = r"^[A-Za-z0-9_-]+$"
 KEY_MAX_LENGTH = 128
 
 
-def _env_int(name: str, default: int | None) -> int | None:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"{name}={value!r} is not a whole number") from None
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """How a setting shows on ``serve``: its group of flags, ``metavar``, and what differs from the usual.
 
-
-def _env_flag(name: str, default: bool) -> bool:
-    value = os.environ.get(name, "").strip().lower()
-    if not value:
-        return default
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{name}={value!r} is not a yes/no value: use 1 or 0 (true/false, yes/no, on/off)")
-
-
-def _env_rate_limit() -> RateLimit | None:
-    spec = os.environ.get("CHATLAB_RATE_LIMIT", "").strip()
-    return RateLimit.parse(spec, _env_int("CHATLAB_RATE_BURST", None)) if spec else None
-
-
-def _env_origins() -> tuple[str, ...]:
-    return tuple(o for o in re.split(r"[,\s]+", os.environ.get("CHATLAB_CORS_ORIGINS", "")) if o)
-
-
-@dataclass(frozen=True)
-class ServiceSettings:
-    """What the service allows; each default comes from the environment (docs/protections.md).
-
-    ============================  ===========================  ====================================
-    setting                       environment variable         default
-    ============================  ===========================  ====================================
-    ``max_body_bytes``            ``CHATLAB_MAX_BODY_BYTES``   8 MiB (413 over it)
-    ``max_messages``              ``CHATLAB_MAX_MESSAGES``     10,000 per request (413 over it)
-    ``max_message_bytes``         ``CHATLAB_MAX_MESSAGE_BYTES`` none (413 over it)
-    ``key_pattern``               ``CHATLAB_KEY_PATTERN``      ``^[A-Za-z0-9_-]+$`` (400 otherwise)
-    ``key_max_length``            ``CHATLAB_KEY_MAX_LENGTH``   128 (400 over it)
-    ``api_keys``                  ``CHATLAB_API_KEYS``,        none: no authentication (401 without
-                                  ``CHATLAB_API_KEYS_FILE``    a valid key when given)
-    ``cors_origins``              ``CHATLAB_CORS_ORIGINS``     none: no CORS headers
-    ``rate_limit``                ``CHATLAB_RATE_LIMIT``,      none (429 + Retry-After when given)
-                                  ``CHATLAB_RATE_BURST``
-    ``idempotency_ttl``           ``CHATLAB_IDEMPOTENCY_TTL``  86,400 s: how long a POST's
-                                                               ``Idempotency-Key`` is remembered
-    ``viewer``                    ``CHATLAB_VIEWER``           on: the read-only conversation viewer
-                                                               at ``/ui`` (docs/viewer.md); ``serve``
-                                                               turns it off beyond loopback unless asked
-    ============================  ===========================  ====================================
-
-    ``api_keys`` takes an :class:`~chatlab.service.security.ApiKeys` or a mapping key -> namespace;
-    ``rate_limit`` a :class:`~chatlab.service.security.RateLimit` or a spec like ``"10/s"``.
+    The flag is ``--`` + the field's name with dashes unless ``name`` says otherwise; ``repeat``
+    lets it be given several times (the values make the tuple); ``group=None`` means no flag
+    (the environment variable or the constructor only). ``default`` is the default as people say it.
     """
 
-    max_body_bytes: int = field(default_factory=lambda: _env_int("CHATLAB_MAX_BODY_BYTES", 8 * 1024 * 1024))
-    max_messages: int = field(default_factory=lambda: _env_int("CHATLAB_MAX_MESSAGES", 10_000))
-    max_message_bytes: int | None = field(default_factory=lambda: _env_int("CHATLAB_MAX_MESSAGE_BYTES", None))
-    key_pattern: str = field(default_factory=lambda: os.environ.get("CHATLAB_KEY_PATTERN") or KEY_PATTERN)
-    key_max_length: int = field(default_factory=lambda: _env_int("CHATLAB_KEY_MAX_LENGTH", KEY_MAX_LENGTH))
-    api_keys: ApiKeys | Mapping[str, str] | None = field(default_factory=ApiKeys.from_env, repr=False)
-    cors_origins: tuple[str, ...] = field(default_factory=_env_origins)
-    rate_limit: RateLimit | str | None = field(default_factory=_env_rate_limit)
-    idempotency_ttl: float = field(default_factory=lambda: float(os.environ.get("CHATLAB_IDEMPOTENCY_TTL") or 86_400))
-    viewer: bool = field(default_factory=lambda: _env_flag("CHATLAB_VIEWER", True))
+    group: str | None = "limits"
+    metavar: str | None = None
+    name: str | None = None
+    repeat: bool = False
+    default: str | None = None
 
-    def __post_init__(self) -> None:
-        self._check()
-        self._normalise()
 
-    def _check(self) -> None:
-        """Refuse a setting the service could not honour, before it serves anything."""
-        for name in ("max_body_bytes", "max_messages", "key_max_length"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a whole number of at least 1, not {getattr(self, name)!r}")
-        if self.max_message_bytes is not None and self.max_message_bytes < 1:
-            raise ValueError(f"max_message_bytes must be at least 1, not {self.max_message_bytes!r}")
-        if not self.idempotency_ttl > 0:
-            raise ValueError(f"idempotency_ttl must be a positive number of seconds, not {self.idempotency_ttl!r}")
+ENV_ONLY = Flag(group=None)
+
+
+class ServiceSettings(BaseSettings):
+    """What the service allows; a field not given comes from its ``CHATLAB_*`` variable, else its default.
+
+    ``api_keys`` also takes a mapping key -> namespace or ``NAMESPACE:KEY`` text, and
+    ``rate_limit`` a spec like ``"10/s"``; they are held as :class:`~chatlab.service.security.ApiKeys`
+    and :class:`~chatlab.service.security.RateLimit`. A bad value raises ``ValueError`` (a pydantic
+    ``ValidationError``) naming the setting.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_ignore_empty=True, frozen=True, extra="forbid", arbitrary_types_allowed=True
+    )
+
+    max_body_bytes: Annotated[
+        int, Field(ge=1, description="largest request body, in bytes; `413` over it"), Flag(default="8 MiB")
+    ] = 8 * 1024 * 1024
+    max_messages: Annotated[int, Field(ge=1, description="most messages per request; `413` over it")] = 10_000
+    max_message_bytes: Annotated[
+        int | None,
+        Field(ge=1, description="largest message as compact JSON, in bytes; `413` naming the message"),
+    ] = None
+    key_pattern: Annotated[
+        str,
+        Field(description="regular expression a conversation key must match; `400` otherwise"),
+        Flag(metavar="REGEX"),
+    ] = KEY_PATTERN
+    key_max_length: Annotated[int, Field(ge=1, description="longest conversation key; `400` over it")] = KEY_MAX_LENGTH
+    rate_burst: Annotated[
+        int | None,
+        Field(ge=1, description="requests allowed at once under the rate limit"),
+        Flag(metavar="N", default="N of the rate limit"),
+    ] = None
+    rate_limit: Annotated[
+        RateLimit | None,
+        NoDecode,
+        Field(
+            validate_default=True,
+            description="requests per API key (or client without keys): N/s, N/min or N/h; `429` + `Retry-After` "
+            "over it",
+        ),
+        Flag(metavar="N/PERIOD"),
+    ] = None
+    idempotency_ttl: Annotated[
+        float,
+        Field(
+            gt=0,
+            description="seconds an `Idempotency-Key` is remembered (a retry with it is answered as the first time)",
+        ),
+        Flag(metavar="SECONDS", default="86400 (a day)"),
+    ] = 86_400.0
+    api_keys_file: Annotated[
+        Path | None,
+        Field(
+            description="a file of `NAMESPACE:KEY` lines; requests then need `Authorization: Bearer KEY` "
+            "(`401` + `WWW-Authenticate` without a valid key)"
+        ),
+        Flag(group="access", metavar="PATH"),
+    ] = None
+    api_keys: Annotated[
+        ApiKeys | None,
+        NoDecode,
+        Field(
+            repr=False,
+            validate_default=True,
+            description="`NAMESPACE:KEY` entries, comma- or newline-separated (added to the file's); "
+            "not a flag: a command line shows in `ps`",
+        ),
+        ENV_ONLY,
+    ] = None
+    cors_origins: Annotated[
+        tuple[str, ...],
+        NoDecode,
+        Field(
+            description="allow browser calls from these origins (preflight `200` for a listed origin, `400` "
+            "otherwise; the variable: comma-separated)"
+        ),
+        Flag(group="access", metavar="ORIGIN", name="--cors-origin", repeat=True),
+    ] = ()
+    tls_cert: Annotated[
+        Path | None,
+        Field(description="serve HTTPS with this certificate chain (PEM; with `tls_key`)"),
+        Flag(group="access", metavar="PEM"),
+    ] = None
+    tls_key: Annotated[
+        Path | None,
+        Field(description="the certificate's private key (PEM; with `tls_cert`)"),
+        Flag(group="access", metavar="PEM"),
+    ] = None
+
+    viewer: Annotated[
+        bool,
+        Field(description="serve the read-only conversation viewer at `/ui` (docs/viewer.md)"),
+        Flag(group="access", default="on; `serve` beyond loopback: off unless asked"),
+    ] = True
+
+    @field_validator("key_pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
         try:
-            re.compile(self.key_pattern)
+            re.compile(pattern)
         except re.error as exc:
-            raise ValueError(
-                f"the conversation key pattern {self.key_pattern!r} is not a regular expression: {exc}"
-            ) from None
+            raise ValueError(f"the conversation key pattern {pattern!r} is not a regular expression: {exc}") from None
+        return pattern
 
-    def _normalise(self) -> None:
-        """Turn the convenient forms (a mapping of keys, a rate spec, any iterable of origins) into the real ones."""
-        if self.api_keys is not None and not isinstance(self.api_keys, ApiKeys):
-            object.__setattr__(self, "api_keys", ApiKeys(self.api_keys))
-        if isinstance(self.rate_limit, str):
-            object.__setattr__(self, "rate_limit", RateLimit.parse(self.rate_limit))
-        object.__setattr__(self, "cors_origins", tuple(self.cors_origins))
+    @field_validator("rate_limit", mode="before")
+    @classmethod
+    def _parse_rate(cls, value: Any) -> Any:
+        return RateLimit.parse(value) if isinstance(value, str) else value
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _with_burst(cls, limit: RateLimit | None, info: ValidationInfo) -> RateLimit | None:
+        burst = info.data.get("rate_burst")
+        if burst is None:
+            return limit
+        if limit is None:
+            raise ValueError("missing, yet a rate burst (--rate-burst, CHATLAB_RATE_BURST) is given")
+        return replace(limit, burst=burst)
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _parse_keys(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return ApiKeys.parse(value) if value.strip() else None
+        if isinstance(value, Mapping):
+            return ApiKeys(value)
+        return value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _with_file(cls, keys: ApiKeys | None, info: ValidationInfo) -> ApiKeys | None:
+        path = info.data.get("api_keys_file")
+        if path is None:
+            return keys
+        from_file = ApiKeys.from_file(path)
+        return from_file if keys is None else ApiKeys.combine(keys, from_file)
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(origin for origin in re.split(r"[,\s]+", value) if origin)
+        return tuple(value) if isinstance(value, Iterable) else value
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> ServiceSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both --tls-cert and --tls-key (CHATLAB_TLS_CERT, CHATLAB_TLS_KEY): PEM files")
+        return self
+
+
+# --------------------------------------------------------------------------- the flags and the docs, from the fields
+
+
+def _flag_of(info: FieldInfo) -> Flag:
+    return next((m for m in info.metadata if isinstance(m, Flag)), Flag())
+
+
+def _env(name: str) -> str:
+    return ENV_PREFIX + name.upper()
+
+
+def _flag_name(name: str, flag: Flag) -> str:
+    return flag.name or "--" + name.replace("_", "-")
+
+
+def _value_type(info: FieldInfo) -> type:
+    """What a flag's text is converted to before the field checks it (``str`` when the field parses text)."""
+    return next((t for t in (int, float) if info.annotation in (t, t | None)), str)
+
+
+def _default_text(info: FieldInfo, flag: Flag) -> str:
+    if flag.default is not None:
+        return flag.default
+    return "none" if info.default in (None, ()) else f"`{info.default}`"
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting (``--max-body-bytes``, ...), with the field's description as its help."""
+    groups: dict[str, Any] = {}
+    for name, info in ServiceSettings.model_fields.items():
+        flag = _flag_of(info)
+        if flag.group is None:
+            continue
+        group = groups.get(flag.group) or groups.setdefault(flag.group, parser.add_argument_group(flag.group))
+        help_text = f"{info.description} (default {_default_text(info, flag)}; {_env(name)})".replace("`", "")
+        if info.annotation is bool:  # --name / --no-name
+            group.add_argument(_flag_name(name, flag), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
+            continue
+        group.add_argument(
+            _flag_name(name, flag),
+            dest=name,
+            type=_value_type(info),
+            default=None,
+            metavar=flag.metavar,
+            action="append" if flag.repeat else "store",
+            help=help_text.replace("%", "%%"),
+        )
+
+
+def settings_from_flags(args: argparse.Namespace, defaults: Mapping[str, Any] | None = None) -> ServiceSettings:
+    """The settings: each flag given wins over its environment variable.
+
+    ``defaults`` replace a field's own default when neither its flag nor its variable is given.
+    """
+    given = {name: getattr(args, name, None) for name in ServiceSettings.model_fields}
+    for name, value in (defaults or {}).items():
+        if given.get(name) is None and not os.environ.get(_env(name), "").strip():
+            given[name] = value
+    return ServiceSettings(**{name: value for name, value in given.items() if value is not None})
+
+
+def describe_error(error: ValidationError) -> str:
+    """A ``ValidationError`` as people read it: one ``setting (--flag, VARIABLE): what is wrong`` per line."""
+    lines = []
+    for item in error.errors():
+        name = str(item["loc"][0]) if item["loc"] else ""
+        info = ServiceSettings.model_fields.get(name)
+        where = f"{name} ({_flag_name(name, _flag_of(info))}, {_env(name)}): " if info is not None else ""
+        message = str(item["msg"]).removeprefix("Value error, ")
+        lines.append(where + message)
+    return "; ".join(lines)
+
+
+def settings_table() -> str:
+    """The Markdown table of every setting that docs/protections.md holds (a test checks it is current)."""
+    rows = [
+        "| `ServiceSettings` | environment | `serve` flag | default | what |",
+        "|---|---|---|---|---|",
+    ]
+    for name, info in ServiceSettings.model_fields.items():
+        flag = _flag_of(info)
+        option = "" if flag.group is None else f"`{_flag_name(name, flag)} {flag.metavar or 'N'}`"
+        if info.annotation is bool:
+            option = f"`{_flag_name(name, flag)}`, `--no-{_flag_name(name, flag)[2:]}`"
+        if flag.repeat:
+            option += " (repeat)"
+        description = (info.description or "").replace("|", "\\|")
+        rows.append(f"| `{name}` | `{_env(name)}` | {option} | {_default_text(info, flag)} | {description} |")
+    return "\n".join(rows) + "\n"
