@@ -16,7 +16,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "protections.md"
 
 def serve_flags() -> dict[str, str]:
     """``serve``'s flags -> the field each one sets."""
-    serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]  # argparse keeps subcommands private
     return {option: action.dest for action in serve._actions for option in action.option_strings}
 
 
