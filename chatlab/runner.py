@@ -64,7 +64,7 @@ class BackgroundServer:
     def ensure(
         cls, app_factory: Any, *, name: str, host: str = "127.0.0.1", port: int = 0, **kwargs: Any
     ) -> BackgroundServer:
-        """The running server with this name, host, requested port and scheme, or a new one built from ``app_factory()``.
+        """The running server with this name, host, requested port and scheme, else one built from ``app_factory()``.
 
         (An HTTPS server is never taken for an HTTP one or the other way round.)
         """

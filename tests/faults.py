@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Sequence
@@ -49,10 +50,8 @@ class DroppingProxy:
 
         def close() -> None:
             for sock in (client, upstream):
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 sock.close()
 
         def to_upstream() -> None:

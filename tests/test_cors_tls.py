@@ -38,9 +38,11 @@ def preflight(
 @pytest.fixture(scope="module")
 def cors_client() -> Iterator[httpx.Client]:
     settings = ServiceSettings(cors_origins=(ALLOWED,), api_keys={KEY: "alice"})
-    with BackgroundServer(create_app(InMemoryChatHistoryStore(), settings), name="cors") as server:
-        with httpx.Client(base_url=server.url, timeout=10) as client:
-            yield client
+    with (
+        BackgroundServer(create_app(InMemoryChatHistoryStore(), settings), name="cors") as server,
+        httpx.Client(base_url=server.url, timeout=10) as client,
+    ):
+        yield client
 
 
 def test_preflight_from_an_allowed_origin(cors_client: httpx.Client) -> None:
@@ -116,9 +118,11 @@ def test_start_service_never_takes_a_plain_server_for_a_tls_one(
 
 
 def test_a_client_that_verifies_refuses_an_unknown_certificate(tls_service: BackgroundServer) -> None:
-    with httpx.Client(base_url=tls_service.url, timeout=10) as client:  # default CAs: ours is not among them
-        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
-            client.get("/chat-history")
+    with (
+        httpx.Client(base_url=tls_service.url, timeout=10) as client,  # default CAs: ours is not among them
+        pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"),
+    ):
+        client.get("/chat-history")
 
 
 def test_plain_http_to_the_tls_port_gets_no_history(tls_service: BackgroundServer) -> None:

@@ -114,9 +114,9 @@ def test_elapsed_time_comes_from_the_tool_results_it_was_sent(client: OpenAI) ->
     ]
     text, calls, finish = ask(client, messages, [TIME_TOOL])
     assert (calls, finish) == ([], "stop")
-    assert (
-        text
-        == "最初に取得した時刻（2026-04-16 01:30:52）から、今回の取得時刻（2026-04-16 01:31:05）まで **13 秒** が経過しています。"
+    assert text == (
+        "最初に取得した時刻（2026-04-16 01:30:52）から、今回の取得時刻（2026-04-16 01:31:05）まで **13 秒** "
+        "が経過しています。"
     )
     messages[-1] = {"role": "user", "content": "How long since the first time?"}
     assert "**13 seconds**" in (ask(client, messages, [TIME_TOOL])[0] or "")

@@ -170,7 +170,8 @@ async def test_display_helpers_print_the_articles_lines(
         "External Store Key: 286d2f0b7b7a43688ad32556e3610f54, Messages Count: 4",
         "[Session1] SessionId: 286d2f0b7b7a43688ad32556e3610f54",
         "stateBagCount:1",
-        'stateBag Key: RemoteChatHistoryProvider, ValueKind: Object, Value: {"externalConversationKey":"286d2f0b7b7a43688ad32556e3610f54"}',
+        "stateBag Key: RemoteChatHistoryProvider, ValueKind: Object, "
+        'Value: {"externalConversationKey":"286d2f0b7b7a43688ad32556e3610f54"}',
         "Role: user, Contents: TextContent: 現在時刻を教えてください",
         "Role: assistant, Contents: FunctionCallContent",
         "Role: tool, Contents: FunctionResultContent",

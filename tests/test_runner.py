@@ -58,7 +58,7 @@ def test_a_taken_port_gives_a_clear_error() -> None:
 
 def test_url_before_start_says_what_to_do() -> None:
     with pytest.raises(RuntimeError, match="call start"):
-        BackgroundServer(create_app()).url
+        _ = BackgroundServer(create_app()).url
 
 
 def test_logs_stay_quiet(capfd: pytest.CaptureFixture[str]) -> None:

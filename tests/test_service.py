@@ -175,7 +175,8 @@ BAD_BODIES = {
         "messages[0].contents[0].callId",
     ),
     "arguments not an object": (
-        b'{"messages": [{"role": "a", "contents": [{"$type": "functionCall", "callId": "c", "name": "f", "arguments": "x"}]}]}',
+        b'{"messages": [{"role": "a", "contents": '
+        b'[{"$type": "functionCall", "callId": "c", "name": "f", "arguments": "x"}]}]}',
         "arguments",
     ),
     "bad createdAt": (b'{"messages": [{"role": "user", "contents": [], "createdAt": "yesterday"}]}', "ISO 8601"),

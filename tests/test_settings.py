@@ -58,10 +58,9 @@ def test_a_flag_wins_over_its_variable_and_the_rest_come_from_the_environment(
     monkeypatch.setenv("CHATLAB_MAX_BODY_BYTES", "5000")
     monkeypatch.setenv("CHATLAB_API_KEYS", "bob:bob-0123456789abcdef")
     monkeypatch.setenv("CHATLAB_RATE_BURST", "5")
-    args = build_parser().parse_args(
-        ["serve", "--max-messages", "3", "--cors-origin", "https://a.example", "--cors-origin", "https://b.example"]
-        + ["--api-keys-file", str(keys), "--rate-limit", "60/min"]
-    )
+    origins = ["--cors-origin", "https://a.example", "--cors-origin", "https://b.example"]
+    argv = ["serve", "--max-messages", "3", *origins, "--api-keys-file", str(keys), "--rate-limit", "60/min"]
+    args = build_parser().parse_args(argv)
     settings = settings_from_flags(args)
     assert (settings.max_messages, settings.max_body_bytes) == (3, 5000)
     assert settings.cors_origins == ("https://a.example", "https://b.example")

@@ -557,10 +557,12 @@ def bench_http(config: BenchConfig, targets: list[StoreTarget], tmp: Path, gen: 
 def _print_http_header(read_size: int, append_size: int) -> None:
     _print(
         f"\nHTTP: read = GET of a {READ_MESSAGES}-message conversation ({read_size:,} bytes); "
-        f"append = POST of a {APPEND_MESSAGES}-message batch ({append_size:,} bytes) to {APPEND_KEYS} conversations in turn"
+        f"append = POST of a {APPEND_MESSAGES}-message batch ({append_size:,} bytes) "
+        f"to {APPEND_KEYS} conversations in turn"
     )
     _print(
-        f"{'store':<11} {'op':<7} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} | {'ceiling':>8} {'p50 ms':>7} {'p99 ms':>7} | {'ratio':>5}  goal"
+        f"{'store':<11} {'op':<7} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} | "
+        f"{'ceiling':>8} {'p50 ms':>7} {'p99 ms':>7} | {'ratio':>5}  goal"
     )
 
 
@@ -655,8 +657,9 @@ async def _turns(url: str, length: int, turns: int) -> dict[str, tuple[float, in
 def bench_provider(config: BenchConfig, targets: list[StoreTarget]) -> list[TurnRow]:
     _print(
         f"\nProvider: one turn = load the history before the run + append {APPEND_MESSAGES} messages after it "
-        f"(median of {config.turns * INCREMENTAL_TURNS_FACTOR} incremental / {config.turns} full turns after the session's "
-        f"first load; each turn adds {APPEND_MESSAGES} messages to the history; bytes = HTTP bodies + headers both ways)"
+        f"(median of {config.turns * INCREMENTAL_TURNS_FACTOR} incremental / {config.turns} full turns "
+        f"after the session's first load; each turn adds {APPEND_MESSAGES} messages to the history; "
+        "bytes = HTTP bodies + headers both ways)"
     )
     _print(f"{'store':<11} {'history':>8} {'mode':<12} {'ms/turn':>9} {'bytes/turn':>11} {'vs 10':>6}")
     rows: list[TurnRow] = []

@@ -185,6 +185,6 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 now + idempotency.ttl,
             )
             # drop expired records from the front (oldest first; good enough when TTLs are equal)
-            expired = [k for k, _ in zip(self._records, range(64)) if self._records[k][2] <= now]
+            expired = [k for k, _ in zip(self._records, range(64), strict=False) if self._records[k][2] <= now]
             for key in expired:
                 del self._records[key]

@@ -188,7 +188,8 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             "delete_messages": "DELETE FROM {messages} WHERE conversation_key = %s",
             "delete_conversation": "DELETE FROM {conversations} WHERE conversation_key = %s",
             # "C" collation: byte order of UTF-8, which is code point order, as the other stores sort.
-            "summaries": 'SELECT conversation_key, message_count FROM {conversations} ORDER BY conversation_key COLLATE "C"',
+            "summaries": "SELECT conversation_key, message_count FROM {conversations}"
+            ' ORDER BY conversation_key COLLATE "C"',
             "summaries_from": "SELECT conversation_key, message_count FROM {conversations}"
             ' WHERE conversation_key COLLATE "C" >= %s ORDER BY conversation_key COLLATE "C"',
             "summaries_range": "SELECT conversation_key, message_count FROM {conversations}"

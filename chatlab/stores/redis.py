@@ -113,7 +113,8 @@ end
 )
 
 # KEYS: index, list, version, idempotency record (or any key when none).
-# ARGV: member, a new generation, fingerprint ('' for none), ttl ms, condition count (-1: none), conditions..., messages...
+# ARGV: member, a new generation, fingerprint ('' for none), ttl ms, condition count (-1: none), conditions...,
+#       messages...
 # The version after an append: the conversation's generation (the new one if it had none), '.', its length.
 _APPEND = (
     _VERSION_CHECK
@@ -190,6 +191,13 @@ def _redacted(url: str) -> str:
     port = parts.port or 6379
     database = parts.path.lstrip("/") or "0"
     return f"{host}:{port}/{database}"
+
+
+def _current_version(version: bytes | None, score: object) -> str:
+    """The version a conversation is at: its own, an old one's placeholder, or absent."""
+    if version is not None:
+        return version.decode()
+    return UNVERSIONED if score is not None else ABSENT
 
 
 class RedisChatHistoryStore(ChatHistoryStore):
@@ -271,7 +279,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
             if version is None or int(version) != SCHEMA_VERSION:
                 raise StoreError(
                     f"Redis store {self.where} prefix {self.prefix!r} has schema version "
-                    f"{version.decode() if version else None}; this chatlab reads version {SCHEMA_VERSION} (and upgrades version 1) only"
+                    f"{version.decode() if version else None}; "
+                    f"this chatlab reads version {SCHEMA_VERSION} (and upgrades version 1) only"
                 )
             self._schema_ready = True
         return client
@@ -309,10 +318,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
             pipe.zscore(self._index_key, conversation_key.encode("utf-8"))
             pipe.lrange(self._list_key(conversation_key), 0, -1)
             version, score, messages = await pipe.execute()
-            if version is not None:
-                current = version.decode()
-            else:
-                current = UNVERSIONED if score is not None else ABSENT
+            current = _current_version(version, score)
             return Conversation(list(messages), current)
 
         return await self._guard(work)
@@ -328,10 +334,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
             if limit != 0:  # LRANGE walks from the nearer end of the list: the newest messages are cheap
                 pipe.lrange(self._list_key(conversation_key), after, -1 if limit is None else after + limit - 1)
             version, score, count, *messages = await pipe.execute()
-            if version is not None:
-                current = version.decode()
-            else:
-                current = UNVERSIONED if score is not None else ABSENT
+            current = _current_version(version, score)
             return ConversationSlice(list(messages[0]) if messages else [], after, int(count), current)
 
         return await self._guard(work)

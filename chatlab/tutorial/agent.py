@@ -11,7 +11,10 @@ from .tools import GetDateTime
 __all__ = ["AGENT_DESCRIPTION", "AGENT_INSTRUCTIONS", "AGENT_NAME", "MAX_OUTPUT_TOKENS", "create_agent"]
 
 AGENT_NAME = "SampleAgent"
-AGENT_INSTRUCTIONS = "ユーザーの質問に対して適切なツールを使用して回答してください。日時は必ず{{GetDateTime}}で最新の情報を取得してください"
+AGENT_INSTRUCTIONS = (
+    "ユーザーの質問に対して適切なツールを使用して回答してください。"
+    "日時は必ず{{GetDateTime}}で最新の情報を取得してください"
+)
 AGENT_DESCRIPTION = "このAI Agentは日時に関する情報を提供します。"
 MAX_OUTPUT_TOKENS = 5000
 

@@ -119,9 +119,8 @@ _SHOWN_HEADERS = ("location", "etag", "retry-after", "www-authenticate", "conten
 def print_response(response: httpx.Response) -> None:
     """One HTTP exchange as a reader wants to see it: request line, status, key headers, indented JSON."""
     request = response.request
-    print(
-        f"{request.method} {request.url.raw_path.decode()} -> {response.status_code} {HTTPStatus(response.status_code).phrase}"
-    )
+    status = f"{response.status_code} {HTTPStatus(response.status_code).phrase}"
+    print(f"{request.method} {request.url.raw_path.decode()} -> {status}")
     for name in _SHOWN_HEADERS:
         if name in response.headers:
             print(f"{name.title()}: {response.headers[name]}")

@@ -130,7 +130,8 @@ def _elapsed_reply(found: list[str], ja: bool) -> Reply:
     seconds = int((_parse(last) - _parse(first)).total_seconds())
     if ja:
         return Reply(
-            text=f"最初に取得した時刻（{first}）から、今回の取得時刻（{last}）まで **{_duration_ja(seconds)}** が経過しています。"
+            text=f"最初に取得した時刻（{first}）から、今回の取得時刻（{last}）まで "
+            f"**{_duration_ja(seconds)}** が経過しています。"
         )
     return Reply(
         text=f"From the first time I got ({first}) to the latest ({last}), **{_duration_en(seconds)}** have passed."

@@ -108,16 +108,18 @@ async def _scenario(url: str, plan: list[tuple[str, int, int]]) -> dict[str, int
                 saved.clear()
             elif action == "race":
 
-                async def turn() -> None:
+                async def turn(provider: RemoteChatHistoryProvider, tag: str, n: int) -> None:
                     await provider.get_messages(None, state=state)
                     await provider.save_messages(None, _messages(tag, n), state=state)
 
-                async def write() -> None:
+                async def write(tag: str) -> None:
                     (
                         await other.post(f"/chat-history/{key}", json={"messages": _wire(tag + "x", 2)})
                     ).raise_for_status()
 
-                await asyncio.gather(turn(), write(), providers[1 - who].get_messages(None, state=state))
+                await asyncio.gather(
+                    turn(provider, tag, n), write(tag), providers[1 - who].get_messages(None, state=state)
+                )
                 saved.append(tag)
         for p in providers:
             await check(p)

@@ -73,9 +73,11 @@ def _transcript(client: httpx.Client) -> list[tuple[int, bytes]]:
 @pytest.fixture(scope="module")
 def reference_transcript() -> list[tuple[int, bytes]]:
     """What the service answers with the article's in-memory store (a server of its own)."""
-    with BackgroundServer(create_app("memory://"), name="reference-service") as server:
-        with httpx.Client(base_url=server.url, timeout=30) as client:
-            return _transcript(client)
+    with (
+        BackgroundServer(create_app("memory://"), name="reference-service") as server,
+        httpx.Client(base_url=server.url, timeout=30) as client,
+    ):
+        return _transcript(client)
 
 
 def test_answers_byte_for_byte_as_the_in_memory_store(http: httpx.Client, reference_transcript):
