@@ -10,8 +10,8 @@ store, so that checking them and writing are one atomic step in every store:
 * every conversation has a **version** (:class:`chatlab.vocabulary.Version`, kept here as its
   text) that changes on every write and is never reused: ``"<generation>.<count>"``. The
   generation is a fresh random token when the conversation is created or replaced, and stays
-  the same while it is only appended to; the count is how many messages it holds. So within one generation a conversation only grows, and a client
-  that holds its first ``count`` messages can fetch just the rest (:meth:`~ChatHistoryStore.read_slice`)
+  the same while it is only appended to; the count is how many messages it holds. So within
+  one generation a conversation only grows, and a client that holds its first ``count`` messages can fetch just the rest (:meth:`~ChatHistoryStore.read_slice`)
   and know from the version whether what it holds is still the start (see
   :mod:`chatlab.client.cache`). A conversation that does not exist has :data:`ABSENT`; a
   deleted one comes back, when written again, with a new generation;
