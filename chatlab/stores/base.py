@@ -7,14 +7,14 @@ POSTs is what it GETs back and a read never re-encodes anything.
 Versions and idempotency (for ``ETag``/``If-Match`` and ``Idempotency-Key``) live in the
 store, so that checking them and writing are one atomic step in every store:
 
-* every conversation has a **version** (:class:`chatlab.vocabulary.Version`, kept here as its
-  text) that changes on every write and is never reused: ``"<generation>.<count>"``. The
-  generation is a fresh random token when the conversation is created or replaced, and stays
-  the same while it is only appended to; the count is how many messages it holds. So within
-  one generation a conversation only grows, and a client that holds its first ``count`` messages can fetch just the rest (:meth:`~ChatHistoryStore.read_slice`)
-  and know from the version whether what it holds is still the start (see
-  :mod:`chatlab.client.cache`). A conversation that does not exist has :data:`ABSENT`; a
-  deleted one comes back, when written again, with a new generation;
+* every conversation has a **version** (:class:`chatlab.vocabulary.Version`, kept here as its text)
+  that changes on every write and is never reused: ``"<generation>.<count>"``. The generation is a
+  fresh random token when the conversation is created or replaced, and stays the same while it is
+  only appended to; the count is how many messages it holds. So within one generation a conversation
+  only grows, and a client that holds its first ``count`` messages can fetch just the rest
+  (:meth:`~ChatHistoryStore.read_slice`) and know from the version whether what it holds is still
+  the start (see :mod:`chatlab.client.cache`). A conversation that does not exist has
+  :data:`ABSENT`; a deleted one comes back, when written again, with a new generation;
 * :meth:`~ChatHistoryStore.append`, :meth:`~ChatHistoryStore.replace` and
   :meth:`~ChatHistoryStore.delete` take ``if_match`` (the versions the caller expects;
   :data:`ANY` means "exists") and raise :class:`VersionMismatch` instead of writing when the
