@@ -50,7 +50,7 @@ class BackgroundServer:
         self.startup_timeout = startup_timeout
         if (ssl_certfile is None) != (ssl_keyfile is None):
             raise ValueError("TLS needs both a certificate and its key (ssl_certfile and ssl_keyfile)")
-        self._ssl = {
+        self._ssl: dict[str, Any] = {
             "ssl_certfile": os.fspath(ssl_certfile) if ssl_certfile is not None else None,
             "ssl_keyfile": os.fspath(ssl_keyfile) if ssl_keyfile is not None else None,
             "ssl_keyfile_password": ssl_keyfile_password,

@@ -232,9 +232,10 @@ class Wrk:
     """``wrk`` with one thread; the request body and path come from a Lua script."""
 
     def __init__(self, connections: int) -> None:
-        self.path = shutil.which("wrk")
-        if self.path is None:
+        path = shutil.which("wrk")
+        if path is None:
             raise FileNotFoundError("wrk is not installed")
+        self.path = path
         self.connections = connections
         self._dir = tempfile.TemporaryDirectory(prefix="chatlab-bench-")
         self.script = Path(self._dir.name) / "chatlab.lua"
@@ -371,7 +372,7 @@ class BenchConfig:
 
     @classmethod
     def quick_mode(cls, **overrides: Any) -> BenchConfig:
-        values = {"quick": True, "seconds": 1.0, "repeats": 1, "turns": 2, "memory_messages": 4_000}
+        values: dict[str, Any] = {"quick": True, "seconds": 1.0, "repeats": 1, "turns": 2, "memory_messages": 4_000}
         values.update(overrides)
         return cls(**values)
 
@@ -749,7 +750,7 @@ async def _database_size(target: StoreTarget, key: str) -> int:
                 conn.execute("PRAGMA page_count").fetchone()[0],
                 conn.execute("PRAGMA page_size").fetchone()[0],
             )
-        return pages * size
+        return int(pages) * int(size)
     if target.name == "postgresql":
         import psycopg
 
@@ -760,11 +761,11 @@ async def _database_size(target: StoreTarget, key: str) -> int:
         with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
             total = 0
             for table in ("chatlab_messages", "chatlab_conversations"):
-                (size,) = conn.execute(
+                row = conn.execute(
                     "SELECT pg_total_relation_size(format('%%I.%%I', %s::text, %s::text)::regclass)",
                     (ours["schema"], table),
                 ).fetchone()
-                total += size
+                total += int(row[0]) if row is not None else 0
             return total
     import redis
 
@@ -847,11 +848,11 @@ def _print_goals(
             f"  provider turn at {hi:,} messages <= {GOAL_TURN}x the turn at {lo:,}: {factor:.2f}x ({met}; "
             f"full loads: {turns[(hi, 'full')] / turns[(lo, 'full')]:.1f}x)"
         )
-    for row in storage_rows:
-        if row.store == "memory":
+    for storage in storage_rows:
+        if storage.store == "memory":
             _print(
-                f"  memory per message <= {GOAL_MEMORY}x its JSON: {row.ratio:.2f}x "
-                f"({'met' if row.ratio <= GOAL_MEMORY else 'NOT met'})"
+                f"  memory per message <= {GOAL_MEMORY}x its JSON: {storage.ratio:.2f}x "
+                f"({'met' if storage.ratio <= GOAL_MEMORY else 'NOT met'})"
             )
     if config.quick:
         _print("(quick mode: short runs on a shared machine; figures are indicative, nothing fails on them)")

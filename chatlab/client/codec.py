@@ -182,7 +182,8 @@ def _encode_raw(content: Content) -> dict[str, Any]:
 def _decode_raw(item: Mapping[str, Any]) -> Content:
     """The fields both sides share, MAF-shaped; everything else is left to the diff."""
     meai_type = item.get("$type")
-    t = _MEAI_TO_MAF_TYPE.get(meai_type) if isinstance(meai_type, str) else None
+    # Any: the vocabulary names MAF types as plain text (it imports no framework); they are ContentType values
+    t: Any = _MEAI_TO_MAF_TYPE.get(meai_type) if isinstance(meai_type, str) else None
     ap = item.get("additionalProperties")
     fields: dict[str, Any] = {"additional_properties": dict(ap) if isinstance(ap, Mapping) else {}}
     if t is None:

@@ -487,10 +487,10 @@ def _describe(message: Message | None) -> str:
     return f"{message.role} , [{', '.join(c.type for c in message.contents)}]"
 
 
-class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]  # generic in typeshed, not at run time
     """Writes to whatever ``sys.stdout`` is at the time (a notebook cell's, pytest's)."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stdout
 

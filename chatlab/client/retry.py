@@ -59,7 +59,7 @@ class RetryPolicy:
 
     def delay(self, retry: int) -> float:
         """The backoff before retry number ``retry`` (1, 2, ...): half fixed, half random."""
-        base = min(self.max_backoff, self.backoff * 2 ** (retry - 1))
+        base: float = min(self.max_backoff, self.backoff * 2.0 ** (retry - 1))
         return base / 2 + random.uniform(0, base / 2)
 
     async def send(self, send: Callable[[], Awaitable[httpx.Response]], what: str) -> httpx.Response:

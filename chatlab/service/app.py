@@ -23,7 +23,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     when the app shuts down; a store instance stays the caller's.
     """
     owned = not isinstance(store, ChatHistoryStore)
-    the_store = open_store(store) if owned else store  # type: ignore[arg-type]
+    the_store = store if isinstance(store, ChatHistoryStore) else open_store(store)
     settings = settings or ServiceSettings()
     app = FastAPI(
         title="Chat history service",

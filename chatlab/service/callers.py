@@ -21,13 +21,13 @@ from .settings import ServiceSettings
 def caller_dependency(settings: ServiceSettings) -> Any:
     """The dependency that names the caller (401 without a valid key when keys are on; 429 over the rate)."""
     limit = _rate_limit(settings)
-    keys: ApiKeys | None = settings.api_keys  # type: ignore[assignment]
+    keys = settings.api_keys
     return _open_caller(limit) if keys is None else _authenticated_caller(keys, limit)
 
 
 def _rate_limit(settings: ServiceSettings) -> Callable[[str], None]:
     """Count a request against ``identity``; 429 with ``Retry-After`` once it is over the limit."""
-    limiter = RateLimiter(settings.rate_limit) if settings.rate_limit else None  # type: ignore[arg-type]
+    limiter = RateLimiter(settings.rate_limit) if settings.rate_limit else None
 
     def limit(identity: str) -> None:
         if limiter is not None:
@@ -55,7 +55,7 @@ def _open_caller(limit: Callable[[str], None]) -> Any:
         limit(identity)
         return Caller(None, identity)
 
-    open_caller.resolve = open_caller  # type: ignore[attr-defined] - the same, called directly
+    open_caller.resolve = open_caller  # type: ignore[attr-defined]  # the same, called directly
     return open_caller
 
 
@@ -84,7 +84,7 @@ def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
     async def resolve(request: Request) -> Caller:
         return await authenticated_caller(request, await bearer(request))
 
-    authenticated_caller.resolve = resolve  # type: ignore[attr-defined] - called directly, see .direct_routes
+    authenticated_caller.resolve = resolve  # type: ignore[attr-defined]  # called directly, see .direct_routes
     return authenticated_caller
 
 

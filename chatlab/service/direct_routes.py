@@ -33,7 +33,8 @@ class DirectRoute(APIRoute):
         endpoint = self.endpoint
 
         async def handler(request: Request) -> Response:
-            return await endpoint(**await reader(request))
+            response: Response = await endpoint(**await reader(request))
+            return response
 
         return handler
 

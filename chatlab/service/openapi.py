@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from fastapi import FastAPI
-from pydantic.json_schema import models_json_schema
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from . import schema as wire
 from .problems import PROBLEM_JSON
@@ -96,12 +97,15 @@ def complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
             _answer_errors_as_problems(operation["responses"])
         return schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend its schema
 
 
 def _add_body_schemas(schema: dict[str, Any], settings: ServiceSettings) -> None:
     """The write bodies' schemas (with the configured ``maxItems``), in place of FastAPI's validation errors."""
-    models = [(wire.AppendChatMessagesRequest, "validation"), (wire.ReplaceChatMessagesRequest, "validation")]
+    models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+        (wire.AppendChatMessagesRequest, "validation"),
+        (wire.ReplaceChatMessagesRequest, "validation"),
+    ]
     _, defs = models_json_schema(models, ref_template="#/components/schemas/{model}")
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components.update(defs["$defs"])

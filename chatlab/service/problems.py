@@ -102,7 +102,7 @@ def _allowed_methods(request: Request) -> list[str]:
     for route in request.app.router.routes:
         match, _ = route.matches({**request.scope, "method": "GET"})
         if match != Match.NONE and getattr(route, "methods", None):
-            methods |= set(route.methods)  # type: ignore[attr-defined]
+            methods |= set(route.methods)
     return sorted(methods)
 
 

@@ -10,10 +10,21 @@ unknown fields survive; the models never rewrite a message.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictBool,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
 
 from ..vocabulary import CONTENT_KINDS, Refused
 
@@ -89,10 +100,13 @@ _CONTENT_MODELS = [
     for kind in CONTENT_KINDS
     if kind.meai is not None
 ]
-AIContent = Annotated[
-    Union[tuple(_CONTENT_MODELS)],  # noqa: UP007 - a runtime-built union needs the Union form
-    Field(discriminator=_TAG_FIELD),
-]
+if TYPE_CHECKING:  # a union built at run time is beyond a type checker: each member is a _Content
+    AIContent = _Content
+else:
+    AIContent = Annotated[
+        Union[tuple(_CONTENT_MODELS)],  # noqa: UP007 - a runtime-built union needs the Union form
+        Field(discriminator=_TAG_FIELD),
+    ]
 
 
 class ChatMessage(BaseModel):
@@ -128,7 +142,7 @@ class ChatMessage(BaseModel):
     additionalProperties: dict[str, Json] | None = None
 
 
-_EXAMPLE_MESSAGES = [
+_EXAMPLE_MESSAGES: list[JsonValue] = [
     {"role": "user", "contents": [{"$type": "text", "text": "現在時刻を教えてください"}]},
     {
         "authorName": "SampleAgent",
@@ -256,7 +270,8 @@ def _message(error: Any) -> str:
         return f"unknown $type {error['ctx']['tag']!r}: use one of {', '.join(CONTENT_TYPES)}"
     if error["type"] == "union_tag_not_found":
         return 'missing "$type": every content object starts with one, e.g. {"$type": "text", "text": "..."}'
-    return error["msg"]
+    message: str = error["msg"]
+    return message
 
 
 def _path(loc: tuple[Any, ...]) -> str:
@@ -272,14 +287,15 @@ def _path(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _compact_encoder() -> Any:
+def _compact_encoder() -> Callable[[Json], str]:
     """``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` as one reusable function.
 
     ``json.dumps`` with options builds an encoder per call; the C encoder built once here is
     what it builds (no circular check: parsed JSON has no cycles), about twice as fast.
     """
-    from json import encoder
+    import json.encoder
 
+    encoder: Any = json.encoder  # its C entry points are private: typeshed does not list them
     if encoder.c_make_encoder is None or encoder.c_encode_basestring is None:  # pragma: no cover - no C accelerator
         compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
         return compact.encode
@@ -288,7 +304,8 @@ def _compact_encoder() -> Any:
 
     def encode(value: Json) -> str:
         if isinstance(value, str):  # the C encoder's entry point takes containers and scalars alike, but
-            return encoder.c_encode_basestring(value)  # a bare string is what dumps special-cases
+            quoted: str = encoder.c_encode_basestring(value)  # a bare string is what dumps special-cases
+            return quoted
         return "".join(make(value, 0))
 
     return encode

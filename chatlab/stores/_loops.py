@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 class PerLoop(Generic[T]):
     """Lazily opened, per-event-loop instances of a resource."""
 
-    def __init__(self, opener: Callable[[], Awaitable[T]], closer: Callable[[T], Awaitable[None]]) -> None:
+    def __init__(self, opener: Callable[[], Coroutine[Any, Any, T]], closer: Callable[[T], Awaitable[None]]) -> None:
         self._opener = opener
         self._closer = closer
         self._lock = threading.Lock()

@@ -138,7 +138,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             " PRIMARY KEY (conversation_key, idempotency_key))",
             "CREATE INDEX IF NOT EXISTS {idempotency_expiry} ON {idempotency} (expires_at)",
         ]
-        q = {
+        q: dict[str, str | list[str]] = {
             "create_schema": "CREATE SCHEMA IF NOT EXISTS {schema}",
             "create": [
                 "CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)",

@@ -31,8 +31,8 @@ Redis before the service answered.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from ._loops import PerLoop
@@ -57,6 +57,8 @@ from .base import (
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+
+R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +287,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
             self._schema_ready = True
         return client
 
-    async def _guard(self, work: Any) -> Any:
+    async def _guard(self, work: Callable[[Redis], Awaitable[R]]) -> R:
         """Await ``work(client)``; redis-py and socket errors become StoreError."""
         import redis.exceptions
 
@@ -307,7 +309,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
     async def get(self, conversation_key: str) -> list[EncodedMessage]:
         async def work(client: Redis) -> list[EncodedMessage]:
-            return list(await client.lrange(self._list_key(conversation_key), 0, -1))
+            messages: list[Any] = await client.lrange(self._list_key(conversation_key), 0, -1)
+            return messages
 
         return await self._guard(work)
 
@@ -355,13 +358,13 @@ class RedisChatHistoryStore(ChatHistoryStore):
         if not batch and if_match is None and idempotency is None:
             return WriteResult((await self.read(conversation_key)).version)
         generation = new_generation()
-        keys = [
+        keys: list[Any] = [
             self._index_key,
             self._list_key(conversation_key),
             self._version_key(conversation_key),
             self._idempotency_key(conversation_key, idempotency.key) if idempotency else self._meta_key,
         ]
-        args = [
+        args: list[Any] = [
             conversation_key.encode("utf-8"),
             generation,
             idempotency.fingerprint if idempotency else "",
@@ -371,7 +374,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
         ]
 
         async def work(client: Redis) -> list[bytes]:
-            return await client.eval(_APPEND, len(keys), *keys, *args)
+            result: list[bytes] = await client.eval(_APPEND, len(keys), *keys, *args)
+            return result
 
         status, value = await self._guard(work)
         return self._outcome(status, value, idempotency)
@@ -380,11 +384,17 @@ class RedisChatHistoryStore(ChatHistoryStore):
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
         batch = [bytes(m) for m in messages]
-        keys = [self._index_key, self._list_key(conversation_key), self._version_key(conversation_key)]
-        args = [conversation_key.encode("utf-8"), new_version(len(batch)), *self._conditions(if_match), *batch]
+        keys: list[Any] = [self._index_key, self._list_key(conversation_key), self._version_key(conversation_key)]
+        args: list[Any] = [
+            conversation_key.encode("utf-8"),
+            new_version(len(batch)),
+            *self._conditions(if_match),
+            *batch,
+        ]
 
         async def work(client: Redis) -> list[bytes]:
-            return await client.eval(_REPLACE, len(keys), *keys, *args)
+            result: list[bytes] = await client.eval(_REPLACE, len(keys), *keys, *args)
+            return result
 
         status, value = await self._guard(work)
         return self._outcome(status, value, None)
@@ -398,11 +408,12 @@ class RedisChatHistoryStore(ChatHistoryStore):
         return WriteResult(value.decode(), replayed=status == b"replayed")
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
-        keys = [self._index_key, self._list_key(conversation_key), self._version_key(conversation_key)]
-        args = [conversation_key.encode("utf-8"), *self._conditions(if_match)]
+        keys: list[Any] = [self._index_key, self._list_key(conversation_key), self._version_key(conversation_key)]
+        args: list[Any] = [conversation_key.encode("utf-8"), *self._conditions(if_match)]
 
         async def work(client: Redis) -> list[bytes]:
-            return await client.eval(_DELETE, len(keys), *keys, *args)
+            result: list[bytes] = await client.eval(_DELETE, len(keys), *keys, *args)
+            return result
 
         status, value = await self._guard(work)
         self._outcome(status, value, None)
@@ -414,7 +425,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 upper = prefix_upper_bound(prefix)
                 low = b"[" + prefix.encode("utf-8")
                 high = b"(" + upper.encode("utf-8") if upper is not None else b"+"
-            flat = await client.eval(_SUMMARIES, 1, self._index_key, self._list_prefix, low, high)
+            flat: list[Any] = await client.eval(_SUMMARIES, 1, self._index_key, self._list_prefix, low, high)
             return [ConversationSummary(flat[i].decode("utf-8"), int(flat[i + 1])) for i in range(0, len(flat), 2)]
 
         return await self._guard(work)

@@ -25,7 +25,7 @@ def create_agent(client: Any, provider: HistoryProvider, **kwargs: Any) -> Agent
     ``client`` is a chat client (see :func:`chatlab.connect_llm`); ``provider`` keeps the history.
     Extra keyword arguments go to ``client.as_agent``.
     """
-    return client.as_agent(
+    agent: Agent = client.as_agent(
         name=AGENT_NAME,
         instructions=AGENT_INSTRUCTIONS,
         description=AGENT_DESCRIPTION,
@@ -34,3 +34,4 @@ def create_agent(client: Any, provider: HistoryProvider, **kwargs: Any) -> Agent
         context_providers=[provider],
         **kwargs,
     )
+    return agent

@@ -76,7 +76,7 @@ async def create_or_resume_session(
     agent: Any, provider: RemoteChatHistoryProvider, session_id: str | None = None
 ) -> AgentSession:
     """A new session, or one attached to ``session_id`` if the service has that conversation."""
-    session = agent.create_session()
+    session: AgentSession = agent.create_session()
     if session_id is None or not session_id.strip():
         print("[Session] 新しいセッションを開始します。")
         return session

@@ -27,7 +27,7 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import httpx
 from agent_framework.openai import OpenAIChatCompletionClient
@@ -82,7 +82,7 @@ def llm_mode(mode: str | None = None) -> Mode:
     value = (mode or os.environ.get(LLM_VARIABLE) or "auto").strip().lower()
     if value not in MODES:
         raise ValueError(f"CHATLAB_LLM={value!r} is not a mode: use one of {', '.join(MODES)}")
-    return value  # type: ignore[return-value]
+    return cast(Mode, value)  # one of MODES, checked above
 
 
 async def connect_llm(

@@ -190,8 +190,9 @@ def _find_time_tool(tools: Sequence[Mapping[str, Any]]) -> str | None:
         fn = t.get("function") if isinstance(t, Mapping) else None
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
             continue
-        if _TIME_TOOL.search(f"{fn['name']} {fn.get('description') or ''}"):
-            return fn["name"]
+        name: str = fn["name"]
+        if _TIME_TOOL.search(f"{name} {fn.get('description') or ''}"):
+            return name
     return None
 
 
