@@ -23,7 +23,7 @@ def test_the_table_names_each_kind_once_and_only_real_maf_types() -> None:
 
 
 def test_the_service_accepts_every_meai_kind_of_the_table() -> None:
-    assert CONTENT_TYPES == tuple(k.meai for k in CONTENT_KINDS if k.meai is not None)
+    assert tuple(k.meai for k in CONTENT_KINDS if k.meai is not None) == CONTENT_TYPES
 
 
 @pytest.mark.parametrize("kind", [k for k in CONTENT_KINDS if k.maf and k.meai], ids=lambda k: k.meai)
