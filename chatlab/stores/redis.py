@@ -385,12 +385,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
     ) -> WriteResult:
         batch = [bytes(m) for m in messages]
         keys: list[Any] = [self._index_key, self._list_key(conversation_key), self._version_key(conversation_key)]
-        args: list[Any] = [
-            conversation_key.encode("utf-8"),
-            new_version(len(batch)),
-            *self._conditions(if_match),
-            *batch,
-        ]
+        args: list[Any] = [conversation_key.encode(), new_version(len(batch)), *self._conditions(if_match), *batch]
 
         async def work(client: Redis) -> list[bytes]:
             result: list[bytes] = await client.eval(_REPLACE, len(keys), *keys, *args)
