@@ -13,15 +13,20 @@ if TYPE_CHECKING:
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+def _settings(args: argparse.Namespace) -> ServiceSettings:
+    """``serve``'s settings: its flags over the environment; the viewer is off beyond loopback unless asked."""
+    from .service.settings import settings_from_flags
+
+    return settings_from_flags(args, defaults=None if args.host in LOOPBACK else {"viewer": False})
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .service import create_app
-    from .service.settings import settings_from_flags
     from .stores import describe_url
 
-    # the viewer is on by default only on loopback, unless --viewer or CHATLAB_VIEWER asks for it
-    settings = settings_from_flags(args, defaults={"viewer": False} if args.host not in LOOPBACK else None)
+    settings = _settings(args)
     tls_cert, tls_key = settings.tls_cert, settings.tls_key
     app = create_app(args.store, settings)
     host = f"[{args.host}]" if ":" in args.host else args.host

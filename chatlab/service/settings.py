@@ -61,6 +61,7 @@ class Flag:
 
 
 ENV_ONLY = Flag(group=None)
+_YES_NO = ("1", "true", "yes", "on", "0", "false", "no", "off")
 
 
 class ServiceSettings(BaseSettings):
@@ -166,6 +167,14 @@ class ServiceSettings(BaseSettings):
         except re.error as exc:
             raise ValueError(f"the conversation key pattern {pattern!r} is not a regular expression: {exc}") from None
         return pattern
+
+    @field_validator("viewer", mode="before")
+    @classmethod
+    def _yes_no(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() not in _YES_NO:
+            choices = "use 1 or 0 (true/false, yes/no, on/off)"
+            raise ValueError(f"{_env('viewer')}={value!r} is not a yes/no value: {choices}")
+        return value
 
     @field_validator("rate_limit", mode="before")
     @classmethod
