@@ -52,10 +52,18 @@ ABSENT = "0"
 
 @dataclass(frozen=True, slots=True)
 class ConversationSummary:
-    """The article's ``ChatHistorySummary``: a conversation key and how many messages it holds."""
+    """The article's ``ChatHistorySummary``: a conversation key and how many messages it holds.
+
+    The stores also tell its version and when it was created and last written (seconds since
+    the epoch by the store's clock; ``None`` where unknown); these take no part in comparisons,
+    so a summary still equals ``ConversationSummary(key, count)``.
+    """
 
     conversation_key: str
     message_count: int
+    version: str | None = field(default=None, compare=False)
+    created_at: float | None = field(default=None, compare=False)
+    updated_at: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,10 @@ store, so that checking them and writing are one atomic step in every store:
 from __future__ import annotations
 
 import secrets
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 
 from ..vocabulary import ABSENT, ConversationSummary, Version
 
@@ -41,6 +42,7 @@ __all__ = [
     "ANY",
     "ChatHistoryStore",
     "Conversation",
+    "ConversationRecord",
     "ConversationSlice",
     "ConversationSummary",
     "EncodedMessage",
@@ -107,6 +109,21 @@ def prefix_upper_bound(prefix: str) -> str | None:
     if 0xD800 <= last <= 0xDFFF:
         last = 0xE000  # surrogates are not text
     return prefix[:-1] + chr(last)
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRecord:
+    """A whole conversation as another store holds it, for :meth:`ChatHistoryStore.restore` (migration).
+
+    ``expected`` is the version the target must be at for it to be written (:data:`ABSENT`: not there).
+    """
+
+    conversation_key: str
+    messages: list[EncodedMessage]
+    version: str
+    created_at: float
+    updated_at: float
+    expected: str = ABSENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +195,17 @@ class ChatHistoryStore(ABC):
     #: One line for ``GET /``: where this store keeps the history.
     description: str = "Chat history store."
 
+    #: Seconds a conversation is kept after its last write (``None``: forever, the article's way);
+    #: :meth:`sweep` deletes what is due, and Redis also lets its keys expire (docs/stores.md).
+    retention: float | None = None
+
+    #: Seconds since the epoch: the time of writes (timestamps) and of retention. Tests replace it.
+    clock: Callable[[], float] = staticmethod(time.time)
+
+    def cutoff(self) -> float | None:
+        """Conversations last written at or before this time are due for deletion (``None``: none are)."""
+        return None if self.retention is None else self.clock() - self.retention
+
     async def get(self, conversation_key: str) -> list[EncodedMessage]:
         """The messages of a conversation in order; ``[]`` for an unknown key."""
         return (await self.read(conversation_key)).messages
@@ -233,6 +261,23 @@ class ChatHistoryStore(ABC):
     @abstractmethod
     async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
         """Every conversation whose key starts with ``prefix``, with its exact message count, ordered by key."""
+
+    @abstractmethod
+    async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        """Write whole conversations with their own version and timestamps (a migration's copy).
+
+        Each record replaces its conversation if the conversation is at ``record.expected``;
+        otherwise :class:`VersionMismatch` is raised. SQL stores write a batch in one
+        transaction (all or nothing); the others write each conversation atomically.
+        """
+
+    @abstractmethod
+    async def sweep(self) -> int:
+        """Delete every conversation last written at or before :meth:`cutoff`; how many were deleted."""
+
+    async def ping(self) -> None:
+        """Raise :class:`StoreError` unless the store answers (``/readyz``); a cheap read by default."""
+        await self.read_slice("chatlab:ping", 0, 0)
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the in-memory store has none."""

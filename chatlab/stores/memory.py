@@ -10,6 +10,7 @@ from .base import (
     ABSENT,
     ChatHistoryStore,
     Conversation,
+    ConversationRecord,
     ConversationSlice,
     ConversationSummary,
     EncodedMessage,
@@ -25,14 +26,23 @@ from .base import (
 
 
 class _Bucket:
-    """One conversation: its messages, its version and the lock that keeps each batch contiguous."""
+    """One conversation: its messages, its version, when it was created and last written, and the lock
+    that keeps each batch contiguous."""
 
-    __slots__ = ("lock", "messages", "version")
+    __slots__ = ("created_at", "lock", "messages", "updated_at", "version")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.messages: list[EncodedMessage] = []
         self.version = ABSENT
+        self.created_at = 0.0
+        self.updated_at = 0.0
+
+    def touch(self, now: float) -> None:
+        """Record a write at ``now`` (the creation too, for a conversation that did not exist)."""
+        if self.version == ABSENT:
+            self.created_at = now
+        self.updated_at = now
 
 
 class InMemoryChatHistoryStore(ChatHistoryStore):
@@ -121,6 +131,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             if not version_matches(bucket.version, if_match):
                 raise VersionMismatch(bucket.version)
             if messages:
+                bucket.touch(self.clock())
                 bucket.messages.extend(messages)
                 bucket.version = appended_version(bucket.version, len(bucket.messages))
             if idempotency is not None:
@@ -136,6 +147,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         try:
             if not version_matches(bucket.version, if_match):
                 raise VersionMismatch(bucket.version)
+            bucket.touch(self.clock())
             bucket.messages[:] = messages
             bucket.version = new_version(len(messages))
             return WriteResult(bucket.version)
@@ -159,8 +171,43 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         for key, bucket in items:
             with bucket.lock:
                 if bucket.version != ABSENT:  # a bucket being created by a write that may still fail
-                    result.append(ConversationSummary(key, len(bucket.messages)))
+                    result.append(
+                        ConversationSummary(
+                            key, len(bucket.messages), bucket.version, bucket.created_at, bucket.updated_at
+                        )
+                    )
         return result
+
+    async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        for record in records:
+            bucket = self._locked_bucket(record.conversation_key)
+            try:
+                if bucket.version != record.expected:
+                    raise VersionMismatch(bucket.version)
+                bucket.messages[:] = record.messages
+                bucket.version = record.version
+                bucket.created_at, bucket.updated_at = record.created_at, record.updated_at
+            finally:
+                self._unlock(record.conversation_key, bucket)
+
+    async def sweep(self) -> int:
+        """A pass over every conversation: those last written at or before the cutoff are deleted."""
+        cutoff = self.cutoff()
+        if cutoff is None:
+            return 0
+        with self._buckets_lock:
+            due = [k for k, b in self._buckets.items() if b.updated_at <= cutoff]
+        deleted = 0
+        for key in due:
+            bucket = self._locked_bucket(key)
+            try:
+                if bucket.version != ABSENT and bucket.updated_at <= cutoff:  # not written meanwhile
+                    bucket.messages.clear()
+                    bucket.version = ABSENT
+                    deleted += 1
+            finally:
+                self._unlock(key, bucket)
+        return deleted
 
     # -- idempotency records (called with the conversation's lock held) ----------------
 

@@ -20,6 +20,10 @@ Guarantees:
   are one atomic step across processes, also for a conversation that does not exist yet.
   A read of messages and version is one statement, one snapshot. A version 1 schema is
   upgraded in place on first use (each conversation gets a version).
+* Timestamps (schema version 3): ``created_at`` and ``updated_at`` (seconds since the epoch, the
+  store's :attr:`clock`) on each conversation, written by the same transaction as the messages;
+  ``updated_at`` is indexed for the retention :meth:`sweep`. Versions 1 and 2 are upgraded in place
+  (their conversations get the upgrade's time).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from .base import (
     ABSENT,
     ChatHistoryStore,
     Conversation,
+    ConversationRecord,
     ConversationSlice,
     ConversationSummary,
     EncodedMessage,
@@ -57,7 +62,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Query parameters of a store URL that chatlab reads itself (libpq would refuse them).
 CHATLAB_PARAMETERS = ("schema",)
@@ -130,7 +135,15 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             "messages": sql.Identifier(self.schema, "chatlab_messages"),
             "idempotency": sql.Identifier(self.schema, "chatlab_idempotency"),
             "idempotency_expiry": sql.Identifier("chatlab_idempotency_expiry"),
+            "updated_index": sql.Identifier("chatlab_conversations_updated"),
         }
+        timestamps = [  # schema version 3
+            "ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS created_at double precision",
+            "ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS updated_at double precision",
+            "UPDATE {conversations} SET created_at = coalesce(created_at, %(now)s),"
+            " updated_at = coalesce(updated_at, %(now)s) WHERE created_at IS NULL OR updated_at IS NULL",
+            "CREATE INDEX IF NOT EXISTS {updated_index} ON {conversations} (updated_at)",
+        ]
         idempotency_tables = [
             "CREATE TABLE IF NOT EXISTS {idempotency} ("
             " conversation_key text NOT NULL, idempotency_key text NOT NULL, fingerprint text NOT NULL,"
@@ -143,18 +156,22 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             "create": [
                 "CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)",
                 "CREATE TABLE IF NOT EXISTS {conversations} ("
-                " conversation_key text PRIMARY KEY, message_count bigint NOT NULL, version text)",
+                " conversation_key text PRIMARY KEY, message_count bigint NOT NULL, version text,"
+                " created_at double precision, updated_at double precision)",
                 "CREATE TABLE IF NOT EXISTS {messages} ("
                 " conversation_key text NOT NULL, position bigint NOT NULL, body bytea NOT NULL,"
                 " PRIMARY KEY (conversation_key, position))",
                 *idempotency_tables,
+                *timestamps,
             ],
+            "upgrade_from_2": [*timestamps, "UPDATE {meta} SET value = '3' WHERE key = 'schema_version'"],
             "upgrade_from_1": [
                 "ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS version text",
                 "UPDATE {conversations} SET version = substr(md5(random()::text || clock_timestamp()::text"
                 " || conversation_key), 1, 16) || '.' || message_count WHERE version IS NULL",
                 *idempotency_tables,
-                "UPDATE {meta} SET value = '2' WHERE key = 'schema_version'",
+                *timestamps,
+                "UPDATE {meta} SET value = '3' WHERE key = 'schema_version'",
             ],
             "version_get": "SELECT value FROM {meta} WHERE key = 'schema_version'",
             "version_set": "INSERT INTO {meta} (key, value) VALUES ('schema_version', %s) ON CONFLICT DO NOTHING",
@@ -176,23 +193,36 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             " (conversation_key, idempotency_key, fingerprint, version, expires_at) VALUES (%s, %s, %s, %s, %s)"
             " ON CONFLICT (conversation_key, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
             " version = excluded.version, expires_at = excluded.expires_at",
-            "append_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version)"
-            " VALUES (%s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
-            " message_count = c.message_count + excluded.message_count, version = excluded.version"
-            " RETURNING message_count",
-            "replace_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version)"
-            " VALUES (%s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
-            " message_count = excluded.message_count, version = excluded.version",
+            "append_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version,"
+            " created_at, updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
+            " message_count = c.message_count + excluded.message_count, version = excluded.version,"
+            " updated_at = excluded.updated_at RETURNING message_count",
+            "replace_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version,"
+            " created_at, updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
+            " message_count = excluded.message_count, version = excluded.version, updated_at = excluded.updated_at",
+            "restore_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version,"
+            " created_at, updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
+            " message_count = excluded.message_count, version = excluded.version,"
+            " created_at = excluded.created_at, updated_at = excluded.updated_at",
+            "due": "SELECT conversation_key FROM {conversations} WHERE updated_at <= %s"
+            " ORDER BY conversation_key LIMIT 1000",
+            "lock_many": "SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest(%s::text[]) AS k",
+            "sweep": "DELETE FROM {conversations} WHERE conversation_key = ANY(%s) AND updated_at <= %s"
+            " RETURNING conversation_key",
+            "delete_messages_many": "DELETE FROM {messages} WHERE conversation_key = ANY(%s)",
             "insert_messages": "INSERT INTO {messages} (conversation_key, position, body)"
             " SELECT %s, %s + t.ord - 1, t.body FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(body, ord)",
             "delete_messages": "DELETE FROM {messages} WHERE conversation_key = %s",
             "delete_conversation": "DELETE FROM {conversations} WHERE conversation_key = %s",
             # "C" collation: byte order of UTF-8, which is code point order, as the other stores sort.
-            "summaries": "SELECT conversation_key, message_count FROM {conversations}"
+            "summaries": "SELECT conversation_key, message_count, version, created_at, updated_at"
+            " FROM {conversations}"
             ' ORDER BY conversation_key COLLATE "C"',
-            "summaries_from": "SELECT conversation_key, message_count FROM {conversations}"
+            "summaries_from": "SELECT conversation_key, message_count, version, created_at, updated_at"
+            " FROM {conversations}"
             ' WHERE conversation_key COLLATE "C" >= %s ORDER BY conversation_key COLLATE "C"',
-            "summaries_range": "SELECT conversation_key, message_count FROM {conversations}"
+            "summaries_range": "SELECT conversation_key, message_count, version, created_at, updated_at"
+            " FROM {conversations}"
             ' WHERE conversation_key COLLATE "C" >= %s AND conversation_key COLLATE "C" < %s'
             ' ORDER BY conversation_key COLLATE "C"',
         }
@@ -255,20 +285,20 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 if await cur.fetchone() is None:
                     await conn.execute(q["create_schema"])
                 for statement in q["create"]:
-                    await conn.execute(statement)
+                    await conn.execute(statement, {"now": self.clock()})
                 await conn.execute(q["version_set"], (str(SCHEMA_VERSION),))
             row = await (await conn.execute(q["version_get"])).fetchone()
-            if row is not None and int(row[0]) == 1:
+            if row is not None and int(row[0]) in (1, 2):
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"chatlab-schema:{self.schema}",))
                 row = await (await conn.execute(q["version_get"])).fetchone()
-                if row is not None and int(row[0]) == 1:  # not upgraded by another process meanwhile
-                    for statement in q["upgrade_from_1"]:
-                        await conn.execute(statement)
+                if row is not None and int(row[0]) in (1, 2):  # not upgraded by another process meanwhile
+                    for statement in q[f"upgrade_from_{int(row[0])}"]:
+                        await conn.execute(statement, {"now": self.clock()})
                     row = await (await conn.execute(q["version_get"])).fetchone()
         if row is None or int(row[0]) != SCHEMA_VERSION:
             raise StoreError(
                 f"PostgreSQL store {self.where} schema {self.schema} has schema version {row and row[0]}; "
-                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades version 1) only"
+                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
             )
         self._schema_ready = True
 
@@ -338,7 +368,8 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 raise VersionMismatch(version)
             if batch:
                 version = appended_version(version, count + len(batch))
-                cur = await conn.execute(q["append_count"], (conversation_key, len(batch), version))
+                written = self.clock()
+                cur = await conn.execute(q["append_count"], (conversation_key, len(batch), version, written, written))
                 (new_count,) = await cur.fetchone()
                 await conn.execute(q["insert_messages"], (conversation_key, new_count - len(batch), batch))
             if idempotency is not None:
@@ -357,7 +388,8 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         async with self._connection() as conn, conn.transaction():
             await self._lock_and_check(conn, conversation_key, if_match)
             version = new_version(len(batch))
-            await conn.execute(q["replace_count"], (conversation_key, len(batch), version))
+            now = self.clock()
+            await conn.execute(q["replace_count"], (conversation_key, len(batch), version, now, now))
             await conn.execute(q["delete_messages"], (conversation_key,))
             if batch:
                 await conn.execute(q["insert_messages"], (conversation_key, 0, batch))
@@ -380,7 +412,36 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 cur = await conn.execute(q["summaries_from"], (prefix,))
             else:
                 cur = await conn.execute(q["summaries_range"], (prefix, upper))
-            return [ConversationSummary(key, count) for key, count in await cur.fetchall()]
+            return [ConversationSummary(*row) for row in await cur.fetchall()]
+
+    async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        q = self._queries
+        async with self._connection() as conn, conn.transaction():
+            for record in records:
+                key = record.conversation_key
+                await self._lock_and_check(conn, key, [record.expected])
+                count = (key, len(record.messages), record.version, record.created_at, record.updated_at)
+                await conn.execute(q["restore_count"], count)
+                await conn.execute(q["delete_messages"], (key,))
+                if record.messages:
+                    await conn.execute(q["insert_messages"], (key, 0, [bytes(m) for m in record.messages]))
+
+    async def sweep(self) -> int:
+        """Deletes what is due in transactions of up to 1000 conversations, each under its write lock."""
+        cutoff = self.cutoff()
+        if cutoff is None:
+            return 0
+        q, deleted = self._queries, 0
+        while True:
+            async with self._connection() as conn, conn.transaction():
+                due = [row[0] for row in await (await conn.execute(q["due"], (cutoff,))).fetchall()]
+                if not due:
+                    return deleted
+                await conn.execute(q["lock_many"], ([f"chatlab:{self.schema}:{k}" for k in due],))
+                cur = await conn.execute(q["sweep"], (due, cutoff))  # not written since: still due
+                gone = [row[0] for row in await cur.fetchall()]
+                await conn.execute(q["delete_messages_many"], (gone,))
+                deleted += len(gone)
 
     async def close(self) -> None:
         """Close the connection pools (a later call opens new ones)."""

@@ -13,6 +13,12 @@ Layout, under a key prefix (``chatlab:`` unless the URL says ``?prefix=...``):
   written by version 1 has none and reads as ``unversioned`` until its next write).
 * ``{prefix}idempotency:{len(key)}:{key}:{idempotency key}``: ``fingerprint version`` of an
   idempotent append, expiring after its TTL (``PX``).
+* ``{prefix}times:{key}``: ``"<created> <updated>"``, seconds since the epoch by the store's clock
+  (layout version 3), and ``{prefix}updated``: a sorted set of every conversation key scored by
+  its last write, which the retention :meth:`sweep` reads. With a retention, every write also
+  sets the conversation's keys to expire that long after it (``PEXPIREAT``), so Redis frees them
+  even when no service sweeps; a conversation whose keys expired reads as absent
+  (:mod:`chatlab.stores.redis_operations`).
 
 Guarantees: every write is one Lua script, which Redis runs as one atomic step. So an append
 (``ZADD`` + ``RPUSH`` of the whole batch) lands contiguously and in order, all or nothing,
@@ -36,6 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from ._loops import PerLoop
+from .redis_operations import RedisOperations, summary
 from ._urls import split_url
 from .base import (
     ABSENT,
@@ -62,7 +69,7 @@ R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: The version of a conversation written by layout version 1 (it has no version key yet).
 UNVERSIONED = "unversioned"
@@ -74,15 +81,27 @@ CHATLAB_PARAMETERS = ("prefix",)
 
 # KEYS[1] = the conversations sorted set; ARGV[1] = the prefix of message lists, ARGV[2]/[3] = lex range
 # ("-" "+" for all: every member has score 0, so the lex range is the key order).
-_SUMMARIES = """
+# ARGV[4] = the prefix of versions, ARGV[5] = of times. Four values per conversation; one whose keys
+# expired (retention) is left out.
+_SUMMARIES = (
+    """
 local keys = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[2], ARGV[3])
 local result = {}
-for i, key in ipairs(keys) do
-    result[2 * i - 1] = key
-    result[2 * i] = redis.call('LLEN', ARGV[1] .. key)
+for _, key in ipairs(keys) do
+    local count = redis.call('LLEN', ARGV[1] .. key)
+    local version = redis.call('GET', ARGV[4] .. key)
+    if version or count > 0 then
+        table.insert(result, key)
+        table.insert(result, count)
+        table.insert(result, version or '"""
+    + UNVERSIONED
+    + """')
+        table.insert(result, redis.call('GET', ARGV[5] .. key) or '')
+    end
 end
 return result
 """
+)
 
 # Shared by the write scripts: the current version, and the If-Match check.
 _VERSION_CHECK = (
@@ -90,7 +109,7 @@ _VERSION_CHECK = (
 local function current_version(index, member, version_key)
     local v = redis.call('GET', version_key)
     if v then return v end
-    if redis.call('ZSCORE', index, member) then return '"""
+    if redis.call('ZSCORE', index, member) and redis.call('EXISTS', KEYS[2]) == 1 then return '"""
     + UNVERSIONED
     + """' end
     return '"""
@@ -106,6 +125,18 @@ local function matches(current, first, count)
     end
     return false
 end
+local function touch(current, member, now, expire_at)
+    local created = now
+    local times = redis.call('GET', KEYS[TIMES])
+    if times and current ~= '"""
+    + ABSENT
+    + """' then created = string.match(times, '^(%S+)') end
+    redis.call('SET', KEYS[TIMES], created .. ' ' .. now)
+    redis.call('ZADD', KEYS[TIMES + 1], now, member)
+    for _, key in ipairs({KEYS[2], KEYS[3], KEYS[TIMES]}) do
+        if expire_at ~= '0' then redis.call('PEXPIREAT', key, expire_at) else redis.call('PERSIST', key) end
+    end
+end
 local function push(list, first)
     for i = first, #ARGV, 1000 do
         redis.call('RPUSH', list, unpack(ARGV, i, math.min(i + 999, #ARGV)))
@@ -114,12 +145,12 @@ end
 """
 )
 
-# KEYS: index, list, version, idempotency record (or any key when none).
-# ARGV: member, a new generation, fingerprint ('' for none), ttl ms, condition count (-1: none), conditions...,
-#       messages...
+# KEYS: index, list, version, idempotency record (or any key when none), times, updated.
+# ARGV: member, a new generation, fingerprint ('' for none), ttl ms, now, expire at (ms, '0': never),
+# condition count (-1: none), conditions..., messages...
 # The version after an append: the conversation's generation (the new one if it had none), '.', its length.
 _APPEND = (
-    _VERSION_CHECK
+    _VERSION_CHECK.replace("TIMES", "5")
     + """
 local current = current_version(KEYS[1], ARGV[1], KEYS[3])
 if ARGV[3] ~= '' then
@@ -130,9 +161,9 @@ if ARGV[3] ~= '' then
         return {'replayed', string.sub(record, space + 1)}
     end
 end
-local count = tonumber(ARGV[5])
-if not matches(current, 6, count) then return {'mismatch', current} end
-local first = 6 + math.max(count, 0)
+local count = tonumber(ARGV[7])
+if not matches(current, 8, count) then return {'mismatch', current} end
+local first = 8 + math.max(count, 0)
 local version = current
 if #ARGV >= first then
     redis.call('ZADD', KEYS[1], 0, ARGV[1])
@@ -147,6 +178,7 @@ if #ARGV >= first then
     end
     version = generation .. '.' .. redis.call('LLEN', KEYS[2])
     redis.call('SET', KEYS[3], version)
+    touch(current, ARGV[1], ARGV[5], ARGV[6])
 end
 if ARGV[3] ~= '' then
     redis.call('SET', KEYS[4], ARGV[3] .. ' ' .. version, 'PX', ARGV[4])
@@ -155,29 +187,32 @@ return {'ok', version}
 """
 )
 
-# KEYS: index, list, version. ARGV: member, new version, condition count (-1: none), conditions..., messages...
+# KEYS: index, list, version, times, updated.
+# ARGV: member, new version, now, expire at, condition count (-1: none), conditions..., messages...
 _REPLACE = (
-    _VERSION_CHECK
+    _VERSION_CHECK.replace("TIMES", "4")
     + """
 local current = current_version(KEYS[1], ARGV[1], KEYS[3])
-local count = tonumber(ARGV[3])
-if not matches(current, 4, count) then return {'mismatch', current} end
+local count = tonumber(ARGV[5])
+if not matches(current, 6, count) then return {'mismatch', current} end
 redis.call('ZADD', KEYS[1], 0, ARGV[1])
 redis.call('DEL', KEYS[2])
-push(KEYS[2], 4 + math.max(count, 0))
+push(KEYS[2], 6 + math.max(count, 0))
 redis.call('SET', KEYS[3], ARGV[2])
+touch(current, ARGV[1], ARGV[3], ARGV[4])
 return {'ok', ARGV[2]}
 """
 )
 
-# KEYS: index, list, version. ARGV: member, condition count (-1: none), conditions...
+# KEYS: index, list, version, times, updated. ARGV: member, condition count (-1: none), conditions...
 _DELETE = (
-    _VERSION_CHECK
+    _VERSION_CHECK.replace("TIMES", "4")
     + """
 local current = current_version(KEYS[1], ARGV[1], KEYS[3])
 if not matches(current, 3, tonumber(ARGV[2])) then return {'mismatch', current} end
 redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
 return {'ok', '"""
     + ABSENT
     + """'}
@@ -195,14 +230,15 @@ def _redacted(url: str) -> str:
     return f"{host}:{port}/{database}"
 
 
-def _current_version(version: bytes | None, score: object) -> str:
-    """The version a conversation is at: its own, an old one's placeholder, or absent."""
+def _current_version(version: bytes | None, score: object, present: bool) -> str:
+    """The version a conversation is at: its own, an old one's placeholder, or absent (also when its keys
+    expired with a retention and only its index entry is left: ``present`` says whether its list exists)."""
     if version is not None:
         return version.decode()
-    return UNVERSIONED if score is not None else ABSENT
+    return UNVERSIONED if score is not None and present else ABSENT
 
 
-class RedisChatHistoryStore(ChatHistoryStore):
+class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
     """History in Redis lists (layout created on first use).
 
     ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS); the extra
@@ -233,6 +269,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
         self._list_prefix = f"{self.prefix}messages:"
         self._version_prefix = f"{self.prefix}version:"
         self._idempotency_prefix = f"{self.prefix}idempotency:"
+        self._times_prefix = f"{self.prefix}times:"
+        self._updated_key = f"{self.prefix}updated"
         self._clients: PerLoop[Redis] = PerLoop(self._open_client, self._close_client)
         self._schema_ready = False
 
@@ -244,6 +282,9 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
     def _version_key(self, conversation_key: str) -> bytes:
         return (self._version_prefix + conversation_key).encode("utf-8")
+
+    def _times_key(self, conversation_key: str) -> bytes:
+        return (self._times_prefix + conversation_key).encode("utf-8")
 
     def _idempotency_key(self, conversation_key: str, idempotency_key: str) -> bytes:
         # the length makes the split unambiguous whatever characters the two keys hold
@@ -273,16 +314,17 @@ class RedisChatHistoryStore(ChatHistoryStore):
             pipe.hsetnx(self._meta_key, "schema_version", str(SCHEMA_VERSION))
             pipe.hget(self._meta_key, "schema_version")
             _, version = await pipe.execute()
-            if version is not None and int(version) == 1:
+            if version is not None and int(version) in (1, 2):
                 # Layout 2 only adds keys (conversations without a version read as unversioned);
-                # marking it keeps chatlab versions that do not write versions away from it.
+                # layout 3 gives each conversation times (marking it keeps older chatlab versions away).
+                await self._upgrade_to_3(client)
                 await client.hset(self._meta_key, "schema_version", str(SCHEMA_VERSION))
                 version = str(SCHEMA_VERSION).encode()
             if version is None or int(version) != SCHEMA_VERSION:
                 raise StoreError(
                     f"Redis store {self.where} prefix {self.prefix!r} has schema version "
-                    f"{version.decode() if version else None}; "
-                    f"this chatlab reads version {SCHEMA_VERSION} (and upgrades version 1) only"
+                    f"{version.decode() if version else None}; this chatlab reads version {SCHEMA_VERSION} "
+                    "(and upgrades versions 1 and 2) only"
                 )
             self._schema_ready = True
         return client
@@ -321,7 +363,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
             pipe.zscore(self._index_key, conversation_key.encode("utf-8"))
             pipe.lrange(self._list_key(conversation_key), 0, -1)
             version, score, messages = await pipe.execute()
-            current = _current_version(version, score)
+            current = _current_version(version, score, bool(messages))
             return Conversation(list(messages), current)
 
         return await self._guard(work)
@@ -337,7 +379,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
             if limit != 0:  # LRANGE walks from the nearer end of the list: the newest messages are cheap
                 pipe.lrange(self._list_key(conversation_key), after, -1 if limit is None else after + limit - 1)
             version, score, count, *messages = await pipe.execute()
-            current = _current_version(version, score)
+            current = _current_version(version, score, bool(count))
             return ConversationSlice(list(messages[0]) if messages else [], after, int(count), current)
 
         return await self._guard(work)
@@ -363,12 +405,15 @@ class RedisChatHistoryStore(ChatHistoryStore):
             self._list_key(conversation_key),
             self._version_key(conversation_key),
             self._idempotency_key(conversation_key, idempotency.key) if idempotency else self._meta_key,
+            self._times_key(conversation_key),
+            self._updated_key,
         ]
         args: list[Any] = [
             conversation_key.encode("utf-8"),
             generation,
             idempotency.fingerprint if idempotency else "",
             max(1, int(idempotency.ttl * 1000)) if idempotency else 0,
+            *self._write_times(),
             *self._conditions(if_match),
             *batch,
         ]
@@ -384,8 +429,14 @@ class RedisChatHistoryStore(ChatHistoryStore):
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
         batch = [bytes(m) for m in messages]
-        keys: list[Any] = [self._index_key, self._list_key(conversation_key), self._version_key(conversation_key)]
-        args: list[Any] = [conversation_key.encode(), new_version(len(batch)), *self._conditions(if_match), *batch]
+        keys: list[Any] = self._conversation_keys(conversation_key)
+        args: list[Any] = [
+            conversation_key.encode("utf-8"),
+            new_version(len(batch)),
+            *self._write_times(),
+            *self._conditions(if_match),
+            *batch,
+        ]
 
         async def work(client: Redis) -> list[bytes]:
             result: list[bytes] = await client.eval(_REPLACE, len(keys), *keys, *args)
@@ -403,7 +454,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         return WriteResult(value.decode(), replayed=status == b"replayed")
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
-        keys: list[Any] = [self._index_key, self._list_key(conversation_key), self._version_key(conversation_key)]
+        keys: list[Any] = self._conversation_keys(conversation_key)
         args: list[Any] = [conversation_key.encode("utf-8"), *self._conditions(if_match)]
 
         async def work(client: Redis) -> list[bytes]:
@@ -420,8 +471,10 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 upper = prefix_upper_bound(prefix)
                 low = b"[" + prefix.encode("utf-8")
                 high = b"(" + upper.encode("utf-8") if upper is not None else b"+"
-            flat: list[Any] = await client.eval(_SUMMARIES, 1, self._index_key, self._list_prefix, low, high)
-            return [ConversationSummary(flat[i].decode("utf-8"), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+            flat: list[Any] = await client.eval(
+                _SUMMARIES, 1, self._index_key, self._list_prefix, low, high, self._version_prefix, self._times_prefix
+            )
+            return [summary(*flat[i : i + 4]) for i in range(0, len(flat), 4)]
 
         return await self._guard(work)
 

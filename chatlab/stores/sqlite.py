@@ -18,6 +18,10 @@ Guarantees:
 * Versions and idempotency records (schema version 2) are read and written in the writing
   transaction itself, so a check and its write (or delete) are one atomic step. A version 1 file is
   upgraded in place on first use (each conversation gets a version).
+* Timestamps (schema version 3): ``created_at`` and ``updated_at`` (seconds since the epoch, the
+  store's :attr:`clock`) on each conversation, set by the writing transaction; ``updated_at`` is
+  indexed, so a retention :meth:`sweep` finds what is due without reading everything. A version
+  1 or 2 file is upgraded in place (its conversations get the upgrade's time).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from .base import (
     ABSENT,
     ChatHistoryStore,
     Conversation,
+    ConversationRecord,
     ConversationSlice,
     ConversationSummary,
     EncodedMessage,
@@ -56,7 +61,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chatlab_meta (
@@ -66,7 +71,9 @@ CREATE TABLE IF NOT EXISTS chatlab_meta (
 CREATE TABLE IF NOT EXISTS chatlab_conversations (
     conversation_key TEXT PRIMARY KEY,
     message_count    INTEGER NOT NULL,
-    version          TEXT
+    version          TEXT,
+    created_at       REAL,
+    updated_at       REAL
 );
 CREATE TABLE IF NOT EXISTS chatlab_messages (
     conversation_key TEXT    NOT NULL,
@@ -84,6 +91,9 @@ CREATE TABLE IF NOT EXISTS chatlab_idempotency (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS chatlab_idempotency_expiry ON chatlab_idempotency (expires_at);
 """
+
+#: Schema version 3: when each conversation was created and last written (the index serves retention).
+_TIMESTAMPS = "CREATE INDEX IF NOT EXISTS chatlab_conversations_updated ON chatlab_conversations (updated_at)"
 
 
 def path_from_url(url: str) -> Path:
@@ -187,13 +197,16 @@ class SqliteChatHistoryStore(ChatHistoryStore):
                     conn.execute(
                         "INSERT INTO chatlab_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                     )
-                elif int(row[0]) == 1:
-                    self._upgrade_from_1(conn)
+                elif int(row[0]) in (1, 2):
+                    if int(row[0]) == 1:
+                        self._upgrade_from_1(conn)
+                    self._upgrade_from_2(conn, self.clock())
                 elif int(row[0]) != SCHEMA_VERSION:
                     raise StoreError(
                         f"SQLite store {self.path} has schema version {row[0]}; "
-                        f"this chatlab reads version {SCHEMA_VERSION} (and upgrades version 1) only"
+                        f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
                     )
+                conn.execute(_TIMESTAMPS)
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback(conn)
@@ -212,6 +225,19 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         conn.executemany(
             "UPDATE chatlab_conversations SET version = ? WHERE conversation_key = ?",
             [(new_version(count), key) for key, count in rows],
+        )
+
+    @staticmethod
+    def _upgrade_from_2(conn: sqlite3.Connection, now: float) -> None:
+        """Version 2 had no timestamps: each conversation gets the upgrade's time as both."""
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
+        for column in ("created_at", "updated_at"):
+            if column not in columns:
+                conn.execute(f"ALTER TABLE chatlab_conversations ADD COLUMN {column} REAL")
+        conn.execute(
+            "UPDATE chatlab_conversations SET created_at = coalesce(created_at, ?),"
+            " updated_at = coalesce(updated_at, ?)",
+            (now, now),
         )
         conn.execute("UPDATE chatlab_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
@@ -338,12 +364,13 @@ class SqliteChatHistoryStore(ChatHistoryStore):
             version, count = self._current(conn, conversation_key, if_match)
             if batch:
                 version = appended_version(version, count + len(batch))
+                written = self.clock()
                 (new_count,) = conn.execute(
-                    "INSERT INTO chatlab_conversations (conversation_key, message_count, version) VALUES (?, ?, ?) "
-                    "ON CONFLICT (conversation_key) DO UPDATE SET "
-                    "message_count = message_count + excluded.message_count, version = excluded.version "
-                    "RETURNING message_count",
-                    (conversation_key, len(batch), version),
+                    "INSERT INTO chatlab_conversations (conversation_key, message_count, version, created_at, "
+                    "updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (conversation_key) DO UPDATE SET "
+                    "message_count = message_count + excluded.message_count, version = excluded.version, "
+                    "updated_at = excluded.updated_at RETURNING message_count",
+                    (conversation_key, len(batch), version, written, written),
                 ).fetchone()
                 start = new_count - len(batch)
                 conn.executemany(
@@ -369,11 +396,12 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         def body(conn: sqlite3.Connection) -> WriteResult:
             self._current(conn, conversation_key, if_match)
             version = new_version(len(batch))
+            now = self.clock()
             conn.execute(
-                "INSERT INTO chatlab_conversations (conversation_key, message_count, version) VALUES (?, ?, ?) "
-                "ON CONFLICT (conversation_key) DO UPDATE SET "
-                "message_count = excluded.message_count, version = excluded.version",
-                (conversation_key, len(batch), version),
+                "INSERT INTO chatlab_conversations (conversation_key, message_count, version, created_at, "
+                "updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (conversation_key) DO UPDATE SET "
+                "message_count = excluded.message_count, version = excluded.version, updated_at = excluded.updated_at",
+                (conversation_key, len(batch), version, now, now),
             )
             conn.execute("DELETE FROM chatlab_messages WHERE conversation_key = ?", (conversation_key,))
             conn.executemany(
@@ -395,7 +423,7 @@ class SqliteChatHistoryStore(ChatHistoryStore):
     async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
         def work(conn: sqlite3.Connection) -> list[ConversationSummary]:
             # TEXT compares with BINARY collation: UTF-8 byte order, which is code point order.
-            query = "SELECT conversation_key, message_count FROM chatlab_conversations"
+            query = "SELECT conversation_key, message_count, version, created_at, updated_at FROM chatlab_conversations"
             params: list[str] = []
             if prefix:
                 query += " WHERE conversation_key >= ?"
@@ -405,9 +433,40 @@ class SqliteChatHistoryStore(ChatHistoryStore):
                     query += " AND conversation_key < ?"
                     params.append(upper)
             rows = conn.execute(query + " ORDER BY conversation_key", params).fetchall()
-            return [ConversationSummary(key, count) for key, count in rows]
+            return [ConversationSummary(*row) for row in rows]
 
         return await self._call(work)
+
+    async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        def body(conn: sqlite3.Connection) -> None:
+            for record in records:
+                key = record.conversation_key
+                self._current(conn, key, [record.expected])
+                conn.execute("DELETE FROM chatlab_messages WHERE conversation_key = ?", (key,))
+                conn.execute(
+                    "INSERT OR REPLACE INTO chatlab_conversations (conversation_key, message_count, version, "
+                    "created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+                    (key, len(record.messages), record.version, record.created_at, record.updated_at),
+                )
+                conn.executemany(
+                    "INSERT INTO chatlab_messages (conversation_key, position, body) VALUES (?, ?, ?)",
+                    [(key, i, bytes(m)) for i, m in enumerate(record.messages)],
+                )
+
+        await self._call(lambda conn: self._write(conn, body))
+
+    async def sweep(self) -> int:
+        """One write transaction deletes every conversation due (found by the ``updated_at`` index)."""
+        cutoff = self.cutoff()
+        if cutoff is None:
+            return 0
+
+        def body(conn: sqlite3.Connection) -> int:
+            due = "SELECT conversation_key FROM chatlab_conversations WHERE updated_at <= ?"
+            conn.execute(f"DELETE FROM chatlab_messages WHERE conversation_key IN ({due})", (cutoff,))
+            return conn.execute("DELETE FROM chatlab_conversations WHERE updated_at <= ?", (cutoff,)).rowcount
+
+        return await self._call(lambda conn: self._write(conn, body))
 
     async def close(self) -> None:
         """Close the idle connections (a later call opens new ones)."""

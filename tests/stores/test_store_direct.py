@@ -165,7 +165,7 @@ def test_store_states_its_schema_version_and_description(backend, store_url):
     store = open_store(store_url)
     assert store.description and store.description != ChatHistoryStore.description
     if backend != "memory":
-        assert store.schema_version == 2  # 2: versions and idempotency records
+        assert store.schema_version == 3  # 2: versions and idempotency records; 3: timestamps
     assert "password" not in store.description
 
 
@@ -176,7 +176,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
 
         with sqlite3.connect(path_from_url(store_url)) as conn:
             row = conn.execute("SELECT value FROM chatlab_meta WHERE key = 'schema_version'").fetchone()
-            assert row == ("2",)
+            assert row == ("3",)
             assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     elif backend == "postgres":
         import psycopg
@@ -191,7 +191,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
                     sql.Identifier(ours["schema"], "chatlab_meta")
                 )
             ).fetchone()
-            assert row == ("2",)
+            assert row == ("3",)
     elif backend == "redis":
         import redis
 
@@ -200,7 +200,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
         client_url, ours = split_url(store_url, CHATLAB_PARAMETERS)
         client = redis.Redis.from_url(client_url)
         try:
-            assert client.hget(f"{ours['prefix']}meta", "schema_version") == b"2"
+            assert client.hget(f"{ours['prefix']}meta", "schema_version") == b"3"
         finally:
             client.close()
 
@@ -212,7 +212,7 @@ def test_a_newer_schema_is_refused(backend, store_url):
         import sqlite3
 
         with sqlite3.connect(path_from_url(store_url)) as conn:
-            conn.execute("UPDATE chatlab_meta SET value = '3' WHERE key = 'schema_version'")
+            conn.execute("UPDATE chatlab_meta SET value = '4' WHERE key = 'schema_version'")
     elif backend == "postgres":
         import psycopg
         from psycopg import sql
@@ -222,7 +222,7 @@ def test_a_newer_schema_is_refused(backend, store_url):
         conninfo, ours = split_url(store_url, CHATLAB_PARAMETERS)
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(
-                sql.SQL("UPDATE {} SET value = '3' WHERE key = 'schema_version'").format(
+                sql.SQL("UPDATE {} SET value = '4' WHERE key = 'schema_version'").format(
                     sql.Identifier(ours["schema"], "chatlab_meta")
                 )
             )
@@ -233,8 +233,8 @@ def test_a_newer_schema_is_refused(backend, store_url):
 
         client_url, ours = split_url(store_url, CHATLAB_PARAMETERS)
         with redis.Redis.from_url(client_url) as client:
-            client.hset(f"{ours['prefix']}meta", "schema_version", "3")
-    with pytest.raises(StoreError, match="schema version 3"):
+            client.hset(f"{ours['prefix']}meta", "schema_version", "4")
+    with pytest.raises(StoreError, match="schema version 4"):
         run(_use(store_url, lambda s: s.summaries()))
 
 

@@ -46,7 +46,7 @@ def test_sqlite_version_1_file(tmp_path) -> None:
         conn.executemany("INSERT INTO chatlab_messages VALUES ('old', ?, ?)", list(enumerate(OLD)))
     asyncio.run(_check_upgraded(open_store(f"sqlite:///{path}")))
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("2",)
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("3",)
 
 
 def test_postgres_version_1_schema(postgres_url: str) -> None:
@@ -65,7 +65,7 @@ def test_postgres_version_1_schema(postgres_url: str) -> None:
             conn.execute("INSERT INTO chatlab_messages VALUES ('old', %s, %s)", (position, body))
     asyncio.run(_check_upgraded(open_store(postgres_url)))
     with psycopg.connect(base, autocommit=True) as conn:
-        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("2",)
+        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("3",)
 
 
 def test_redis_version_1_layout(redis_url: str) -> None:
@@ -80,6 +80,6 @@ def test_redis_version_1_layout(redis_url: str) -> None:
         client.zadd(f"{prefix}conversations", {"old": 0})
         client.rpush(f"{prefix}messages:old", *OLD)
         asyncio.run(_check_upgraded(open_store(redis_url)))
-        assert client.hget(f"{prefix}meta", "schema_version") == b"2"
+        assert client.hget(f"{prefix}meta", "schema_version") == b"3"
     finally:
         client.close()
