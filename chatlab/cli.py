@@ -62,6 +62,12 @@ def _describe(settings: ServiceSettings, tls: bool) -> str:
         "TLS" if tls else "no TLS",
         f"body <= {settings.max_body_bytes} bytes, <= {settings.max_messages} messages per request",
     ]
+    if settings.retention is not None:
+        from .service.durations import format_duration
+
+        parts.append(f"conversations not written for {format_duration(settings.retention)} are deleted")
+    if settings.metrics:
+        parts.append("Prometheus metrics at /metrics")
     return "; ".join(parts)
 
 
@@ -117,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_flags(serve)
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(run=_serve)
+
+    from .operations.commands import add_commands
+
+    add_commands(commands)
 
     api_key = commands.add_parser("api-key", help="print a new NAMESPACE:KEY entry for an API keys file")
     api_key.add_argument("namespace", help="the namespace of conversations the key may use")

@@ -9,8 +9,10 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from ..stores import ChatHistoryStore, open_store
+from .health import add_health_routes
 from .openapi import complete_openapi
 from .problems import add_error_handlers
+from .retention import sweeping
 from .routes import add_routes
 from .settings import ServiceSettings
 from .ui import add_viewer
@@ -20,11 +22,14 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     """Build the service around a store (an instance, or a URL for :func:`chatlab.stores.open_store`).
 
     A store given by URL (or the default in-memory one) belongs to the app and is closed
-    when the app shuts down; a store instance stays the caller's.
+    when the app shuts down; a store instance stays the caller's. ``settings.retention`` is
+    given to the store, which the app then sweeps while it runs.
     """
     owned = not isinstance(store, ChatHistoryStore)
     the_store = store if isinstance(store, ChatHistoryStore) else open_store(store)
     settings = settings or ServiceSettings()
+    if settings.retention is not None:
+        the_store.retention = float(settings.retention)
     app = FastAPI(
         title="Chat history service",
         description="Keeps a list of chat messages (Microsoft.Extensions.AI `ChatMessage` JSON) per conversation key.",
@@ -32,7 +37,9 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
         lifespan=_lifespan(the_store, owned),
     )
     add_error_handlers(app)
-    add_routes(app, the_store, settings)
+    add_health_routes(app, the_store)
+    served = _metered(app, the_store) if settings.metrics else the_store
+    add_routes(app, served, settings)
     if settings.viewer:
         add_viewer(app)
     complete_openapi(app, settings)
@@ -42,15 +49,28 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
 
 
 def _lifespan(store: ChatHistoryStore, owned: bool) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """Close the store when the app shuts down, if the app opened it."""
+    """Sweep the store while the app runs (with a retention); close it when the app shuts down, if the app opened it."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with sweeping(store):
+            yield
         if owned:
             await store.close()
 
     return lifespan
+
+
+def _metered(app: FastAPI, store: ChatHistoryStore) -> ChatHistoryStore:
+    """Serve ``/metrics`` and count requests; the store the routes use, timed."""
+    from ..stores import InMemoryChatHistoryStore
+    from .metrics import MeteredStore, Metrics, add_metrics
+
+    metrics = Metrics()
+    if isinstance(store, InMemoryChatHistoryStore):
+        metrics.count_stored(store)
+    add_metrics(app, metrics)
+    return MeteredStore(store, metrics)
 
 
 def _allow_cross_origin(app: FastAPI, origins: tuple[str, ...]) -> None:

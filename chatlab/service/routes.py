@@ -3,7 +3,7 @@
 | endpoint                                 | does                                              |
 |------------------------------------------|---------------------------------------------------|
 | ``GET /``                                | service name and description                      |
-| ``GET /chat-history``                    | ``[{"conversationKey", "messageCount"}]`` by key  |
+| ``GET /chat-history``                    | ``[{"conversationKey", "messageCount", ...}]``    |
 | ``GET /chat-history/{conversationKey}``  | the messages; ``[]`` for an unknown key           |
 | ``GET ...?after=N&limit=L``              | the messages after the first N (at most L)        |
 | ``HEAD /chat-history/{conversationKey}`` | no body: ``X-Message-Count`` and ``ETag``         |
@@ -25,6 +25,7 @@ moved on since.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from fastapi import FastAPI, Request, Response
 
@@ -71,7 +72,12 @@ def _add_listing_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         summaries = await store.summaries(prefix)
         return json_response(
             [
-                {"conversationKey": s.conversation_key[len(prefix) :], "messageCount": s.message_count}
+                {
+                    "conversationKey": s.conversation_key[len(prefix) :],
+                    "messageCount": s.message_count,
+                    "createdAt": iso_time(s.created_at),
+                    "updatedAt": iso_time(s.updated_at),
+                }
                 for s in summaries
                 if s.conversation_key.startswith(prefix)
             ]
@@ -130,6 +136,13 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         response = Response(headers={"ETag": etag(part.version), "X-Message-Count": str(part.count)})
         del response.headers["content-length"]  # not 0: a GET's body would not be empty
         return response
+
+
+def iso_time(seconds: float | None) -> str | None:
+    """Seconds since the epoch as ISO 8601 UTC with milliseconds (``2026-04-16T01:30:52.123Z``)."""
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _messages_response(messages: Sequence[bytes], headers: dict[str, str]) -> Response:

@@ -179,11 +179,24 @@ class ChatHistorySummary(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
             "description": "One conversation in ``GET /chat-history``.",  # for API readers, not this docstring
-            "examples": [{"conversationKey": "286d2f0b7b7a43688ad32556e3610f54", "messageCount": 4}],
+            "examples": [
+                {
+                    "conversationKey": "286d2f0b7b7a43688ad32556e3610f54",
+                    "messageCount": 4,
+                    "createdAt": "2026-04-16T01:30:52.123Z",
+                    "updatedAt": "2026-04-16T01:31:40.456Z",
+                }
+            ],
         }
     )
     conversationKey: str
     messageCount: int
+    createdAt: datetime | None = Field(
+        default=None, description="When the conversation was created (ISO 8601, UTC); added to the article's fields."
+    )
+    updatedAt: datetime | None = Field(
+        default=None, description="When it was last written (ISO 8601, UTC): retention counts from it."
+    )
 
 
 class ServiceInfo(BaseModel):

@@ -18,12 +18,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NewType
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from .durations import parse_duration
 from .security.auth import ApiKeys
 from .security.ratelimit import RateLimit
 
@@ -61,6 +62,8 @@ class Flag:
 
 
 ENV_ONLY = Flag(group=None)
+Seconds = NewType("Seconds", float)
+"""A duration in seconds; given as text (``30d``), it is parsed (:mod:`.durations`)."""
 _YES_NO = ("1", "true", "yes", "on", "0", "false", "no", "off")
 
 
@@ -159,6 +162,21 @@ class ServiceSettings(BaseSettings):
         Flag(group="access", default="on; `serve` beyond loopback: off unless asked"),
     ] = True
 
+    retention: Annotated[
+        Seconds | None,
+        Field(
+            gt=0,
+            description="delete a conversation not written for this long: `30d`, `12h`, `90m`, `2w` (or seconds); "
+            "each store its own way (docs/stores.md)",
+        ),
+        Flag(group="operations", metavar="DURATION", default="none: keep everything"),
+    ] = None
+    metrics: Annotated[
+        bool,
+        Field(description="serve Prometheus metrics at `/metrics` (docs/operations.md)"),
+        Flag(group="operations"),
+    ] = False
+
     @field_validator("key_pattern")
     @classmethod
     def _compiles(cls, pattern: str) -> str:
@@ -168,13 +186,18 @@ class ServiceSettings(BaseSettings):
             raise ValueError(f"the conversation key pattern {pattern!r} is not a regular expression: {exc}") from None
         return pattern
 
-    @field_validator("viewer", mode="before")
+    @field_validator("viewer", "metrics", mode="before")
     @classmethod
-    def _yes_no(cls, value: Any) -> Any:
+    def _yes_no(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, str) and value.strip().lower() not in _YES_NO:
             choices = "use 1 or 0 (true/false, yes/no, on/off)"
-            raise ValueError(f"{_env('viewer')}={value!r} is not a yes/no value: {choices}")
+            raise ValueError(f"{_env(str(info.field_name))}={value!r} is not a yes/no value: {choices}")
         return value
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _parse_retention(cls, value: Any) -> Any:
+        return parse_duration(value, what="retention") if isinstance(value, str) else value
 
     @field_validator("rate_limit", mode="before")
     @classmethod

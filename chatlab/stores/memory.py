@@ -178,6 +178,13 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                     )
         return result
 
+    def totals(self) -> tuple[int, int]:
+        """How many conversations and messages the store holds (for metrics: cheap here, no lock held long)."""
+        with self._buckets_lock:
+            buckets = list(self._buckets.values())
+        held = [len(b.messages) for b in buckets if b.version != ABSENT]
+        return len(held), sum(held)
+
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         for record in records:
             bucket = self._locked_bucket(record.conversation_key)

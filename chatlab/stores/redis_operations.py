@@ -122,7 +122,7 @@ class RedisOperations:
                 key = record.conversation_key
                 keys = self._conversation_keys(key)
                 times = f"{record.created_at!r} {record.updated_at!r}"
-                args = [key.encode(), record.expected, record.version, times, repr(record.updated_at)]
+                args: list[Any] = [key.encode(), record.expected, record.version, times, repr(record.updated_at)]
                 args.append(str(self._expire_at(record.updated_at)))
                 current = await client.eval(_RESTORE, len(keys), *keys, *args, *record.messages)
                 if current is not None:

@@ -1,0 +1,32 @@
+"""Operating the history: back it up, restore it, move it between stores.
+
+* :mod:`.lines`: the JSON Lines format, one conversation a line, each message's bytes as stored;
+* :mod:`.places`: where conversations come from and go to: a store (by URL) or a running service (HTTP);
+* :mod:`.exporter`: ``chatlab export``; :mod:`.importer`: ``chatlab import``;
+* :mod:`.migrate`: ``chatlab migrate --from URL --to URL``, resumable and verified;
+* :mod:`.commands`: the command-line side of the three.
+
+See docs/operations.md.
+"""
+
+from .exporter import export_conversations
+from .importer import EXISTING_CHOICES, ImportReport, import_conversations
+from .lines import BadLine, encode_line, parse_line
+from .migrate import MigrationConflict, MigrationReport, migrate
+from .places import ServicePlace, StorePlace, open_place
+
+__all__ = [
+    "EXISTING_CHOICES",
+    "BadLine",
+    "ImportReport",
+    "MigrationConflict",
+    "MigrationReport",
+    "ServicePlace",
+    "StorePlace",
+    "encode_line",
+    "export_conversations",
+    "import_conversations",
+    "migrate",
+    "open_place",
+    "parse_line",
+]

@@ -1,0 +1,42 @@
+"""``GET /healthz`` and ``GET /readyz``: whether the process answers, and whether it can serve.
+
+Both are open (no API key, whatever the settings) and outside the rate limit: a load balancer
+or an orchestrator calls them often and holds no key. ``/readyz`` asks the store for a cheap
+read and waits at most :data:`READY_TIMEOUT` seconds: a store that does not answer makes it
+``503`` problem JSON, so traffic goes to replicas that can serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import FastAPI, Response
+
+from ..stores import ChatHistoryStore, StoreError
+from .problems import Refused
+from .responses import json_response
+
+READY_TIMEOUT = 2.0
+"""How long ``/readyz`` waits for the store, in seconds."""
+
+
+def add_health_routes(app: FastAPI, store: ChatHistoryStore, timeout: float = READY_TIMEOUT) -> None:
+    """Add ``/healthz`` and ``/readyz`` (left out of the OpenAPI description: they are not the API)."""
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> Response:
+        return json_response({"status": "ok"})
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> Response:
+        try:
+            await asyncio.wait_for(store.ping(), timeout)
+        except TimeoutError:
+            raise _not_ready(f"the history store did not answer within {timeout:g} s") from None
+        except StoreError as exc:
+            raise _not_ready(f"the history store failed: {exc}") from None
+        return json_response({"status": "ready"})
+
+
+def _not_ready(why: str) -> Refused:
+    return Refused(503, f"not ready: {why}; retry later", {"Retry-After": "1"})

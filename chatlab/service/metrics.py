@@ -1,0 +1,164 @@
+"""Prometheus metrics at ``GET /metrics`` (``serve --metrics``), with the official ``prometheus_client``.
+
+* ``chatlab_http_requests_total{method, route, status}``: answered requests, by route template
+  (``/chat-history/{conversationKey}``, never the key itself, so the series stay few);
+* ``chatlab_http_request_duration_seconds{method, route}``: a latency histogram;
+* ``chatlab_store_operation_duration_seconds{operation}`` and ``chatlab_store_errors_total{operation}``:
+  how long each store call took, and which failed (``StoreError``: the 503s);
+* ``chatlab_conversations`` and ``chatlab_messages``: what the in-memory store holds (cheap to
+  know there; the database stores would need a scan, so they leave them out).
+
+Each app has its own registry, so several services in one process (tests, notebooks) never mix.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Collection, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from ..stores import ChatHistoryStore, InMemoryChatHistoryStore, StoreError
+from ..stores.base import (
+    Conversation,
+    ConversationRecord,
+    ConversationSlice,
+    ConversationSummary,
+    EncodedMessage,
+    Idempotency,
+    WriteResult,
+)
+
+
+class Metrics:
+    """The service's metrics and the registry that holds them."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "chatlab_http_requests", "HTTP requests answered", ["method", "route", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "chatlab_http_request_duration_seconds", "Time to answer", ["method", "route"], registry=self.registry
+        )
+        self.store_latency = Histogram(
+            "chatlab_store_operation_duration_seconds", "Time of a store call", ["operation"], registry=self.registry
+        )
+        self.store_errors = Counter(
+            "chatlab_store_errors", "Store calls that failed (StoreError)", ["operation"], registry=self.registry
+        )
+
+    def count_stored(self, store: InMemoryChatHistoryStore) -> None:
+        """Gauges of what the in-memory store holds, read when scraped."""
+        conversations = Gauge("chatlab_conversations", "Conversations stored", registry=self.registry)
+        messages = Gauge("chatlab_messages", "Messages stored", registry=self.registry)
+        conversations.set_function(lambda: store.totals()[0])
+        messages.set_function(lambda: store.totals()[1])
+
+    @asynccontextmanager
+    async def timed(self, operation: str) -> AsyncIterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        except StoreError:
+            self.store_errors.labels(operation).inc()
+            raise
+        finally:
+            self.store_latency.labels(operation).observe(time.perf_counter() - start)
+
+
+class MetricsMiddleware:
+    """ASGI middleware: counts and times every HTTP request by method, route template and status."""
+
+    def __init__(self, app: Any, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start, status = time.perf_counter(), 500
+
+        async def send_and_note(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "(no route)"
+            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
+            self.metrics.latency.labels(scope["method"], route).observe(time.perf_counter() - start)
+
+
+def add_metrics(app: FastAPI, metrics: Metrics) -> None:
+    """Serve ``/metrics`` (open, outside the rate limit, not in the OpenAPI description) and count requests."""
+
+    @app.get("/metrics", include_in_schema=False)
+    async def scrape() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+
+
+class MeteredStore(ChatHistoryStore):
+    """A store that times each call of another into :class:`Metrics` (what the routes use when metrics are on)."""
+
+    def __init__(self, inner: ChatHistoryStore, metrics: Metrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+        self.description = inner.description
+
+    async def read(self, conversation_key: str) -> Conversation:
+        async with self.metrics.timed("read"):
+            return await self.inner.read(conversation_key)
+
+    async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        async with self.metrics.timed("read_slice"):
+            return await self.inner.read_slice(conversation_key, after, limit)
+
+    async def append(
+        self,
+        conversation_key: str,
+        messages: Sequence[EncodedMessage],
+        *,
+        if_match: Collection[str] | None = None,
+        idempotency: Idempotency | None = None,
+    ) -> WriteResult:
+        async with self.metrics.timed("append"):
+            return await self.inner.append(conversation_key, messages, if_match=if_match, idempotency=idempotency)
+
+    async def replace(
+        self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
+    ) -> WriteResult:
+        async with self.metrics.timed("replace"):
+            return await self.inner.replace(conversation_key, messages, if_match=if_match)
+
+    async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        async with self.metrics.timed("delete"):
+            await self.inner.delete(conversation_key, if_match=if_match)
+
+    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
+        async with self.metrics.timed("summaries"):
+            return await self.inner.summaries(prefix)
+
+    async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        async with self.metrics.timed("restore"):
+            await self.inner.restore(records)
+
+    async def sweep(self) -> int:
+        async with self.metrics.timed("sweep"):
+            return await self.inner.sweep()
+
+    async def ping(self) -> None:
+        async with self.metrics.timed("ping"):
+            await self.inner.ping()
+
+    async def close(self) -> None:
+        await self.inner.close()
