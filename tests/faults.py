@@ -105,3 +105,53 @@ class FlakyGateway:
             await send({"type": "http.response.body", "body": b"try again"})
             return
         await self.app(scope, receive, send)
+
+
+class PausableProxy:
+    """A TCP proxy to ``127.0.0.1:upstream_port`` that can stop forwarding (``pause``) and start again
+    (``resume``): to the client, the server behind it stops answering without closing anything."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self._running = threading.Event()
+        self._running.set()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def pause(self) -> None:
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            self._open += [client, upstream]
+            for source, target in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+
+    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                self._running.wait()  # paused: hold the bytes
+                target.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, target):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self._running.set()
+        self._listener.close()
+        for sock in self._open:
+            sock.close()
