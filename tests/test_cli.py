@@ -8,6 +8,7 @@ import time
 
 import httpx
 
+from tests.summaries import article
 from tests.test_runner import _free_port
 
 
@@ -31,7 +32,7 @@ def test_serve_runs_the_service_on_the_given_port() -> None:
                 assert time.monotonic() < deadline, "service did not start"
                 time.sleep(0.1)
         assert response.status_code == 202
-        assert httpx.get(f"{url}/chat-history").json() == [{"conversationKey": "k1", "messageCount": 1}]
+        assert article(httpx.get(f"{url}/chat-history").json()) == [{"conversationKey": "k1", "messageCount": 1}]
     finally:
         process.terminate()
         out, _ = process.communicate(timeout=30)

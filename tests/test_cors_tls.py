@@ -17,6 +17,7 @@ import pytest
 from chatlab.runner import BackgroundServer
 from chatlab.service import ServiceSettings, create_app, start_service
 from chatlab.stores import InMemoryChatHistoryStore
+from tests.summaries import article
 
 ALLOWED = "https://app.example"
 KEY = "alice-0123456789abcdef-key"
@@ -102,7 +103,7 @@ def test_tls_serves_https_that_verifies_against_the_ca(tls_service: BackgroundSe
     context = ssl.create_default_context(cafile=str(pki["ca"]))
     with httpx.Client(base_url=tls_service.url, verify=context, timeout=10) as client:
         assert client.post("/chat-history/k1", json={"messages": [{"role": "user", "contents": []}]}).status_code == 202
-        assert client.get("/chat-history").json() == [{"conversationKey": "k1", "messageCount": 1}]
+        assert article(client.get("/chat-history").json()) == [{"conversationKey": "k1", "messageCount": 1}]
 
 
 def test_start_service_never_takes_a_plain_server_for_a_tls_one(

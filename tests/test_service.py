@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from chatlab.service import ServiceSettings
+from tests.summaries import article
 
 KEY = "286d2f0b7b7a43688ad32556e3610f54"
 
@@ -58,7 +59,7 @@ def test_empty_append_creates_nothing(http: httpx.Client) -> None:
 def test_summaries_are_ordered_by_key_with_exact_counts(http: httpx.Client) -> None:
     for key, count in (("b", 2), ("a-1", 1), ("C_3", 3)):
         http.post(f"/chat-history/{key}", json={"messages": [text("user", str(i)) for i in range(count)]})
-    assert http.get("/chat-history").json() == [
+    assert article(http.get("/chat-history").json()) == [
         {"conversationKey": "C_3", "messageCount": 3},
         {"conversationKey": "a-1", "messageCount": 1},
         {"conversationKey": "b", "messageCount": 2},
@@ -71,11 +72,11 @@ def test_put_replaces_and_delete_removes(http: httpx.Client) -> None:
     assert replaced.status_code == 204
     assert [m["contents"][0]["text"] for m in http.get(f"/chat-history/{KEY}").json()] == ["new1", "new2"]
     assert http.put("/chat-history/fresh", json={"messages": []}).status_code == 204
-    assert {"conversationKey": "fresh", "messageCount": 0} in http.get("/chat-history").json()
+    assert {"conversationKey": "fresh", "messageCount": 0} in article(http.get("/chat-history").json())
 
     assert http.delete(f"/chat-history/{KEY}").status_code == 204
     assert http.get(f"/chat-history/{KEY}").json() == []
-    assert [s["conversationKey"] for s in http.get("/chat-history").json()] == ["fresh"]
+    assert [s["conversationKey"] for s in article(http.get("/chat-history").json())] == ["fresh"]
     assert http.delete("/chat-history/never-was").status_code == 204
 
 
@@ -215,7 +216,7 @@ def test_unsafe_conversation_keys_are_refused(http: httpx.Client, key: str, meth
 def test_longest_allowed_key_is_accepted(http: httpx.Client) -> None:
     key = "k" * 128
     assert http.post(f"/chat-history/{key}", json={"messages": [text("user", "x")]}).status_code == 202
-    assert http.get("/chat-history").json() == [{"conversationKey": key, "messageCount": 1}]
+    assert article(http.get("/chat-history").json()) == [{"conversationKey": key, "messageCount": 1}]
 
 
 class TestLimits:
