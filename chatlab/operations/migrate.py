@@ -39,7 +39,8 @@ class MigrationReport:
 
     def __str__(self) -> str:
         verified = "all verified" if not self.mismatches else f"{len(self.mismatches)} differ"
-        return f"{self.total} conversations: {self.copied} copied, {self.already} already there; {verified}"
+        noun = "conversation" if self.total == 1 else "conversations"
+        return f"{self.total} {noun}: {self.copied} copied, {self.already} already there; {verified}"
 
 
 def _check_urls(source: str, target: str) -> None:
