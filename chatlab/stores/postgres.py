@@ -41,7 +41,6 @@ from .base import (
     ABSENT,
     ChatHistoryStore,
     Conversation,
-    ConversationRecord,
     ConversationSlice,
     ConversationSummary,
     EncodedMessage,
@@ -56,6 +55,7 @@ from .base import (
     prefix_upper_bound,
     version_matches,
 )
+from .postgres_operations import PostgresOperations
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -77,7 +77,7 @@ def _redacted(url: str) -> str:
     return f"{host}:{port}/{database}"
 
 
-class PostgresChatHistoryStore(ChatHistoryStore):
+class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
     """History in three tables of one PostgreSQL schema (created on first use).
 
     ``url`` is a libpq URL (``postgresql://user@host:5432/db``); the extra query parameter
@@ -413,35 +413,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             else:
                 cur = await conn.execute(q["summaries_range"], (prefix, upper))
             return [ConversationSummary(*row) for row in await cur.fetchall()]
-
-    async def restore(self, records: Sequence[ConversationRecord]) -> None:
-        q = self._queries
-        async with self._connection() as conn, conn.transaction():
-            for record in records:
-                key = record.conversation_key
-                await self._lock_and_check(conn, key, [record.expected])
-                count = (key, len(record.messages), record.version, record.created_at, record.updated_at)
-                await conn.execute(q["restore_count"], count)
-                await conn.execute(q["delete_messages"], (key,))
-                if record.messages:
-                    await conn.execute(q["insert_messages"], (key, 0, [bytes(m) for m in record.messages]))
-
-    async def sweep(self) -> int:
-        """Deletes what is due in transactions of up to 1000 conversations, each under its write lock."""
-        cutoff = self.cutoff()
-        if cutoff is None:
-            return 0
-        q, deleted = self._queries, 0
-        while True:
-            async with self._connection() as conn, conn.transaction():
-                due = [row[0] for row in await (await conn.execute(q["due"], (cutoff,))).fetchall()]
-                if not due:
-                    return deleted
-                await conn.execute(q["lock_many"], ([f"chatlab:{self.schema}:{k}" for k in due],))
-                cur = await conn.execute(q["sweep"], (due, cutoff))  # not written since: still due
-                gone = [row[0] for row in await cur.fetchall()]
-                await conn.execute(q["delete_messages_many"], (gone,))
-                deleted += len(gone)
 
     async def close(self) -> None:
         """Close the connection pools (a later call opens new ones)."""

@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from ._loops import PerLoop
-from .redis_operations import RedisOperations, summary
 from ._urls import split_url
 from .base import (
     ABSENT,
@@ -61,6 +60,7 @@ from .base import (
     new_version,
     prefix_upper_bound,
 )
+from .redis_operations import RedisOperations, summary
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -41,7 +41,6 @@ from .base import (
     ABSENT,
     ChatHistoryStore,
     Conversation,
-    ConversationRecord,
     ConversationSlice,
     ConversationSummary,
     EncodedMessage,
@@ -56,6 +55,7 @@ from .base import (
     prefix_upper_bound,
     version_matches,
 )
+from .sqlite_operations import SqliteOperations
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def _rollback(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
 
 
-class SqliteChatHistoryStore(ChatHistoryStore):
+class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
     """History in one SQLite database file (created with its tables on first use)."""
 
     schema_version = SCHEMA_VERSION
@@ -226,20 +226,6 @@ class SqliteChatHistoryStore(ChatHistoryStore):
             "UPDATE chatlab_conversations SET version = ? WHERE conversation_key = ?",
             [(new_version(count), key) for key, count in rows],
         )
-
-    @staticmethod
-    def _upgrade_from_2(conn: sqlite3.Connection, now: float) -> None:
-        """Version 2 had no timestamps: each conversation gets the upgrade's time as both."""
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
-        for column in ("created_at", "updated_at"):
-            if column not in columns:
-                conn.execute(f"ALTER TABLE chatlab_conversations ADD COLUMN {column} REAL")
-        conn.execute(
-            "UPDATE chatlab_conversations SET created_at = coalesce(created_at, ?),"
-            " updated_at = coalesce(updated_at, ?)",
-            (now, now),
-        )
-        conn.execute("UPDATE chatlab_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
     def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` on an idle connection (in the calling worker thread); errors become StoreError."""
@@ -436,37 +422,6 @@ class SqliteChatHistoryStore(ChatHistoryStore):
             return [ConversationSummary(*row) for row in rows]
 
         return await self._call(work)
-
-    async def restore(self, records: Sequence[ConversationRecord]) -> None:
-        def body(conn: sqlite3.Connection) -> None:
-            for record in records:
-                key = record.conversation_key
-                self._current(conn, key, [record.expected])
-                conn.execute("DELETE FROM chatlab_messages WHERE conversation_key = ?", (key,))
-                conn.execute(
-                    "INSERT OR REPLACE INTO chatlab_conversations (conversation_key, message_count, version, "
-                    "created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-                    (key, len(record.messages), record.version, record.created_at, record.updated_at),
-                )
-                conn.executemany(
-                    "INSERT INTO chatlab_messages (conversation_key, position, body) VALUES (?, ?, ?)",
-                    [(key, i, bytes(m)) for i, m in enumerate(record.messages)],
-                )
-
-        await self._call(lambda conn: self._write(conn, body))
-
-    async def sweep(self) -> int:
-        """One write transaction deletes every conversation due (found by the ``updated_at`` index)."""
-        cutoff = self.cutoff()
-        if cutoff is None:
-            return 0
-
-        def body(conn: sqlite3.Connection) -> int:
-            due = "SELECT conversation_key FROM chatlab_conversations WHERE updated_at <= ?"
-            conn.execute(f"DELETE FROM chatlab_messages WHERE conversation_key IN ({due})", (cutoff,))
-            return conn.execute("DELETE FROM chatlab_conversations WHERE updated_at <= ?", (cutoff,)).rowcount
-
-        return await self._call(lambda conn: self._write(conn, body))
 
     async def close(self) -> None:
         """Close the idle connections (a later call opens new ones)."""

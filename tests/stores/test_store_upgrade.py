@@ -1,4 +1,5 @@
-"""A store written by the first layout (no versions, no idempotency records) is upgraded in place on first use."""
+"""A store written by an older layout is upgraded in place on first use: version 1 (no versions, no idempotency
+records) and version 2 (no timestamps)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ async def _check_upgraded(store: ChatHistoryStore) -> None:
         old = await store.read("old")
         assert old.messages == OLD and old.version != ABSENT
         assert await store.summaries() == [ConversationSummary("old", 2)]
+        [summary] = await store.summaries()  # the upgrade's time, as both
+        assert summary.created_at is not None and summary.created_at == summary.updated_at
         with pytest.raises(VersionMismatch):
             await store.append("old", [NEW], if_match=["stale"])
         written = await store.append("old", [NEW], if_match=[old.version], idempotency=Idempotency("k", "fp"))
@@ -49,7 +52,30 @@ def test_sqlite_version_1_file(tmp_path) -> None:
         assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("3",)
 
 
-def test_postgres_version_1_schema(postgres_url: str) -> None:
+# version 2: a version per conversation (the idempotency table is created if missing)
+V2_SQL = [
+    statement.replace("message_count INTEGER NOT NULL)", "message_count INTEGER NOT NULL, version TEXT)")
+    .replace("'1')", "'2')")
+    .replace("('old', 2)", "('old', 2, 'g2.2')")
+    for statement in V1_SQL
+]
+
+
+def test_sqlite_version_2_file_gains_timestamps(tmp_path) -> None:
+    path = tmp_path / "v2.db"
+    with sqlite3.connect(path) as conn:
+        for statement in V2_SQL:
+            conn.execute(statement)
+        conn.executemany("INSERT INTO chatlab_messages VALUES ('old', ?, ?)", list(enumerate(OLD)))
+    asyncio.run(_check_upgraded(open_store(f"sqlite:///{path}")))
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("3",)
+        indexes = [row[1] for row in conn.execute("PRAGMA index_list(chatlab_conversations)")]
+        assert "chatlab_conversations_updated" in indexes
+
+
+@pytest.mark.parametrize("old", [V1_SQL, V2_SQL], ids=["version 1", "version 2"])
+def test_postgres_older_schema(postgres_url: str, old: list[str]) -> None:
     from urllib.parse import parse_qs, urlsplit
 
     import psycopg
@@ -59,7 +85,7 @@ def test_postgres_version_1_schema(postgres_url: str) -> None:
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
         conn.execute(f'SET search_path TO "{schema}"')
-        for statement in V1_SQL:
+        for statement in old:
             conn.execute(statement.replace("BLOB", "bytea").replace("INTEGER", "bigint"))
         for position, body in enumerate(OLD):
             conn.execute("INSERT INTO chatlab_messages VALUES ('old', %s, %s)", (position, body))
