@@ -58,6 +58,10 @@ V2_SQL = [
     .replace("'1')", "'2')")
     .replace("('old', 2)", "('old', 2, 'g2.2')")
     for statement in V1_SQL
+] + [
+    "CREATE TABLE chatlab_idempotency (conversation_key TEXT NOT NULL, idempotency_key TEXT NOT NULL,"
+    " fingerprint TEXT NOT NULL, version TEXT NOT NULL, expires_at REAL NOT NULL,"
+    " PRIMARY KEY (conversation_key, idempotency_key))"
 ]
 
 
