@@ -145,10 +145,8 @@ class PausableProxy:
         except OSError:
             pass
         for sock in (source, target):
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def close(self) -> None:
         self._running.set()

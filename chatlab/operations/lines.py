@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from ..service import schema as wire
+from ..vocabulary import Refused
 
 _DECODER = json.JSONDecoder()
 _SPACE = " \t\r\n"
@@ -42,7 +43,7 @@ def parse_line(raw: bytes, number: int) -> tuple[str, list[bytes]]:
         raise BadLine(number, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
         wire.decode_messages_body(raw, max_messages=sys.maxsize)  # checks JSON and every message
-    except wire.BadRequest as exc:
+    except Refused as exc:
         raise BadLine(number, exc.detail) from None
     document = json.loads(text)
     key = document.get("conversationKey")

@@ -13,7 +13,7 @@ import asyncio
 from fastapi import FastAPI, Response
 
 from ..stores import ChatHistoryStore, StoreError
-from .problems import Refused
+from ..vocabulary import Refused
 from .responses import json_response
 
 READY_TIMEOUT = 2.0
@@ -39,4 +39,4 @@ def add_health_routes(app: FastAPI, store: ChatHistoryStore, timeout: float = RE
 
 
 def _not_ready(why: str) -> Refused:
-    return Refused(503, f"not ready: {why}; retry later", {"Retry-After": "1"})
+    return Refused(503, f"not ready: {why}; retry later", headers={"Retry-After": "1"})

@@ -174,7 +174,7 @@ class ServiceSettings(BaseSettings):
     metrics: Annotated[
         bool,
         Field(description="serve Prometheus metrics at `/metrics` (docs/operations.md)"),
-        Flag(group="operations"),
+        Flag(group="operations", default="off"),
     ] = False
 
     @field_validator("key_pattern")

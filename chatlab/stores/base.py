@@ -33,7 +33,7 @@ import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..vocabulary import ABSENT, ConversationSummary, Version
 
