@@ -1,0 +1,52 @@
+"""``python -m chatlab export`` and ``import`` as a user runs them: files, exit statuses, what they print."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+
+from chatlab.operations import encode_line
+from chatlab.stores import open_store
+
+MESSAGE = b'{"role":"user","contents":[{"$type":"text","text":"hi"}]}'
+
+
+def _chatlab(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    return subprocess.run(
+        [sys.executable, "-m", "chatlab", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_export_then_import_with_a_bad_line(tmp_path) -> None:
+    source, target = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+
+    async def fill() -> None:
+        store = open_store(source)
+        await store.append("one", [MESSAGE])
+        await store.append("two", [MESSAGE, MESSAGE])
+        await store.close()
+
+    asyncio.run(fill())
+    backup = tmp_path / "backup.jsonl"
+    exported = _chatlab("export", "--store", source, "-o", str(backup))
+    assert exported.returncode == 0 and "exported 2 conversations" in exported.stderr
+    assert backup.read_bytes() == encode_line("one", [MESSAGE]) + encode_line("two", [MESSAGE, MESSAGE])
+
+    backup.write_bytes(backup.read_bytes() + b'{"conversationKey": "bad", "messages": [1]}\n')
+    imported = _chatlab("import", str(backup), "--store", target)
+    assert imported.returncode == 1
+    assert "line 3: messages[0]" in imported.stderr and "2 created; 1 bad lines" in imported.stderr
+    again = _chatlab("import", str(backup), "--store", target, "--existing", "append")
+    assert "2 unchanged; 1 bad lines" in again.stderr
+    only = _chatlab("export", "--store", target, "--key", "two")
+    assert only.stdout == encode_line("two", [MESSAGE, MESSAGE]).decode()
+
+
+def test_usage_errors_say_what_to_do(tmp_path) -> None:
+    both = _chatlab("export", "--store", f"sqlite:///{tmp_path / 'a.db'}", "--url", "http://127.0.0.1:1")
+    assert both.returncode == 2 and "not both" in both.stderr
+    memory = _chatlab("migrate", "--from", "memory://", "--to", f"sqlite:///{tmp_path / 'a.db'}")
+    assert memory.returncode == 2 and "memory://" in memory.stderr
