@@ -134,7 +134,7 @@ def test_if_match_star_cannot_probe_another_namespace(client: httpx.Client) -> N
 
 
 def test_idempotency_keys_are_per_namespace(client: httpx.Client) -> None:
-    headers = {"Idempotency-Key": "shared-key"}
+    headers = {"Idempotency-Key": '"shared-key"'}
     assert client.post(f"/chat-history/{KEY}", json={"messages": NEW}, headers={**ALICE, **headers}).status_code == 202
     bob = client.post(f"/chat-history/{KEY}", json={"messages": SEED}, headers={**BOB, **headers})
     assert bob.status_code == 202 and "idempotent-replayed" not in bob.headers  # not alice's record

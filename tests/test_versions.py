@@ -142,12 +142,16 @@ def test_a_retried_post_with_the_same_idempotency_key_is_applied_once(http: http
     body = {"messages": [text("user", "q"), text("assistant", "a")]}
     first = http.post(URL, json=body, headers={"Idempotency-Key": '"8e03978e-40d5-43e8-bc93-6894a57f9324"'})
     assert first.status_code == 202 and "idempotent-replayed" not in first.headers
-    # the retry may be spelled differently (bare key, other whitespace): same key, same messages
+    # the retry may be spelled differently (other whitespace, a parameter the draft does not define): same key,
+    # same messages
     raw = json.dumps(body, indent=2).encode()
     retry = http.post(
         URL,
         content=raw,
-        headers={"Idempotency-Key": "8e03978e-40d5-43e8-bc93-6894a57f9324", "content-type": "application/json"},
+        headers={
+            "Idempotency-Key": '"8e03978e-40d5-43e8-bc93-6894a57f9324";attempt=2',
+            "content-type": "application/json",
+        },
     )
     assert retry.status_code == 202
     assert retry.headers["idempotent-replayed"] == "true"
@@ -156,20 +160,39 @@ def test_a_retried_post_with_the_same_idempotency_key_is_applied_once(http: http
     assert texts(http.get(URL)) == ["q", "a"]
 
     other = http.post(
-        URL, json={"messages": [text("user", "x")]}, headers={"Idempotency-Key": "8e03978e-40d5-43e8-bc93-6894a57f9324"}
+        URL,
+        json={"messages": [text("user", "x")]},
+        headers={"Idempotency-Key": '"8e03978e-40d5-43e8-bc93-6894a57f9324"'},
     )
     assert other.status_code == 422
     assert other.headers["content-type"] == "application/problem+json"
     assert "new key" in other.json()["detail"]
     assert texts(http.get(URL)) == ["q", "a"]
 
-    fresh = http.post(URL, json=body, headers={"Idempotency-Key": "another"})
+    fresh = http.post(URL, json=body, headers={"Idempotency-Key": '"another"'})
     assert fresh.status_code == 202 and "idempotent-replayed" not in fresh.headers
     assert texts(http.get(URL)) == ["q", "a", "q", "a"]
 
 
-@pytest.mark.parametrize("key", ["", "x" * 256, "caf\u00e9", 'a"b', "tab\there"])
-def test_a_malformed_idempotency_key_gets_400(http: httpx.Client, key: str) -> None:
+MALFORMED_KEYS = {
+    "empty": "",
+    "an empty string": '""',
+    "too long": '"' + "x" * 256 + '"',
+    "not ASCII": '"caf\u00e9"',
+    "unescaped quote": '"a"b"',
+    "a tab": '"tab\there"',
+    "bare (a token, not a String)": "8e03978e-40d5-43e8-bc93-6894a57f9324",
+    "not a string": "42",
+    "unknown escape": '"a\\qb"',
+    "unclosed": '"abc',
+    "a list": '"a", "b"',
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_KEYS))
+def test_a_malformed_idempotency_key_gets_400(http: httpx.Client, case: str) -> None:
+    """The header is an RFC 8941 String (draft-ietf-httpapi-idempotency-key-header); anything else is refused."""
+    key = MALFORMED_KEYS[case]
     response = http.post(
         URL, json={"messages": [text("user", "x")]}, headers=[("Idempotency-Key", key.encode("utf-8"))]
     )
@@ -179,8 +202,18 @@ def test_a_malformed_idempotency_key_gets_400(http: httpx.Client, key: str) -> N
 
 
 def test_longest_idempotency_key_is_accepted(http: httpx.Client) -> None:
-    response = http.post(URL, json={"messages": [text("user", "x")]}, headers={"Idempotency-Key": "k" * 255})
+    key = '"' + "k" * 254 + '\\""'  # 255 characters, the last an escaped quote
+    response = http.post(URL, json={"messages": [text("user", "x")]}, headers={"Idempotency-Key": key})
     assert response.status_code == 202
+
+
+def test_two_idempotency_key_fields_are_refused(http: httpx.Client) -> None:
+    """Two header lines make a list (RFC 9110 section 5.3), not the one String the header holds."""
+    headers = [("Idempotency-Key", b'"a"'), ("Idempotency-Key", b'"b"')]
+    response = http.post(URL, json={"messages": [text("user", "x")]}, headers=headers)
+    assert response.status_code == 400
+    assert "Idempotency-Key" in response.json()["detail"]
+    assert http.get("/chat-history").json() == []
 
 
 def test_concurrent_retries_of_one_append_store_it_once(service: BackgroundServer, http: httpx.Client) -> None:
@@ -191,7 +224,7 @@ def test_concurrent_retries_of_one_append_store_it_once(service: BackgroundServe
     def send() -> None:
         with httpx.Client(base_url=service.url, timeout=30) as c:
             start.wait()
-            statuses.append(c.post(URL, json=body, headers={"Idempotency-Key": "same"}).status_code)
+            statuses.append(c.post(URL, json=body, headers={"Idempotency-Key": '"same"'}).status_code)
 
     threads = [threading.Thread(target=send) for _ in range(6)]
     for t in threads:

@@ -47,6 +47,8 @@ from typing import Any
 
 import httpx
 
+from .stall import bench_stall
+
 READ_MESSAGES = 20
 APPEND_MESSAGES = 4
 APPEND_KEYS = 64  # the append load spreads over this many conversations, as many sessions would
@@ -818,6 +820,7 @@ def run(config: BenchConfig) -> int:
         http_rows = bench_http(config, targets, tmp, gen)
         turn_rows = bench_provider(config, targets)
         storage_rows = bench_storage(config, targets, tmp)
+        bench_stall(config.quick)
         _print_goals(config, http_rows, turn_rows, storage_rows)
     gen.close()
     return 0

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from ..stores import ChatHistoryStore, open_store
+from .heads import HeadLimits
 from .health import add_health_routes
 from .openapi import complete_openapi
 from .problems import add_error_handlers
@@ -43,6 +44,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     if settings.viewer:
         add_viewer(app)
     complete_openapi(app, settings)
+    app.add_middleware(HeadLimits)
     if settings.cors_origins:
         _allow_cross_origin(app, settings.cors_origins)
     return app

@@ -16,7 +16,7 @@ from fastapi import Depends, Request, Response
 from fastapi.routing import APIRoute
 
 from .callers import caller_dependency
-from .parameters import conversation_key_dependency, read_position
+from .parameters import conversation_key_dependency, read_position, refuse_unknown_query
 from .settings import ServiceSettings
 
 Reader = Callable[[Request], Awaitable[dict[str, Any]]]
@@ -70,13 +70,17 @@ class Arguments:
 
     async def for_read(self, request: Request) -> dict[str, Any]:
         arguments = await self.caller_and_key(request)
+        if request.scope["query_string"]:
+            refuse_unknown_query(request, ("after", "limit"))
         arguments["after"] = read_position(request, "after", 0)
         arguments["limit"] = read_position(request, "limit", 1)
         return arguments
 
     async def for_append(self, request: Request) -> dict[str, Any]:
         arguments = await self.for_replace(request)
-        arguments["idempotency_key"] = request.headers.get("idempotency-key")
+        # several header lines are one list (RFC 9110 section 5.3), which is not the one String the header holds
+        values = request.headers.getlist("idempotency-key")
+        arguments["idempotency_key"] = ", ".join(values) if values else None  # an empty one is there, and malformed
         return arguments
 
     async def for_replace(self, request: Request) -> dict[str, Any]:

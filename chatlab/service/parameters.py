@@ -30,15 +30,17 @@ IdempotencyKey = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
-        description="A unique key per append (for example a UUID), 1 to 255 printable ASCII characters, quoted "
-        "or not. Retrying with the same key and messages appends once and answers as the first time; the same "
-        "key with other messages gets 422.",
+        description="A unique key per append (for example a UUID): a quoted string (an RFC 8941 String, as the "
+        "IETF draft defines the header) of 1 to 255 printable ASCII characters; anything else gets 400. Retrying "
+        "with the same key and messages appends once and answers as the first time; the same key with other "
+        "messages gets 422.",
         examples=['"8e03978e-40d5-43e8-bc93-6894a57f9324"'],
         json_schema_extra={"pattern": IDEMPOTENCY_KEY_PATTERN},
     ),
 ]
 #: ``after`` and ``limit`` are positions; this bound keeps them within every store's integers.
 MAX_POSITION = 2**53
+_DIGITS = len(str(MAX_POSITION))
 After = Annotated[
     int | None,
     Query(
@@ -85,12 +87,21 @@ def _key_rule(settings: ServiceSettings) -> str:
     return f"use 1 to {settings.key_max_length} characters matching {settings.key_pattern}"
 
 
+def refuse_unknown_query(request: Request, known: tuple[str, ...]) -> None:
+    """A 400 for a query parameter the endpoint does not take (``?afer=3`` would otherwise read everything)."""
+    unknown = [name for name in request.query_params if name not in known]
+    if unknown:
+        raise Refused(400, f"unknown query parameter {unknown[0]!r}: this endpoint takes {' and '.join(known)} only")
+
+
 def read_position(request: Request, name: str, minimum: int) -> int | None:
     """A query parameter that is a position (``after``) or a count (``limit``), checked as its OpenAPI says."""
     value = request.query_params.get(name)
     if value is None:
         return None
-    number = int(value) if value.isascii() and value.lstrip("-").isdigit() and value.count("-") <= 1 else None
+    digits = value[1:] if value.startswith("-") else value
+    # at most as many digits as MAX_POSITION has: int() of thousands of them raises, and they are out of range
+    number = int(value) if value.isascii() and digits.isdigit() and len(digits) <= _DIGITS else None
     if number is None or not minimum <= number <= MAX_POSITION:
         raise Refused(400, f"query parameter {name}={value!r}: use a whole number from {minimum} to {MAX_POSITION}")
     return number

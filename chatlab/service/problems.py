@@ -27,8 +27,10 @@ _TITLES = {
     401: "Unauthorized",
     412: "Precondition Failed",
     413: "Content Too Large",
+    414: "URI Too Long",
     422: "Unprocessable Content",
     429: "Too Many Requests",
+    431: "Request Header Fields Too Large",
     503: "Service Unavailable",
 }
 
@@ -42,6 +44,11 @@ def _problem_response(status: int, title: str, detail: str, errors: list[dict[st
     response.status_code = status
     response.headers["content-type"] = PROBLEM_JSON
     return response
+
+
+def problem_response(status: int, detail: str) -> Response:
+    """The problem JSON of a refusal made outside the routes (where raising would not reach the handlers)."""
+    return _problem_response(status, _TITLES.get(status, "Error"), detail)
 
 
 def add_error_handlers(app: FastAPI) -> None:

@@ -6,14 +6,15 @@ already plain data (or the stored messages' bytes), so it writes compact UTF-8 J
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+import msgspec
 from fastapi import Response
 
 JSON = "application/json"
+_encode = msgspec.json.Encoder().encode
 
 
 def json_response(value: Any) -> Response:
     """``value`` as compact JSON, non-ASCII characters kept as they are (as the stored messages are)."""
-    return Response(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(), media_type=JSON)
+    return Response(_encode(value), media_type=JSON)

@@ -32,7 +32,7 @@ from fastapi import FastAPI, Request, Response
 from ..stores import ChatHistoryStore
 from ..stores.base import Idempotency
 from . import schema as wire
-from .bodies import read_messages
+from .bodies import BodyReader
 from .direct_routes import Arguments, DirectRoute, direct
 from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_docs, header_doc, problem_doc
 from .parameters import After, IdempotencyKey, IfMatch, Limit, parse_header
@@ -154,6 +154,7 @@ def _add_writing_routes(
     app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings, arguments: Arguments, errors: ErrorDocs
 ) -> None:
     """``POST``, ``PUT`` and ``DELETE`` of one conversation: append, replace, forget."""
+    read_messages = BodyReader(settings)
 
     @app.post(
         "/chat-history/{conversationKey}",
@@ -186,7 +187,7 @@ def _add_writing_routes(
     ) -> Response:
         condition = parse_header(parse_if_match, if_match)
         idem_key = parse_header(parse_idempotency_key, idempotency_key)
-        messages = await read_messages(request, settings)
+        messages = await read_messages(request)
         idempotency = (
             Idempotency(idem_key, fingerprint("append", messages), settings.idempotency_ttl)
             if idem_key is not None
@@ -211,7 +212,7 @@ def _add_writing_routes(
         request: Request, caller: Caller = arguments.caller, key: str = arguments.key, if_match: IfMatch = None
     ) -> Response:
         condition = parse_header(parse_if_match, if_match)
-        messages = await read_messages(request, settings)
+        messages = await read_messages(request)
         result = await store.replace(caller.stored_key(key), messages, if_match=condition)
         return Response(status_code=204, headers={"ETag": etag(result.version)})
 

@@ -9,8 +9,7 @@ unknown fields survive; the models never rewrite a message.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
@@ -27,6 +26,7 @@ from pydantic import (
 )
 
 from ..vocabulary import CONTENT_KINDS, Refused
+from . import jsontext, pieces
 
 Json = Any
 
@@ -217,16 +217,40 @@ class Problem(BaseModel):
     )
 
 
+#: The most validation errors listed in one answer (a body can hold 500,000 invalid items).
+MAX_ERRORS = 100
 _messages_adapter = TypeAdapter(list[ChatMessage])
+_ADAPTERS: dict[pieces.Kind, TypeAdapter[Any]] = {
+    "messages": _messages_adapter,
+    "message": TypeAdapter(ChatMessage),
+    "contents": TypeAdapter(list[AIContent]),
+}
 
 
-def decode_messages_body(body: bytes, *, max_messages: int) -> list[bytes]:
+def decode_messages_body(
+    body: bytes, *, max_messages: int, max_message_bytes: int | None = None, in_pieces: bool = False
+) -> list[bytes]:
     """Parse a ``{"messages": [...]}`` body once, check it and return each message as compact JSON.
 
+    Each message's bytes are the compact JSON of what was sent, every number's text kept
+    (:mod:`.jsontext`). The limits (413) are checked before the schema (400), the cheap before the dear.
     Raises :class:`~chatlab.vocabulary.Refused` saying what is wrong; nothing is returned for a bad body,
-    so a refused request changes nothing.
+    so a refused request changes nothing. ``in_pieces``: a large body in a worker thread is
+    validated, encoded and freed in pieces that each hold the GIL briefly, and freed there.
     """
-    document = _parse_json(body)
+    try:
+        document = jsontext.parse(body)
+    except jsontext.InvalidJson as exc:
+        raise Refused(400, str(exc)) from None
+    if not in_pieces:
+        return _decode(document, max_messages, max_message_bytes, in_pieces)
+    try:
+        return _decode(document, max_messages, max_message_bytes, in_pieces)
+    finally:  # here, not where a refusal is handled (on the event loop)
+        _release(document)
+
+
+def _decode(document: Json, max_messages: int, max_message_bytes: int | None, in_pieces: bool) -> list[bytes]:
     if not isinstance(document, dict) or "messages" not in document:
         raise Refused(400, 'the body must be a JSON object with a "messages" list: {"messages": [...]}')
     messages = document["messages"]
@@ -236,37 +260,53 @@ def decode_messages_body(body: bytes, *, max_messages: int) -> list[bytes]:
         raise Refused(
             413, f"{len(messages)} messages in one request; the limit is {max_messages}: send them in smaller batches"
         )
-    _check_messages(messages)
-    return [_encode(message) for message in messages]
+    encoded = _encode(messages, "contents" if in_pieces else None)
+    if max_message_bytes is not None:
+        _check_sizes(encoded, max_message_bytes)
+    _check_messages(messages, pieces.cut(messages) if in_pieces else [("messages", messages, pieces.shifted(0))])
+    return encoded
 
 
-def _parse_json(body: bytes) -> Json:
+def _release(document: Json) -> None:
+    messages = document.get("messages") if isinstance(document, dict) else None
+    if isinstance(messages, list):
+        for message in messages:
+            contents = message.get("contents") if isinstance(message, dict) else None
+            if isinstance(contents, list):
+                jsontext.release(contents)
+        jsontext.release(messages)
+
+
+def _encode(messages: list[Json], long_list: str | None) -> list[bytes]:
     try:
-        # what json.loads(body, parse_constant=...) does, without building a decoder per request
-        return _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
-    except UnicodeDecodeError as exc:
-        raise Refused(400, f"the body is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
-    except json.JSONDecodeError as exc:
-        raise Refused(400, f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except RecursionError:
-        raise Refused(400, "the body is nested too deeply to be a chat message") from None
+        return [jsontext.encode(message, long_list=long_list) for message in messages]
+    except jsontext.InvalidJson as exc:
+        raise Refused(400, str(exc)) from None
 
 
-def _reject_constant(name: str) -> None:
-    raise Refused(400, f"the body is not valid JSON: {name} is not a JSON number")
+def _check_sizes(encoded: list[bytes], limit: int) -> None:
+    for i, message in enumerate(encoded):
+        if len(message) > limit:
+            raise Refused(
+                413, f"messages[{i}] is {len(message)} bytes as compact JSON; the limit is {limit} bytes per message"
+            )
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-
-
-def _check_messages(messages: list[Json]) -> None:
-    try:
-        _messages_adapter.validate_python(messages)
-    except ValidationError as exc:
-        errors = [{"path": _path(("messages", *e["loc"])), "message": _message(e)} for e in exc.errors()]
-        first = errors[0]
-        more = f' (and {len(errors) - 1} more in "errors")' if len(errors) > 1 else ""
-        raise Refused(400, f"{first['path']}: {first['message']}{more}", errors) from None
+def _check_messages(messages: list[Json], parts: Iterable[tuple[pieces.Kind, Json, pieces.Where]]) -> None:
+    errors: list[dict[str, str]] = []
+    for kind, value, where in parts:
+        try:
+            _ADAPTERS[kind].validate_python(value)
+        except ValidationError as exc:
+            errors += [{"path": _path(("messages", *where(e["loc"]))), "message": _message(e)} for e in exc.errors()]
+            if len(errors) >= MAX_ERRORS:
+                break
+    if errors:
+        errors = errors[:MAX_ERRORS]
+        first, more = errors[0], len(errors) - 1
+        listed = f' (and {more} more in "errors")' if more else ""
+        stopped = f"; checking stopped after {MAX_ERRORS} errors" if len(errors) == MAX_ERRORS else ""
+        raise Refused(400, f"{first['path']}: {first['message']}{listed}{stopped}", errors)
     for i, message in enumerate(messages):
         for j, content in enumerate(message["contents"]):
             if next(iter(content)) != "$type":
@@ -298,42 +338,6 @@ def _path(loc: tuple[Any, ...]) -> str:
         else:
             out += f".{part}" if out else str(part)
     return out
-
-
-def _compact_encoder() -> Callable[[Json], str]:
-    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` as one reusable function.
-
-    ``json.dumps`` with options builds an encoder per call; the C encoder built once here is
-    what it builds (no circular check: parsed JSON has no cycles), about twice as fast.
-    """
-    import json.encoder
-
-    encoder: Any = json.encoder  # its C entry points are private: typeshed does not list them
-    if encoder.c_make_encoder is None or encoder.c_encode_basestring is None:  # pragma: no cover - no C accelerator
-        compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-        return compact.encode
-    default = json.JSONEncoder().default  # raises TypeError naming the type, as dumps does
-    make = encoder.c_make_encoder(None, default, encoder.c_encode_basestring, None, ":", ",", False, False, True)
-
-    def encode(value: Json) -> str:
-        if isinstance(value, str):  # the C encoder's entry point takes containers and scalars alike, but
-            quoted: str = encoder.c_encode_basestring(value)  # a bare string is what dumps special-cases
-            return quoted
-        return "".join(make(value, 0))
-
-    return encode
-
-
-_to_compact_json = _compact_encoder()
-
-
-def _encode(message: Json) -> bytes:
-    try:
-        return _to_compact_json(message).encode()
-    except UnicodeEncodeError:
-        raise Refused(
-            400, "a message holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not valid text"
-        ) from None
 
 
 def _json_type(value: Json) -> str:

@@ -6,8 +6,9 @@
   (exists). Strong comparison (RFC 9110): a weak tag (``W/"..."``) never matches. When the
   conversation is at another version the write or delete is refused with ``412`` and changes
   nothing, so a client never overwrites or deletes what it has not seen.
-* ``Idempotency-Key`` on ``POST``: 1 to 255 visible ASCII characters, quoted (as a
-  structured-field string) or not. The first request with a key is applied and recorded
+* ``Idempotency-Key`` on ``POST``: a structured-field String (RFC 8941) of 1 to 255 characters, as
+  the IETF draft (draft-ietf-httpapi-idempotency-key-header) defines it: ``"8e03978e-..."``, quoted;
+  anything else is refused with 400. The first request with a key is applied and recorded
   (per conversation, for the idempotency TTL); the same key with the same messages is
   answered as before without appending again (``Idempotent-Replayed: true``); the same key
   with other messages is refused with ``422``.
@@ -16,16 +17,17 @@
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
+
+import http_sf
 
 from ...stores.base import ANY, EncodedMessage
 from ...vocabulary import Version
 
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
-IDEMPOTENCY_KEY_PATTERN = r'^"?[\x20-\x21\x23-\x7e]{1,255}"?$'
-"""What an ``Idempotency-Key`` header may hold (also its OpenAPI pattern)."""
-_IDEMPOTENCY_KEY = re.compile(r'^"?([\x20-\x21\x23-\x7e]{1,255})"?$')
+IDEMPOTENCY_KEY_PATTERN = r'^"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\]){1,255}"$'
+"""An ``Idempotency-Key`` header's OpenAPI pattern: an sf-string (RFC 8941 section 3.3.3) of 1 to 255 characters.
+An Item's parameters after it (``;name=value``) are ignored, as the draft defines none."""
 
 
 def etag(version: str) -> str:
@@ -59,16 +61,21 @@ def parse_if_match(value: str | None) -> tuple[str, ...] | None:
 
 
 def parse_idempotency_key(value: str | None) -> str | None:
-    """The key of an ``Idempotency-Key`` header without its quotes; ``None`` without the header."""
+    """The key of an ``Idempotency-Key`` header (the String, unquoted); ``None`` without the header."""
     if value is None:
         return None
-    match = _IDEMPOTENCY_KEY.fullmatch(value.strip())
-    if match is None:
+    try:  # header values come as Latin-1 text: encoding gives back the bytes that were sent
+        item = http_sf.parse(value.encode("latin-1"), tltype="item")  # (value, parameters)
+    except (http_sf.StructuredFieldError, UnicodeEncodeError):
+        item = None
+    key = item[0] if isinstance(item, tuple) else None
+    if type(key) is not str or not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_LENGTH:
         raise ValueError(
-            f"Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters without '\"', "
-            'for example a UUID: Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"'
+            f"Idempotency-Key must be a quoted string of 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters "
+            '(an RFC 8941 String; \\ escapes " and \\), for example a UUID: '
+            'Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"'
         )
-    return match.group(1)
+    return key
 
 
 def fingerprint(operation: str, messages: Sequence[EncodedMessage]) -> str:

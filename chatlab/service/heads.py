@@ -1,0 +1,40 @@
+"""Request heads the app refuses itself: a URL or header fields too long for any request it serves.
+
+uvicorn's HTTP parsers bound a request's head differently, and answer past their bound before the
+app sees anything: h11 (uvicorn's pure-Python parser) refuses a head over 16 KiB that does not arrive
+in one read (one that does may reach 64 KiB) with a plain-text ``400 Invalid HTTP request received.``;
+httptools sets no bound of its own. Every head that reaches the app is held to these limits, answered
+as problem JSON like every other refusal: ``414`` for a URL (path and query) over :data:`MAX_URL_BYTES`,
+``431`` for header fields over :data:`MAX_HEADER_BYTES` in all. The service's own requests need a
+fraction of either (a key is at most 128 characters; an API key, a version, an idempotency key).
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .problems import problem_response
+
+#: RFC 9110 section 4.1 asks servers to take URLs of at least 8,000 octets.
+MAX_URL_BYTES = 8 * 1024
+#: Names and values, with the 4 bytes of ": " and CRLF each line takes.
+MAX_HEADER_BYTES = 8 * 1024
+
+
+class HeadLimits:
+    """ASGI middleware: refuse a request whose URL or header fields are over the limits, before anything else."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            url = len(scope.get("raw_path") or scope["path"].encode()) + len(scope["query_string"])
+            if url > MAX_URL_BYTES:
+                detail = f"the URL is {url} bytes; the limit is {MAX_URL_BYTES}: conversation keys are short"
+                return await problem_response(414, detail)(scope, receive, send)
+            headers = sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+            if headers > MAX_HEADER_BYTES:
+                detail = f"the header fields are {headers} bytes in all; the limit is {MAX_HEADER_BYTES}"
+                return await problem_response(431, detail)(scope, receive, send)
+        await self.app(scope, receive, send)
