@@ -6,7 +6,7 @@ encode them again; here each message comes out as the compact JSON bytes the sto
 A large body is parsed, checked and encoded in a worker thread, one at a time, so that it
 cannot stall the event loop: the worst body the default limits allow (8 MiB of about 500,000
 tiny content items) takes about a second of CPU, during which every other request would wait.
-The work is done in pieces that each hold the GIL briefly (:data:`schema._BATCH`), so the loop
+The work is done in pieces that each hold the GIL briefly (:data:`pieces.SIZE` content items), so the loop
 gets its turns; ``python -m chatlab bench`` measures what a concurrent ``GET /`` waits.
 """
 
