@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from ..service import schema as wire
 from ..vocabulary import Refused
 
-_DECODER = json.JSONDecoder()
+# Numbers stay text: only the spans are wanted, and an integer of 4,301+ digits (which the service keeps as
+# sent) would otherwise hit Python's int-string limit.
+_DECODER = json.JSONDecoder(parse_int=str, parse_float=str)
 _SPACE = " \t\r\n"
 
 
@@ -45,7 +47,7 @@ def parse_line(raw: bytes, number: int) -> tuple[str, list[bytes]]:
         wire.decode_messages_body(raw, max_messages=sys.maxsize)  # checks JSON and every message
     except Refused as exc:
         raise BadLine(number, exc.detail) from None
-    document = json.loads(text)
+    document = _DECODER.decode(text)
     key = document.get("conversationKey")
     if not isinstance(key, str) or not key:
         raise BadLine(number, 'no "conversationKey": each line is {"conversationKey": "...", "messages": [...]}')

@@ -7,7 +7,6 @@ write only over what it read (``if_match``; ``If-Match`` over HTTP) and never ha
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Protocol
 from urllib.parse import quote
@@ -110,10 +109,10 @@ def _path(key: str) -> str:
 
 def split_array(body: bytes) -> list[bytes]:
     """The bytes of each element of a JSON array, as they are in ``body`` (the service's stored messages)."""
-    from .lines import _list_spans
+    from .lines import _DECODER, _list_spans
 
     text = body.decode("utf-8")
-    json.loads(text)  # a valid array, or ValueError
+    _DECODER.decode(text)  # a valid array, or ValueError
     start = len(text) - len(text.lstrip())
     spans, _ = _list_spans(text, start)
     return [span.encode("utf-8") for span in spans]
