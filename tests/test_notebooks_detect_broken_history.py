@@ -34,5 +34,5 @@ def test_nbval_fails_when_the_provider_loads_no_history(tmp_path: Path) -> None:
     )
     assert result.returncode == 1, result.stdout[-3000:]
     assert "Cell outputs differ" in result.stdout
-    # Cell 7 asks how long since the first time: without the history the answer is wrong.
-    assert f"FAILED {NOTEBOOK}::Cell 7" in result.stdout
+    # Cell 9 asks how long since the first time: without the history the answer is wrong.
+    assert f"FAILED {NOTEBOOK}::Cell 9" in result.stdout
