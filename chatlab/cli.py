@@ -133,7 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     api_key.set_defaults(run=_api_key)
 
     demo = commands.add_parser("demo", help="run the article's agent scenario twice against one service")
-    demo.add_argument("--pause", type=float, default=2.0, help="seconds between the two time prompts (article: 10)")
+    demo.add_argument(
+        "--pause", type=float, default=10.0, help="seconds between the two time prompts (default: the article's 10)"
+    )
     demo.add_argument(
         "--service-url",
         default=None,

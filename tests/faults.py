@@ -6,6 +6,7 @@ import contextlib
 import socket
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 
 class DroppingProxy:
@@ -153,3 +154,43 @@ class PausableProxy:
         self._listener.close()
         for sock in self._open:
             sock.close()
+
+
+def lossy_gateway(upstream: str, *, lose_appends: bool = False, forget_reads: bool = False) -> Any:
+    """An ASGI gateway to the service at ``upstream`` that forwards everything except what it is told to lose.
+
+    ``lose_appends``: a ``POST`` gets ``202 Accepted`` with its ``Location``, and is never sent on.
+    ``forget_reads``: a ``GET`` of one conversation answers ``[]`` (no ``ETag``), whatever it holds.
+    Run it with :class:`chatlab.runner.BackgroundServer`.
+    """
+    from contextlib import asynccontextmanager
+
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    client = httpx.AsyncClient(base_url=upstream)
+    passed = ("content-type", "etag", "location", "link", "x-message-count", "retry-after")
+
+    async def forward(request: Request) -> Response:
+        path = request.url.path
+        if lose_appends and request.method == "POST":
+            return Response(status_code=202, headers={"Location": path})
+        if forget_reads and request.method == "GET" and path.startswith("/chat-history/"):
+            return JSONResponse([])
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
+        answer = await client.request(
+            request.method, path, params=request.query_params, content=await request.body(), headers=headers
+        )
+        kept = {k: v for k, v in answer.headers.items() if k.lower() in passed}
+        return Response(answer.content, status_code=answer.status_code, headers=kept)
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> Any:
+        yield
+        await client.aclose()
+
+    methods = ["GET", "HEAD", "POST", "PUT", "DELETE"]
+    return Starlette(routes=[Route("/{path:path}", forward, methods=methods)], lifespan=lifespan)

@@ -5,11 +5,15 @@ from __future__ import annotations
 import re
 import socket
 
+import httpx
 import pytest
 
-from chatlab.cli import main
+from chatlab.cli import build_parser, main
 from chatlab.runner import BackgroundServer
 from chatlab.service import create_app
+from chatlab.tutorial.demo import ARTICLE_PAUSE, HistoryCheckFailed, run_demo
+
+from .faults import lossy_gateway
 
 
 @pytest.fixture(autouse=True)
@@ -74,3 +78,62 @@ def test_demo_with_the_service_down_says_what_to_do(
     assert main(["demo", "--pause", "0"]) == 1
     err = capsys.readouterr().err
     assert url in err and "python -m chatlab serve" in err
+
+
+def test_the_demo_waits_the_articles_10_s_unless_told_and_then_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert build_parser().parse_args(["demo"]).pause == ARTICLE_PAUSE == 10
+    assert main(["demo", "--pause", "0", "--runs", "1"]) == 0
+    assert "[Wait] 0 s between the two time prompts (--pause), not the article's 10 s" in capsys.readouterr().out
+
+
+def test_a_second_demo_against_a_kept_service_is_the_second_run(capsys: pytest.CaptureFixture[str]) -> None:
+    with BackgroundServer(create_app(), name="test-demo-kept-service") as service:
+        assert main(["demo", "--pause", "0", "--runs", "1", "--service-url", service.url]) == 0
+        first = capsys.readouterr().out
+        assert main(["demo", "--pause", "0", "--runs", "1", "--service-url", service.url]) == 0
+        second = capsys.readouterr().out
+    assert "===== 1回目の実行" in first and "保持したまま" not in first
+    assert "1回目" not in second
+    assert "===== チャット履歴管理サーバーを保持したまま2回目の実行" in second
+    assert "the service already held 2 conversations" in second
+    assert store_listings(second)[0] == store_listings(first)[-1]  # the first process's keys, still there
+
+
+@pytest.mark.parametrize(
+    ("fault", "problem"),
+    [
+        ({"lose_appends": True}, "the history did not persist"),
+        ({"forget_reads": True}, "the history did not load"),
+    ],
+)
+def test_the_demo_fails_when_the_history_is_lost_on_the_wire(
+    capsys: pytest.CaptureFixture[str], fault: dict[str, bool], problem: str
+) -> None:
+    with (
+        BackgroundServer(create_app(), name="test-demo-upstream") as upstream,
+        BackgroundServer(lossy_gateway(upstream.url, **fault), name="test-demo-lossy-gateway") as gateway,
+    ):
+        assert main(["demo", "--pause", "0", "--runs", "1", "--service-url", gateway.url]) == 1
+    captured = capsys.readouterr()
+    assert problem in captured.err and "Session1" in captured.err
+    assert "[Session1]\nstateBagCount" not in captured.out  # it stopped at the broken run
+
+
+@pytest.mark.anyio
+async def test_run_demo_raises_history_check_failed_when_appends_are_answered_but_not_sent() -> None:
+    """The same through the API, with the loss inside the provider's own HTTP client (a mock transport)."""
+    with BackgroundServer(create_app(), name="test-demo-upstream") as upstream:
+        real = httpx.AsyncHTTPTransport()
+
+        async def handler(request: httpx.Request) -> httpx.Response:
+            if request.method == "POST":
+                return httpx.Response(202, headers={"Location": request.url.path})
+            return await real.handle_async_request(request)
+
+        client = httpx.AsyncClient(base_url=upstream.url, transport=httpx.MockTransport(handler))
+        try:
+            with pytest.raises(HistoryCheckFailed, match="did not persist"):
+                await run_demo(pause=0, service_url=upstream.url, runs=1, http_client=client)
+        finally:
+            await client.aclose()
+            await real.aclose()

@@ -3,15 +3,25 @@
 The chat history service runs in a background thread unless ``CHAT_HISTORY_SERVICE_URL``
 (or ``--service-url``) names one already running; the LLM is chosen by ``CHATLAB_LLM``
 (the offline tutorial model unless an endpoint is configured and answers). The output
-follows the article's ``実行結果`` line by line; ``--pause`` replaces its 10-second wait.
+follows the article's ``実行結果`` line by line, with the article's 10-second wait unless
+``--pause`` says otherwise (and then the output says so).
+
+A broken provider must not look like success: after every run the demo checks that the
+session's conversation grew on the service and that the run loaded the messages stored
+before it, and stops with :class:`HistoryCheckFailed` (exit status 1) when either is not so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from typing import Any
 
+import httpx
+from agent_framework import AgentSession, Message
+
+from ..client.errors import ChatlabError
 from ..client.provider import RemoteChatHistoryProvider, show_provider_calls
 from ..vocabulary import SERVICE_URL_VARIABLE
 from .agent import create_agent
@@ -24,13 +34,36 @@ from .display import (
 )
 from .llm import LLMConnection, connect_llm
 
-__all__ = ["ARTICLE_PROMPTS", "run_article_scenario", "run_demo"]
+__all__ = ["ARTICLE_PAUSE", "ARTICLE_PROMPTS", "HistoryCheckFailed", "run_article_scenario", "run_demo"]
 
 ARTICLE_PROMPTS = (
     "現在時刻を教えてください",
     "もう一度現在時刻を取得してください",
     "最初の時刻からどれくらい経過していますか?",
 )
+ARTICLE_PAUSE = 10.0
+"""Seconds the article waits between its two time prompts (``await Task.Delay(10000)``)."""
+
+
+class HistoryCheckFailed(ChatlabError):
+    """A run's history did not persist on the service, or was not loaded before the next run."""
+
+
+class CheckedProvider(RemoteChatHistoryProvider):
+    """The provider, remembering how many messages each conversation's last load handed the agent."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.loaded: dict[str, int] = {}
+
+    async def get_messages(
+        self, session_id: AgentSession | str | None = None, *, state: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Message]:
+        messages = await super().get_messages(session_id, state=state, **kwargs)
+        key = state.get("externalConversationKey") if isinstance(state, dict) else None
+        if isinstance(key, str):  # a load for a run (the framework passes the state), not a helper call
+            self.loaded[key] = len(messages)
+        return messages
 
 
 async def run_article_scenario(agent: Any, provider: RemoteChatHistoryProvider, pause: float) -> list[str]:
@@ -40,18 +73,18 @@ async def run_article_scenario(agent: Any, provider: RemoteChatHistoryProvider, 
     session2 = agent.create_session()
     await print_external_store(provider)
 
-    print_agent_response(await agent.run(first, session=session1))
+    await _checked_run(agent, provider, "Session1", session1, first)
     print_session_id("Session1", provider, session1)
     await print_external_store(provider)
 
     await asyncio.sleep(pause)  # the article waits 10 s
-    print_agent_response(await agent.run(again, session=session1))
+    await _checked_run(agent, provider, "Session1", session1, again)
     await print_external_store(provider)
 
-    print_agent_response(await agent.run(elapsed, session=session1))
+    await _checked_run(agent, provider, "Session1", session1, elapsed)
     await print_external_store(provider)
 
-    print_agent_response(await agent.run(first, session=session2))
+    await _checked_run(agent, provider, "Session2", session2, first)
     print_session_id("Session2", provider, session2)
     await print_external_store(provider)
 
@@ -61,10 +94,41 @@ async def run_article_scenario(agent: Any, provider: RemoteChatHistoryProvider, 
     return [provider.conversation_key(session1), provider.conversation_key(session2)]
 
 
-async def run_demo(
-    pause: float = 2.0, service_url: str | None = None, llm_mode: str | None = None, runs: int = 2
+async def _checked_run(
+    agent: Any, provider: RemoteChatHistoryProvider, name: str, session: AgentSession, prompt: str
 ) -> None:
-    """Run the scenario ``runs`` times against one service: each run's store lists the earlier runs' keys."""
+    """One ``agent.run`` and its ``[Response]``, then the checks that the history persisted and was loaded."""
+    earlier_key = provider.try_get_external_conversation_key(session)
+    before = await provider.get_stored_message_count(earlier_key) if earlier_key else 0
+    print_agent_response(await agent.run(prompt, session=session))
+    key = provider.conversation_key(session)
+    loaded = provider.loaded.get(key) if isinstance(provider, CheckedProvider) else None
+    if before and loaded == 0:
+        raise HistoryCheckFailed(
+            f"the history did not load: {name}'s conversation {key} held {before} messages before the run "
+            f"'{prompt}', but the provider handed the agent none of them. The model answered without its history."
+        )
+    after = await provider.get_stored_message_count(key)
+    if after <= before:
+        raise HistoryCheckFailed(
+            f"the history did not persist: after the run '{prompt}' {name}'s conversation {key} holds {after} "
+            f"messages on the service at {provider.url} (before the run: {before}). The provider's appends did not "
+            "reach the service's store: check that the URL is the chat history service itself and what lies between."
+        )
+
+
+async def run_demo(
+    pause: float = ARTICLE_PAUSE,
+    service_url: str | None = None,
+    llm_mode: str | None = None,
+    runs: int = 2,
+    http_client: httpx.AsyncClient | None = None,
+) -> None:
+    """Run the scenario ``runs`` times against one service: each run's store lists the earlier runs' keys.
+
+    ``http_client`` is what the providers send their requests with (default: their own).
+    Raises :class:`HistoryCheckFailed` when a run's history did not persist or load.
+    """
     from ..runner import BackgroundServer
     from ..service import create_app
 
@@ -76,14 +140,16 @@ async def run_demo(
         service = await asyncio.to_thread(BackgroundServer(create_app(), name="demo-chat-history-service").start)
         url = service.url
         print(f"[Service] chat history service started in the background at {url}")
+    if pause != ARTICLE_PAUSE:
+        print(f"[Wait] {pause:g} s between the two time prompts (--pause), not the article's {ARTICLE_PAUSE:g} s")
     show_provider_calls()
     llm: LLMConnection | None = None
     try:
         llm = await connect_llm(llm_mode)
-        for run in range(1, runs + 1):
-            title = "1回目の実行" if run == 1 else f"チャット履歴管理サーバーを保持したまま{run}回目の実行"
-            print(f"\n===== {title} (run {run}: a new provider and agent, the same service) =====")
-            async with RemoteChatHistoryProvider(url) as provider:
+        earlier = await _earlier_runs(url)
+        for run in range(earlier + 1, earlier + runs + 1):
+            print(f"\n===== {_title(run, earlier)} =====")
+            async with CheckedProvider(url, http_client=http_client) as provider:
                 await run_article_scenario(create_agent(llm.client, provider), provider, pause)
     finally:
         show_provider_calls(False)
@@ -91,3 +157,17 @@ async def run_demo(
             await llm.aclose()
         if service is not None:
             await asyncio.to_thread(service.stop)
+
+
+async def _earlier_runs(url: str) -> int:
+    """How many runs the service has seen already, counting two conversations per run (the article's)."""
+    async with RemoteChatHistoryProvider(url) as observer:
+        return math.ceil(len(await observer.get_conversation_summaries()) / 2)
+
+
+def _title(run: int, earlier: int) -> str:
+    """The article's heading of a run: the first, or the n-th with the service kept running."""
+    if run == 1:
+        return "1回目の実行 (run 1: a new provider and agent)"
+    kept = f"the service already held {earlier * 2} conversations" if earlier else "the same service"
+    return f"チャット履歴管理サーバーを保持したまま{run}回目の実行 (run {run}: a new provider and agent, {kept})"
