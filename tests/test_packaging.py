@@ -45,3 +45,54 @@ def test_pyproject_declares_every_required_package() -> None:
         declared |= _names(project["optional-dependencies"][extra])
     assert declared >= REQUIRED, REQUIRED - declared
     assert project["requires-python"] == ">=3.11"
+
+
+def _installed_by(requirements: list[str], extras: set[str]) -> set[str]:
+    """The distributions these requirements install, with their dependencies (read from the installed metadata)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    todo = [(Requirement(r), extras) for r in requirements]
+    while todo:
+        requirement, active = todo.pop()
+        if requirement.marker and not any(requirement.marker.evaluate({"extra": e}) for e in active | {""}):
+            continue
+        name = requirement.name.lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = distribution(name).requires or []
+        except PackageNotFoundError:
+            continue
+        todo += [(Requirement(r), set(requirement.extras)) for r in requires]
+    return seen
+
+
+def test_the_notebooks_extra_installs_everything_the_notebooks_import() -> None:
+    """The README's quickstart (`pip install -e '.[notebooks]'`) runs every notebook: no missing module."""
+    import ast
+    import sys
+    from importlib.metadata import packages_distributions
+
+    import nbformat
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    notebooks_extra = [r for r in project["optional-dependencies"]["notebooks"] if not r.startswith("chatlab")]
+    installed = _installed_by(project["dependencies"] + notebooks_extra, set())
+    providers = {m: {d.lower().replace("_", "-") for d in dists} for m, dists in packages_distributions().items()}
+    missing: dict[str, str] = {}
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "code":
+                continue
+            for node in ast.walk(ast.parse(cell.source)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                for top in {n.split(".")[0] for n in names} - {"chatlab"} - set(sys.stdlib_module_names):
+                    if not providers.get(top, set()) & installed:
+                        missing[top] = path.name
+    assert not missing, f"imported by the notebooks but not installed by chatlab[notebooks]: {missing}"
