@@ -100,13 +100,17 @@ async def _checked_run(
     """One ``agent.run`` and its ``[Response]``, then the checks that the history persisted and was loaded."""
     earlier_key = provider.try_get_external_conversation_key(session)
     before = await provider.get_stored_message_count(earlier_key) if earlier_key else 0
+    watched = provider.loaded if isinstance(provider, CheckedProvider) else None  # else: no load check
+    if watched is not None and earlier_key:
+        watched.pop(earlier_key, None)  # what this run loads, not an earlier run
     print_agent_response(await agent.run(prompt, session=session))
     key = provider.conversation_key(session)
-    loaded = provider.loaded.get(key) if isinstance(provider, CheckedProvider) else None
-    if before and loaded == 0:
+    loaded = watched.get(key) if watched is not None else -1
+    if before and not loaded:
+        how = "none of them" if loaded == 0 else "nothing (its get_messages was not called)"
         raise HistoryCheckFailed(
             f"the history did not load: {name}'s conversation {key} held {before} messages before the run "
-            f"'{prompt}', but the provider handed the agent none of them. The model answered without its history."
+            f"'{prompt}', but the provider handed the agent {how}. The model answered without its history."
         )
     after = await provider.get_stored_message_count(key)
     if after <= before:
