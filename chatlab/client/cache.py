@@ -1,8 +1,8 @@
 """The provider's per-conversation cache: what it already loaded, and the version it was at.
 
-The service's version of a conversation (its ``ETag``) is ``"<generation>.<count>"``: the
-generation is a random token fixed from the conversation's creation (or its last replace)
-until it is next replaced or deleted; the count is how many messages it holds. Within one
+The service's version of a conversation (its ``ETag``, :class:`chatlab.vocabulary.Version`) is
+``"<generation>.<count>"``: the generation is a random token fixed from the conversation's
+creation (or its last replace) until it is next replaced or deleted; the count is how many messages it holds. Within one
 generation a conversation only grows, so the first ``count`` messages of a version stay what
 they were for as long as the generation lasts. ``"0"`` is a conversation that does not exist.
 
@@ -18,76 +18,133 @@ append's answer says ``g.M``, and if ``M - len(batch) = N`` nobody else appended
 
 from __future__ import annotations
 
+import itertools
+import json
+import logging
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from agent_framework import Message
 
-__all__ = ["CachedHistory", "HistoryCache", "Version", "parse_version"]
+from ..vocabulary import Version
+from .codec import messages_from_meai, messages_to_meai
+from .http import AsyncChatHistoryClient
+from .operations import encode_messages
+
+__all__ = ["CachedHistory", "HistoryCache", "HistoryView"]
+
+log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Version:
-    """A parsed conversation version: ``generation`` (``None`` if it does not exist) and message ``count``."""
+class HistoryView(Sequence[Message]):
+    """The first ``count`` messages of a list that only ever grows at its end: a snapshot without a copy.
 
-    generation: str | None
-    count: int
+    What a turn hands the framework, so a turn costs the same at 10 or 50,000 cached messages
+    (the framework only reads it). Slicing it gives a list of the slice only.
+    """
 
-    def continues(self, generation: str | None, count: int, added: int) -> bool:
-        """Whether this version is what holding ``count`` messages of ``generation`` plus ``added`` more gives."""
-        return self.count == count + added and (
-            count == 0 or (generation is not None and self.generation == generation)
-        )
+    __slots__ = ("_count", "_messages")
 
+    def __init__(self, messages: list[Message], count: int) -> None:
+        self._messages = messages
+        self._count = count
 
-def parse_version(etag: str | None) -> Version | None:
-    """The version in an ``ETag`` header (``"g.N"`` or ``"0"``), or ``None`` if it is not one."""
-    if not etag:
-        return None
-    tag = etag.strip()
-    if tag.startswith("W/") or len(tag) < 3 or tag[0] != '"' or tag[-1] != '"':
-        return None
-    tag = tag[1:-1]
-    if tag == "0":
-        return Version(None, 0)
-    generation, dot, count = tag.rpartition(".")
-    if not dot or not generation or not count.isdigit() or not count.isascii():
-        return None
-    return Version(generation, int(count))
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return self._messages[slice(*index.indices(self._count))]
+        position = index + self._count if index < 0 else index
+        if not 0 <= position < self._count:
+            raise IndexError("history index out of range")
+        return self._messages[position]
+
+    def __iter__(self) -> Iterator[Message]:
+        return itertools.islice(self._messages, self._count)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(other) == self._count and all(a == b for a, b in zip(self, other, strict=False))
+
+    def __repr__(self) -> str:
+        return repr(list(self))
 
 
 @dataclass(slots=True)
 class CachedHistory:
-    """The first ``count`` messages of ``generation`` (``messages`` may be shared and longer: read ``view()``)."""
+    """The first ``count`` messages of ``generation`` (``messages`` may be longer: later entries extend it)."""
 
     generation: str | None
     count: int
     messages: list[Message]
 
-    def view(self) -> list[Message]:
-        return self.messages[: self.count]
-
-    def extended(self, version: Version, added: list[Message]) -> CachedHistory:
-        """The entry with ``added`` after it (appends in place when this entry owns the list's end)."""
-        messages = self.messages if len(self.messages) == self.count else self.messages[: self.count]
-        messages.extend(added)
-        return CachedHistory(version.generation, version.count, messages)
+    def view(self) -> HistoryView:
+        return HistoryView(self.messages, self.count)
 
 
 class HistoryCache:
-    """At most ``size`` conversations, least recently used dropped first. Not shared between threads."""
+    """The conversations a provider loaded, kept current through ``client``: a read fetches only what is new.
 
-    def __init__(self, size: int) -> None:
+    At most ``size`` conversations, least recently used dropped first (``0``: none, every read is
+    a full one, as in the article). Not shared between threads.
+    """
+
+    def __init__(self, client: AsyncChatHistoryClient, size: int) -> None:
+        self.client = client
         self.size = size
         self._entries: OrderedDict[str, CachedHistory] = OrderedDict()
 
-    def get(self, key: str) -> CachedHistory | None:
+    async def load(self, key: str) -> Sequence[Message]:
+        """The whole conversation: what is cached plus what is new, or one full read."""
+        entry = self._get(key)
+        if entry is not None:
+            page = await self.client.read_after(key, entry.count)
+            if page.version is not None and page.version.continues(entry.generation, entry.count, len(page.messages)):
+                added = messages_from_meai(page.messages)
+                extended = self._extend(key, entry, page.version, added)
+                return extended.view() if extended else [*entry.view(), *added]  # else: updated meanwhile
+            log.debug("conversation %s changed beyond appends (version %s): loading all of it", key, page.version)
+        page = await self.client.read(key)
+        messages = messages_from_meai(page.messages)
+        if page.version is None or page.version.count != len(messages):
+            self._entries.pop(key, None)
+            return messages
+        fresh = CachedHistory(page.version.generation, page.version.count, messages)
+        self._put(key, fresh)
+        return fresh.view()
+
+    async def append(self, key: str, messages: Sequence[Message]) -> None:
+        """Append in one request; the cache gets the messages when the answer proves nobody wrote in between."""
+        body = encode_messages(messages_to_meai(messages))  # encode first: a bad message sends nothing
+        entry = self._get(key)
+        version = await self.client.append(key, body)
+        if entry is not None:  # the cache gets exactly what a reader will decode
+            self._extend(key, entry, version, messages_from_meai(json.loads(body)))
+
+    async def replace(self, key: str, messages: Sequence[Message]) -> None:
+        """Replace the conversation; the next read loads it whole."""
+        body = encode_messages(messages_to_meai(messages))
+        self._entries.pop(key, None)
+        try:
+            await self.client.replace(key, body)
+        finally:
+            self._entries.pop(key, None)
+
+    def _get(self, key: str) -> CachedHistory | None:
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
         return entry
 
-    def put(self, key: str, entry: CachedHistory) -> None:
+    def _put(self, key: str, entry: CachedHistory) -> None:
         if self.size <= 0:
             return
         self._entries[key] = entry
@@ -95,18 +152,21 @@ class HistoryCache:
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)
 
-    def replace_if(self, key: str, expected: CachedHistory | None, entry: CachedHistory) -> bool:
-        """Store ``entry`` only if the key still holds ``expected`` (no other update came in between)."""
+    def _extend(
+        self, key: str, expected: CachedHistory, version: Version | None, added: list[Message]
+    ) -> CachedHistory | None:
+        """``expected`` plus ``added``, if ``version`` proves it and nothing else updated the key meanwhile.
+
+        The new entry shares ``expected``'s list, extended in place (earlier views keep their length).
+        """
+        if version is None or not version.continues(expected.generation, expected.count, len(added)):
+            return None
         if self._entries.get(key) is not expected:
-            return False
-        self.put(key, entry)
-        return True
-
-    def discard(self, key: str) -> None:
-        self._entries.pop(key, None)
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)
+            return None
+        messages = expected.messages
+        if len(messages) != expected.count:  # not the end of its list (never, while entries are used as here)
+            messages = messages[: expected.count]
+        messages.extend(added)
+        entry = CachedHistory(version.generation, version.count, messages)
+        self._put(key, entry)
+        return entry

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Self
+
+from ..vocabulary import API_KEY_VARIABLE, SERVICE_URL_VARIABLE, Version
+
 __all__ = [
     "ChatHistoryCodecError",
+    "ChatHistoryServiceConflict",
     "ChatHistoryServiceError",
+    "ChatHistoryServiceProtocolError",
     "ChatHistoryServiceStatusError",
     "ChatHistoryServiceUnavailable",
     "ChatlabError",
     "LLMUnavailableError",
 ]
 
-START_HINT = "Start it with `python -m chatlab serve --port 5000`, or set CHAT_HISTORY_SERVICE_URL to where it runs."
+START_HINT = f"Start it with `python -m chatlab serve --port 5000`, or set {SERVICE_URL_VARIABLE} to where it runs."
 
 
 class ChatlabError(Exception):
@@ -23,7 +29,7 @@ class ChatHistoryCodecError(ChatlabError, ValueError):
 
 
 class ChatHistoryServiceError(ChatlabError):
-    """The chat history service could not do what the provider asked; nothing was half-written.
+    """The chat history service could not do what was asked; nothing was half-written.
 
     ``url`` is the request's URL, ``status`` the HTTP status (``None`` when no answer came).
     """
@@ -53,16 +59,18 @@ class ChatHistoryServiceStatusError(ChatHistoryServiceError):
         self.detail = detail
 
     @classmethod
-    def for_response(cls, method: str, url: str, status: int, detail: str) -> ChatHistoryServiceStatusError:
+    def for_response(cls, method: str, url: str, status: int, detail: str) -> Self:
         if status >= 500:
             advice = "The service failed; check its log and try again."
         elif status == 404:
             advice = (
-                "Check that CHAT_HISTORY_SERVICE_URL points at a chat history service "
+                f"Check that {SERVICE_URL_VARIABLE} points at a chat history service "
                 "and that the conversation key is one it accepts."
             )
         elif status == 401:
-            advice = "Give the provider the service's API key (api_key=..., or CHAT_HISTORY_SERVICE_API_KEY)."
+            advice = f"Give the client the service's API key (api_key=..., or {API_KEY_VARIABLE})."
+        elif status == 412:
+            advice = "Read the conversation again, redo your change on what it holds now and send it again."
         elif status == 429:
             advice = "The service's rate limit was reached; nothing was changed. Try again later."
         else:
@@ -73,6 +81,28 @@ class ChatHistoryServiceStatusError(ChatHistoryServiceError):
             url=url,
             status=status,
             detail=detail,
+        )
+
+
+class ChatHistoryServiceConflict(ChatHistoryServiceStatusError):
+    """``412``: the conversation is no longer at the ``If-Match`` version; ``current`` is where it is now.
+
+    Nothing was written: read the conversation again, redo the change on what it holds now, and
+    send it with ``if_match=error.current``.
+    """
+
+    current: Version | None = None
+
+
+class ChatHistoryServiceProtocolError(ChatHistoryServiceError):
+    """Something answered, but not as a chat history service does (not its JSON, no version)."""
+
+    @classmethod
+    def for_answer(cls, url: str, why: str) -> ChatHistoryServiceProtocolError:
+        return cls(
+            f"{url} did not answer like a chat history service ({why}). "
+            f"Check {SERVICE_URL_VARIABLE}; start the service with `python -m chatlab serve --port 5000`.",
+            url=url,
         )
 
 

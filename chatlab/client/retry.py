@@ -11,8 +11,8 @@ It waits with exponential backoff and jitter between attempts, or as long as the
 ``Retry-After`` says (seconds or an HTTP date) when that is longer; a ``Retry-After`` beyond
 ``max_retry_after`` ends the retries at once. Only send requests through it that are safe to
 repeat: ``GET``, ``PUT``, ``DELETE``, and ``POST`` with an ``Idempotency-Key`` (what
-:class:`chatlab.client.provider.RemoteChatHistoryProvider` does), so a retried append never
-duplicates messages.
+:class:`chatlab.client.http.AsyncChatHistoryClient` does), so a retried append never
+duplicates messages. The async and the blocking client share the decisions; only the wait differs.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import asyncio
 import logging
 import random
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,6 +44,7 @@ class RetryPolicy:
         max_backoff: the longest wait between two attempts, unless ``Retry-After`` asks for more.
         max_retry_after: the longest ``Retry-After`` honoured; a longer one ends the retries.
         sleep: how to wait (tests may record the waits).
+        sleep_sync: how the blocking client (:class:`~chatlab.client.http.ChatHistoryClient`) waits.
     """
 
     attempts: int = 4
@@ -50,6 +52,7 @@ class RetryPolicy:
     max_backoff: float = 4.0
     max_retry_after: float = 30.0
     sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, repr=False, compare=False)
+    sleep_sync: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -69,39 +72,57 @@ class RetryPolicy:
         transient one); raises the last transport error when no attempt was answered.
         """
         for attempt in range(1, self.attempts + 1):
-            last = attempt == self.attempts
             try:
                 response = await send()
             except httpx.TransportError as exc:
-                if last or not is_transient(exc):
+                wait = self._wait_after_error(attempt, exc, what)
+                if wait is None:
                     raise
-                wait = self.delay(attempt)
-                log.info(
-                    "%s: no answer (%s); retry %d of %d in %.2f s",
-                    what,
-                    type(exc).__name__,
-                    attempt,
-                    self.attempts - 1,
-                    wait,
-                )
             else:
-                if response.status_code not in RETRY_STATUSES or last:
+                wait = self._wait_after_answer(attempt, response, what)
+                if wait is None:
                     return response
-                asked = retry_after_seconds(response.headers.get("retry-after"))
-                if asked is not None and asked > self.max_retry_after:
-                    return response  # the service asks for longer than we wait: report it now
-                wait = max(self.delay(attempt), asked or 0.0)
-                log.info(
-                    "%s: HTTP %d; retry %d of %d in %.2f s",
-                    what,
-                    response.status_code,
-                    attempt,
-                    self.attempts - 1,
-                    wait,
-                )
                 await response.aclose()
             await self.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def send_sync(self, send: Callable[[], httpx.Response], what: str) -> httpx.Response:
+        """:meth:`send` for a blocking client: the same decisions, waiting with ``sleep_sync``."""
+        for attempt in range(1, self.attempts + 1):
+            try:
+                response = send()
+            except httpx.TransportError as exc:
+                wait = self._wait_after_error(attempt, exc, what)
+                if wait is None:
+                    raise
+            else:
+                wait = self._wait_after_answer(attempt, response, what)
+                if wait is None:
+                    return response
+                response.close()
+            self.sleep_sync(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _wait_after_error(self, attempt: int, exc: httpx.TransportError, what: str) -> float | None:
+        """How long to wait before retrying after no answer; ``None``: give up (raise it)."""
+        if attempt == self.attempts or not is_transient(exc):
+            return None
+        wait = self.delay(attempt)
+        log.info(
+            "%s: no answer (%s); retry %d of %d in %.2f s", what, type(exc).__name__, attempt, self.attempts - 1, wait
+        )
+        return wait
+
+    def _wait_after_answer(self, attempt: int, response: httpx.Response, what: str) -> float | None:
+        """How long to wait before retrying after ``response``; ``None``: it is the final answer."""
+        if response.status_code not in RETRY_STATUSES or attempt == self.attempts:
+            return None
+        asked = retry_after_seconds(response.headers.get("retry-after"))
+        if asked is not None and asked > self.max_retry_after:
+            return None  # the service asks for longer than we wait: report it now
+        wait = max(self.delay(attempt), asked or 0.0)
+        log.info("%s: HTTP %d; retry %d of %d in %.2f s", what, response.status_code, attempt, self.attempts - 1, wait)
+        return wait
 
 
 NO_RETRIES = RetryPolicy(attempts=1)

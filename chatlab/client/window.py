@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agent_framework import Message
 
 from ..vocabulary import link_of
 
-__all__ = ["estimate_tokens", "window_messages"]
+__all__ = ["HistoryWindow", "estimate_tokens", "window_messages"]
 
 
 def _link(content: Any) -> tuple[str | None, bool]:
@@ -95,3 +96,31 @@ def window_messages(
         if not pending:
             best = i
     return list(messages[best:])
+
+
+@dataclass(frozen=True)
+class HistoryWindow:
+    """The provider's window: at most ``max_history_messages`` / ``max_history_tokens`` (``None``: no limit)."""
+
+    max_history_messages: int | None = None
+    max_history_tokens: int | None = None
+    count_tokens: Callable[[Message], int] = estimate_tokens
+
+    def __post_init__(self) -> None:
+        for name, limit in (
+            ("max_history_messages", self.max_history_messages),
+            ("max_history_tokens", self.max_history_tokens),
+        ):
+            if limit is not None and (not isinstance(limit, int) or limit < 1):
+                raise ValueError(f"{name} must be a whole number of at least 1, or None for no limit")
+
+    def __call__(self, messages: Sequence[Message]) -> Sequence[Message]:
+        """The window onto ``messages``; ``messages`` itself (not a copy) when there is no limit."""
+        if self.max_history_messages is None and self.max_history_tokens is None:
+            return messages
+        return window_messages(
+            messages,
+            max_messages=self.max_history_messages,
+            max_tokens=self.max_history_tokens,
+            count_tokens=self.count_tokens,
+        )

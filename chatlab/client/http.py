@@ -1,0 +1,243 @@
+"""Typed clients for the chat history service: :class:`AsyncChatHistoryClient` and :class:`ChatHistoryClient`.
+
+Each method is one operation of the service, returning what it means (the messages as the
+service's JSON, a :class:`~chatlab.vocabulary.Version`, summaries) or raising the package's
+errors (:mod:`chatlab.client.errors`), each saying what to do. Both clients send the API key,
+check the service's TLS certificate, and retry transient failures (:mod:`chatlab.client.retry`);
+an append carries an ``Idempotency-Key`` kept across its retries, so it is stored once.
+
+They hold their HTTP client as MAF's own history providers hold theirs: created from the
+options and closed with the client, or given (``http_client=``) and left open::
+
+    async with AsyncChatHistoryClient("http://localhost:5000") as client:
+        version = await client.append("my-key", [{"role": "user", "contents": [{"$type": "text", "text": "hi"}]}])
+        page = await client.read_after("my-key", after=0, limit=10)
+
+    with ChatHistoryClient() as client:  # CHAT_HISTORY_SERVICE_URL, else http://localhost:5000
+        print(client.summaries())
+
+Requests and answers are built and read once (:mod:`chatlab.client.operations`); the two
+classes differ only in how they send.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Awaitable
+from typing import TypeVar
+
+import httpx
+
+from ..vocabulary import API_KEY_VARIABLE, DEFAULT_SERVICE_URL, SERVICE_URL_VARIABLE, ConversationSummary, Version
+from .operations import IfMatch, MessagesPage, Operations, OutgoingMessages, Request
+from .retry import NO_RETRIES, RetryPolicy
+
+__all__ = ["AsyncChatHistoryClient", "ChatHistoryClient", "Verify", "service_url"]
+
+T = TypeVar("T")
+
+Verify = bool | str | os.PathLike[str] | ssl.SSLContext
+"""How the service's TLS certificate is checked: ``True`` (httpx's default CAs, certifi's, or
+``SSL_CERT_FILE``), a CA bundle path (a private CA), an ``ssl.SSLContext``, or ``False`` (no check:
+only for experiments)."""
+
+
+def service_url(url: str | None = None) -> str:
+    """The service URL: the argument, else ``CHAT_HISTORY_SERVICE_URL``, else ``http://localhost:5000``."""
+    return (url or os.environ.get(SERVICE_URL_VARIABLE) or DEFAULT_SERVICE_URL).rstrip("/")
+
+
+class _Client:
+    """What both clients hold: the service's requests, the API key and the retry policy."""
+
+    def __init__(
+        self,
+        url: str | None,
+        http_client: httpx.Client | httpx.AsyncClient | None,
+        *,
+        api_key: str | None,
+        verify: Verify | None,
+        retry: RetryPolicy | None,
+    ) -> None:
+        if http_client is not None and verify is not None:
+            raise ValueError("verify applies to the HTTP client created here: set it on your http_client instead")
+        if url is None and http_client is not None and str(http_client.base_url):
+            url = str(http_client.base_url)
+        self.url = service_url(url)
+        self.operations = Operations(self.url)
+        self.retry = retry or NO_RETRIES
+        key = api_key if api_key is not None else os.environ.get(API_KEY_VARIABLE) or None
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._owns_http = http_client is None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url}>"
+
+
+class AsyncChatHistoryClient(_Client):
+    """The chat history service, from async code (an agent, a notebook cell).
+
+    Args:
+        url: the service; default ``CHAT_HISTORY_SERVICE_URL``, else ``http://localhost:5000`` (or
+            the ``base_url`` of ``http_client``).
+        http_client: a caller-owned ``httpx.AsyncClient`` to send with (left open by :meth:`aclose`).
+        api_key: sent as ``Authorization: Bearer <key>``; default ``CHAT_HISTORY_SERVICE_API_KEY``.
+        verify: how the HTTP client created here checks the service's TLS certificate (:data:`Verify`).
+        timeout: seconds per request for the HTTP client created here (the article: 1 minute).
+        retry: how transient failures (no answer, 429, 502-504) are retried; ``None`` never retries.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        http_client: httpx.AsyncClient | None = None,
+        api_key: str | None = None,
+        verify: Verify | None = None,
+        timeout: float | httpx.Timeout = 60.0,
+        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - immutable
+    ) -> None:
+        super().__init__(url, http_client, api_key=api_key, verify=verify, retry=retry)
+        self.http = http_client or httpx.AsyncClient(timeout=timeout, verify=_ssl_verify(verify))
+
+    async def read(self, key: str) -> MessagesPage:
+        """Every message of conversation ``key`` (``[]`` if it does not exist) and its version."""
+        return await self._send(self.operations.read(key))
+
+    async def read_after(self, key: str, after: int, limit: int | None = None) -> MessagesPage:
+        """The messages after the first ``after`` (at most ``limit``); ``next_after`` says where more start."""
+        return await self._send(self.operations.read(key, after, limit))
+
+    async def head(self, key: str) -> Version:
+        """The conversation's version without its messages: ``.count`` messages, ``.generation`` ``None`` if absent."""
+        return await self._send(self.operations.head(key))
+
+    async def append(
+        self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None, idempotency_key: str | None = None
+    ) -> Version | None:
+        """Append ``messages`` in one request (all or nothing); the conversation's new version.
+
+        ``if_match``: append only if the conversation is at that version (else
+        :class:`~chatlab.client.errors.ChatHistoryServiceConflict`). ``idempotency_key``: the
+        append's key (default: a new one per call), so a repeat is stored once.
+        """
+        return await self._send(self.operations.append(key, messages, if_match, idempotency_key))
+
+    async def replace(self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None) -> Version | None:
+        """Make ``messages`` the whole conversation; its new version."""
+        return await self._send(self.operations.replace(key, messages, if_match))
+
+    async def delete(self, key: str, *, if_match: IfMatch = None) -> None:
+        """Forget the conversation (no error if it does not exist, unless ``if_match="*"``)."""
+        await self._send(self.operations.delete(key, if_match))
+
+    async def summaries(self) -> list[ConversationSummary]:
+        """Every conversation with its message count, ordered by key."""
+        return await self._send(self.operations.summaries())
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if it was created here (never a caller's)."""
+        if self._owns_http:
+            await self.http.aclose()
+
+    async def __aenter__(self) -> AsyncChatHistoryClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _send(self, request: Request[T]) -> T:
+        headers = {**self._headers, **request.headers}
+
+        def send() -> Awaitable[httpx.Response]:
+            return self.http.request(request.method, request.url, headers=headers, content=request.content)
+
+        try:
+            response = await self.retry.send(send, request.what)
+        except httpx.HTTPError as exc:
+            raise request.unanswered(exc) from exc
+        return request.answer(response)
+
+
+class ChatHistoryClient(_Client):
+    """The chat history service, from blocking code (a script, a test): :class:`AsyncChatHistoryClient`'s methods.
+
+    The arguments are :class:`AsyncChatHistoryClient`'s, with an ``httpx.Client`` as ``http_client``;
+    retries wait with the policy's ``sleep_sync``. Never call it from a running event loop.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        http_client: httpx.Client | None = None,
+        api_key: str | None = None,
+        verify: Verify | None = None,
+        timeout: float | httpx.Timeout = 60.0,
+        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - immutable
+    ) -> None:
+        super().__init__(url, http_client, api_key=api_key, verify=verify, retry=retry)
+        self.http = http_client or httpx.Client(timeout=timeout, verify=_ssl_verify(verify))
+
+    def read(self, key: str) -> MessagesPage:
+        """Every message of conversation ``key`` and its version (:meth:`AsyncChatHistoryClient.read`)."""
+        return self._send(self.operations.read(key))
+
+    def read_after(self, key: str, after: int, limit: int | None = None) -> MessagesPage:
+        """The messages after the first ``after``, at most ``limit`` (:meth:`AsyncChatHistoryClient.read_after`)."""
+        return self._send(self.operations.read(key, after, limit))
+
+    def head(self, key: str) -> Version:
+        """The conversation's version without its messages (:meth:`AsyncChatHistoryClient.head`)."""
+        return self._send(self.operations.head(key))
+
+    def append(
+        self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None, idempotency_key: str | None = None
+    ) -> Version | None:
+        """Append ``messages`` in one request; the new version (:meth:`AsyncChatHistoryClient.append`)."""
+        return self._send(self.operations.append(key, messages, if_match, idempotency_key))
+
+    def replace(self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None) -> Version | None:
+        """Make ``messages`` the whole conversation; its new version."""
+        return self._send(self.operations.replace(key, messages, if_match))
+
+    def delete(self, key: str, *, if_match: IfMatch = None) -> None:
+        """Forget the conversation (:meth:`AsyncChatHistoryClient.delete`)."""
+        self._send(self.operations.delete(key, if_match))
+
+    def summaries(self) -> list[ConversationSummary]:
+        """Every conversation with its message count, ordered by key."""
+        return self._send(self.operations.summaries())
+
+    def close(self) -> None:
+        """Close the HTTP client if it was created here (never a caller's)."""
+        if self._owns_http:
+            self.http.close()
+
+    def __enter__(self) -> ChatHistoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, request: Request[T]) -> T:
+        headers = {**self._headers, **request.headers}
+
+        def send() -> httpx.Response:
+            return self.http.request(request.method, request.url, headers=headers, content=request.content)
+
+        try:
+            response = self.retry.send_sync(send, request.what)
+        except httpx.HTTPError as exc:
+            raise request.unanswered(exc) from exc
+        return request.answer(response)
+
+
+def _ssl_verify(verify: Verify | None) -> bool | ssl.SSLContext:
+    """httpx's ``verify``: a CA bundle path becomes an SSL context."""
+    if verify is None:
+        return True
+    if isinstance(verify, (str, os.PathLike)):
+        return ssl.create_default_context(cafile=os.fspath(verify))
+    return verify

@@ -1,0 +1,225 @@
+"""The service's operations, each as a request to send and the meaning of its answer.
+
+Both clients (:mod:`chatlab.client.http`) build their requests and read the answers here;
+only the sending differs (``await`` or not). Errors are the package's
+(:mod:`chatlab.client.errors`): no answer, an error status (``412`` with the conversation's
+current version), or an answer that is not the service's.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from ..vocabulary import ConversationSummary, Version
+from .errors import (
+    ChatHistoryCodecError,
+    ChatHistoryServiceConflict,
+    ChatHistoryServiceProtocolError,
+    ChatHistoryServiceStatusError,
+    ChatHistoryServiceUnavailable,
+)
+
+__all__ = ["IfMatch", "MessagesPage", "Operations", "OutgoingMessages", "Request", "encode_messages"]
+
+T = TypeVar("T")
+
+OutgoingMessages = Sequence[Mapping[str, Any]] | bytes
+"""Messages to send: MEAI ``ChatMessage`` JSON objects, or a JSON array of them already encoded."""
+
+IfMatch = Version | str | None
+"""A write's condition: the :class:`Version` it must find (``ETag``), ``"*"`` (it must exist), or none."""
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesPage:
+    """Messages of a conversation as the service sent them, and what it says of the whole conversation.
+
+    ``messages``: the service's JSON (MEAI ``ChatMessage`` objects), in order; ``version``: the
+    conversation's version in the same snapshot (``None`` from a service that sends none);
+    ``count``: how many messages the whole conversation holds; ``next_after``: where the next
+    page starts (``Link: rel="next"``), ``None`` when this one reaches the end; ``body``: the
+    JSON array as it came.
+    """
+
+    messages: list[dict[str, Any]]
+    version: Version | None
+    count: int
+    next_after: int | None = None
+    body: bytes = field(default=b"[]", repr=False)
+
+
+@dataclass(frozen=True)
+class Request(Generic[T]):
+    """One request to the service, and how to read its successful answer."""
+
+    method: str
+    url: str
+    read: Callable[[httpx.Response], T]
+    headers: dict[str, str] = field(default_factory=dict)
+    content: bytes | None = None
+
+    @property
+    def what(self) -> str:
+        return f"{self.method} {self.url}"
+
+    def answer(self, response: httpx.Response) -> T:
+        """What the answer means, or the package's error for a refusal."""
+        if not response.is_success:
+            raise refusal(self, response)
+        return self.read(response)
+
+    def unanswered(self, exc: httpx.HTTPError) -> ChatHistoryServiceUnavailable:
+        """The error for a request that got no answer."""
+        if isinstance(exc, httpx.TimeoutException):
+            reason = f"timed out: {type(exc).__name__}"
+        else:
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return ChatHistoryServiceUnavailable.for_request(self.method, self.url, reason)
+
+
+class Operations:
+    """The requests of the service at ``url``: keys quoted into one path segment, the headers each needs."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def conversation_url(self, key: str) -> str:
+        return f"{self.url}/chat-history/{quote(key, safe='')}"
+
+    def read(self, key: str, after: int | None = None, limit: int | None = None) -> Request[MessagesPage]:
+        """``GET /chat-history/{key}`` (every message), or ``?after=N&limit=L`` (part of them)."""
+        url = self.conversation_url(key)
+        query = [
+            f"{name}={_count(name, value)}" for name, value in (("after", after), ("limit", limit)) if value is not None
+        ]
+        if query:
+            url += "?" + "&".join(query)
+        return Request("GET", url, lambda response: _page(response, url, after or 0))
+
+    def head(self, key: str) -> Request[Version]:
+        """``HEAD /chat-history/{key}``: the conversation's version (its count) without its messages."""
+        url = self.conversation_url(key)
+        return Request("HEAD", url, lambda response: _head(response, url))
+
+    def append(
+        self, key: str, messages: OutgoingMessages, if_match: IfMatch, idempotency_key: str | None
+    ) -> Request[Version | None]:
+        """``POST``, with an ``Idempotency-Key`` (a new one unless given) that the retries keep."""
+        headers = _condition(if_match)
+        headers["Idempotency-Key"] = f'"{idempotency_key or uuid.uuid4()}"'
+        return self._write("POST", key, messages, headers)
+
+    def replace(self, key: str, messages: OutgoingMessages, if_match: IfMatch) -> Request[Version | None]:
+        """``PUT``: the conversation becomes ``messages``."""
+        return self._write("PUT", key, messages, _condition(if_match))
+
+    def delete(self, key: str, if_match: IfMatch) -> Request[None]:
+        """``DELETE``: the conversation is forgotten."""
+        return Request("DELETE", self.conversation_url(key), lambda _: None, _condition(if_match))
+
+    def summaries(self) -> Request[list[ConversationSummary]]:
+        """``GET /chat-history``: every conversation with its message count, ordered by key."""
+        url = f"{self.url}/chat-history"
+        return Request("GET", url, lambda response: _summaries(response, url))
+
+    def _write(
+        self, method: str, key: str, messages: OutgoingMessages, headers: dict[str, str]
+    ) -> Request[Version | None]:
+        array = messages if isinstance(messages, bytes) else encode_messages(messages)
+        headers["Content-Type"] = "application/json"
+        return Request(method, self.conversation_url(key), _version, headers, b'{"messages":' + array + b"}")
+
+
+def encode_messages(messages: Sequence[Mapping[str, Any]]) -> bytes:
+    """Messages as the compact UTF-8 JSON array the service stores; a value JSON cannot hold is refused here."""
+    try:
+        return json.dumps(list(messages), ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise ChatHistoryCodecError(f"the messages cannot be written as JSON ({exc}); nothing was sent") from exc
+
+
+def refusal(request: Request[Any], response: httpx.Response) -> ChatHistoryServiceStatusError:
+    """The error for an answer with an error status (``412``: with the version the conversation is at)."""
+    status = response.status_code
+    if status == 412:
+        conflict = ChatHistoryServiceConflict.for_response(request.method, request.url, status, _detail(response))
+        conflict.current = Version.from_etag(response.headers.get("etag"))
+        return conflict
+    return ChatHistoryServiceStatusError.for_response(request.method, request.url, status, _detail(response))
+
+
+def _count(name: str, value: int) -> int:
+    if not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a whole number of 0 or more, not {value!r}")
+    return value
+
+
+def _condition(if_match: IfMatch) -> dict[str, str]:
+    if if_match is None:
+        return {}
+    return {"If-Match": if_match.etag if isinstance(if_match, Version) else if_match}
+
+
+def _version(response: httpx.Response) -> Version | None:
+    return Version.from_etag(response.headers.get("etag"))
+
+
+def _json(response: httpx.Response, url: str) -> Any:
+    try:
+        return json.loads(response.content)
+    except ValueError as exc:
+        raise ChatHistoryServiceProtocolError.for_answer(url, "the answer is not JSON") from exc
+
+
+def _page(response: httpx.Response, url: str, after: int) -> MessagesPage:
+    data = _json(response, url)
+    if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
+        raise ChatHistoryServiceProtocolError.for_answer(url, "the answer is not a JSON array of messages")
+    count = response.headers.get("x-message-count", "")
+    following = response.links.get("next", {}).get("url")
+    next_after = httpx.URL(following).params.get("after") if following else None
+    return MessagesPage(
+        data,
+        _version(response),
+        int(count) if count.isdigit() else after + len(data),
+        int(next_after) if next_after and next_after.isdigit() else None,
+        response.content,
+    )
+
+
+def _head(response: httpx.Response, url: str) -> Version:
+    version = _version(response)
+    if version is None or response.headers.get("x-message-count") != str(version.count):
+        raise ChatHistoryServiceProtocolError.for_answer(url, "HEAD gave no ETag and X-Message-Count")
+    return version
+
+
+def _summaries(response: httpx.Response, url: str) -> list[ConversationSummary]:
+    data = _json(response, url)
+    if not isinstance(data, list):
+        raise ChatHistoryServiceProtocolError.for_answer(url, "the answer is not a JSON array")
+    try:
+        return [ConversationSummary(str(i["conversationKey"]), int(i["messageCount"])) for i in data]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ChatHistoryServiceProtocolError.for_answer(url, f"unexpected summary: {exc}") from exc
+
+
+def _detail(response: httpx.Response) -> str:
+    """The service's own explanation of an error, short."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300].strip()
+    if isinstance(body, dict):
+        for key in ("detail", "error", "message", "title"):
+            if key in body:
+                value = body[key]
+                return value if isinstance(value, str) else str(value)[:300]
+    return str(body)[:300]
