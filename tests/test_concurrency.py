@@ -5,37 +5,34 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
 
-import httpx
-
+from chatlab.client import ChatHistoryClient
 from chatlab.runner import BackgroundServer
-from tests.summaries import article
+from chatlab.vocabulary import ConversationSummary
 
 THREADS, BATCHES, BATCH_SIZE = 8, 20, 5
 KEY = "shared-conversation"
 
 
-def _batch(thread: int, batch: int) -> dict:
-    return {
-        "messages": [
-            {"role": "user", "contents": [{"$type": "text", "text": f"{thread}/{batch}/{i}"}]}
-            for i in range(BATCH_SIZE)
-        ]
-    }
+def _batch(thread: int, batch: int) -> list[dict]:
+    return [
+        {"role": "user", "contents": [{"$type": "text", "text": f"{thread}/{batch}/{i}"}]} for i in range(BATCH_SIZE)
+    ]
 
 
 def _append_all(url: str, thread: int) -> None:
-    with httpx.Client(base_url=url, timeout=30) as client:
+    with ChatHistoryClient(url, timeout=30, retry=None) as client:
         for batch in range(BATCHES):
-            client.post(f"/chat-history/{KEY}", json=_batch(thread, batch)).raise_for_status()
+            client.append(KEY, _batch(thread, batch))
 
 
-def test_concurrent_batches_are_contiguous_and_ordered(service: BackgroundServer, http: httpx.Client) -> None:
+def test_concurrent_batches_are_contiguous_and_ordered(service: BackgroundServer) -> None:
     with ThreadPoolExecutor(THREADS) as pool:
         list(pool.map(lambda t: _append_all(service.url, t), range(THREADS)))
 
-    labels = [m["contents"][0]["text"].split("/") for m in http.get(f"/chat-history/{KEY}").json()]
-    assert len(labels) == THREADS * BATCHES * BATCH_SIZE
-    assert article(http.get("/chat-history").json()) == [{"conversationKey": KEY, "messageCount": len(labels)}]
+    with ChatHistoryClient(service.url) as client:
+        labels = [m["contents"][0]["text"].split("/") for m in client.read(KEY).messages]
+        assert len(labels) == THREADS * BATCHES * BATCH_SIZE
+        assert client.summaries() == [ConversationSummary(KEY, len(labels))]
 
     runs = [list(run) for _, run in groupby(labels, key=lambda label: (label[0], label[1]))]
     assert len(runs) == THREADS * BATCHES, "a batch was split by another request's messages"

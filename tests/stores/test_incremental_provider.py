@@ -1,6 +1,6 @@
 """The provider's incremental view always equals a full read, whatever other clients do, on every store.
 
-Two providers with their caches share one conversation with a plain HTTP client that appends,
+Two providers with their caches share one conversation with a plain client that appends,
 replaces and deletes behind their backs; hypothesis chooses the interleaving (request by
 request, plus runs where a provider's turn and another client's write are in flight at once).
 After every step each provider's view must be exactly what a fresh full read returns, and its
@@ -17,6 +17,7 @@ from agent_framework import AgentSession, Content, Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chatlab.client import AsyncChatHistoryClient
 from chatlab.client.codec import messages_to_meai
 from chatlab.client.provider import KEY_FIELD, RemoteChatHistoryProvider
 from chatlab.runner import BackgroundServer
@@ -40,7 +41,7 @@ def _wire(tag: str, n: int) -> list[dict]:
     return messages_to_meai(_messages(tag, n))
 
 
-# One step: who does what. p0/p1 are the two providers, "other" a plain HTTP client.
+# One step: who does what. p0/p1 are the two providers, "other" a plain client of the service.
 steps = st.one_of(
     st.tuples(st.just("turn"), st.integers(0, 1), st.integers(1, 4)),  # load, then append n (one agent run)
     st.tuples(st.just("load"), st.integers(0, 1), st.just(0)),
@@ -64,7 +65,7 @@ async def _scenario(url: str, plan: list[tuple[str, int, int]]) -> dict[str, int
             reads["after" if "after=" in str(request.url) else "full"] += 1
 
     async with (
-        httpx.AsyncClient(base_url=url, timeout=30) as other,
+        AsyncChatHistoryClient(url, timeout=30) as other,
         httpx.AsyncClient(timeout=30, event_hooks={"request": [count]}) as client0,
         httpx.AsyncClient(timeout=30, event_hooks={"request": [count]}) as client1,
         RemoteChatHistoryProvider(url) as reader,
@@ -99,12 +100,12 @@ async def _scenario(url: str, plan: list[tuple[str, int, int]]) -> dict[str, int
                 await provider.set_messages(session, _messages(tag, n))
                 saved.clear()
             elif action == "append":
-                (await other.post(f"/chat-history/{key}", json={"messages": _wire(tag, n)})).raise_for_status()
+                await other.append(key, _wire(tag, n))
             elif action == "replace":
-                (await other.put(f"/chat-history/{key}", json={"messages": _wire(tag, n)})).raise_for_status()
+                await other.replace(key, _wire(tag, n))
                 saved.clear()
             elif action == "delete":
-                (await other.delete(f"/chat-history/{key}")).raise_for_status()
+                await other.delete(key)
                 saved.clear()
             elif action == "race":
 
@@ -112,13 +113,10 @@ async def _scenario(url: str, plan: list[tuple[str, int, int]]) -> dict[str, int
                     await provider.get_messages(None, state=state)
                     await provider.save_messages(None, _messages(tag, n), state=state)
 
-                async def write(tag: str) -> None:
-                    (
-                        await other.post(f"/chat-history/{key}", json={"messages": _wire(tag + "x", 2)})
-                    ).raise_for_status()
-
                 await asyncio.gather(
-                    turn(provider, tag, n), write(tag), providers[1 - who].get_messages(None, state=state)
+                    turn(provider, tag, n),
+                    other.append(key, _wire(tag + "x", 2)),
+                    providers[1 - who].get_messages(None, state=state),
                 )
                 saved.append(tag)
         for p in providers:
