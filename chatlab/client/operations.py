@@ -12,6 +12,7 @@ import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -206,9 +207,22 @@ def _summaries(response: httpx.Response, url: str) -> list[ConversationSummary]:
     if not isinstance(data, list):
         raise ChatHistoryServiceProtocolError.for_answer(url, "the answer is not a JSON array")
     try:
-        return [ConversationSummary(str(i["conversationKey"]), int(i["messageCount"])) for i in data]
+        return [
+            ConversationSummary(
+                str(i["conversationKey"]),
+                int(i["messageCount"]),
+                created_at=_seconds(i.get("createdAt")),
+                updated_at=_seconds(i.get("updatedAt")),
+            )
+            for i in data
+        ]
     except (KeyError, TypeError, ValueError) as exc:
         raise ChatHistoryServiceProtocolError.for_answer(url, f"unexpected summary: {exc}") from exc
+
+
+def _seconds(iso_time: str | None) -> float | None:
+    """An ISO 8601 time of a summary as seconds since the epoch (the stores' unit); ``None`` if absent."""
+    return None if iso_time is None else datetime.fromisoformat(iso_time).timestamp()
 
 
 def _detail(response: httpx.Response) -> str:
