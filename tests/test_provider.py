@@ -188,3 +188,32 @@ def test_new_keys_are_32_hex_guids_that_sort_in_creation_order() -> None:
     assert keys == sorted(keys) and len(set(keys)) == len(keys)
     for key in keys[:10]:
         assert len(key) == 32 and uuid.UUID(key).hex == key and uuid.UUID(key).version == 7
+
+
+async def test_providers_can_share_one_client(service: BackgroundServer) -> None:
+    from chatlab.client import AsyncChatHistoryClient
+
+    async with AsyncChatHistoryClient(service.url) as client:
+        first = RemoteChatHistoryProvider(client=client)
+        second = RemoteChatHistoryProvider(client=client, state_key="Other")
+        await first.append_messages("shared", conversation())
+        assert await second.get_stored_message_count("shared") == 4 and second.url == service.url
+        await first.aclose()
+        assert not client.http.is_closed  # the caller's client stays open
+        with pytest.raises(ValueError, match="client="):
+            RemoteChatHistoryProvider(service.url, client=client)
+
+
+async def test_a_runs_history_is_a_snapshot_that_later_turns_do_not_change(service: BackgroundServer) -> None:
+    async with RemoteChatHistoryProvider(service.url) as provider:
+        state = {"externalConversationKey": "snapshot"}
+        await provider.save_messages(None, conversation(), state=state)
+        first = await provider.get_messages(None, state=state)  # cached: later turns extend the same list
+        await provider.save_messages(None, conversation()[:1], state=state)
+        second = await provider.get_messages(None, state=state)
+        assert (len(first), len(second)) == (4, 5) and list(first) == list(second)[:4]
+        assert [m.text for m in first[-2:]] == ["", "現在の日時は **2026-04-16 01:30:52** です。"]
+        assert second[-1].text == "現在時刻を教えてください" and second[4] is second[-1]
+        with pytest.raises(IndexError):
+            first[4]
+        assert first == [*second][:4] and repr(first).startswith("[")

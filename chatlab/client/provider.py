@@ -132,8 +132,6 @@ class RemoteChatHistoryProvider(HistoryProvider):
     def _http(self) -> httpx.AsyncClient:
         return self.client.http
 
-    # ------------------------------------------------------------------ session <-> key
-
     @property
     def state_keys(self) -> list[str]:
         """The keys this provider uses in ``session.state`` (C# ``StateKeys``)."""
@@ -164,8 +162,6 @@ class RemoteChatHistoryProvider(HistoryProvider):
             state.clear()
             state[KEY_FIELD] = key
         return key
-
-    # ------------------------------------------------------------------ the run hooks
 
     async def before_run(self, *, agent: Any, session: AgentSession, context: Any, state: dict[str, Any]) -> None:
         """Load the conversation before a run (C# ``ProvideChatHistoryAsync``)."""
@@ -221,8 +217,6 @@ class RemoteChatHistoryProvider(HistoryProvider):
         if not key:
             raise ValueError("save_messages needs the session's provider state holding the conversation key")
         await self.append_messages(key, messages)
-
-    # ------------------------------------------------------------------ the article's extras
 
     async def set_messages(self, session: AgentSession, messages: Sequence[Message]) -> None:
         """Replace a session's stored messages (C# ``SetMessagesAsync``); no key, nothing to do."""
