@@ -125,3 +125,10 @@ def test_every_value_of_a_summary_is_escaped() -> None:
     assert "<script" not in html and "<img" not in html
     assert "".join(Tags(html).text).count(HOSTILE) == 2
     assert repr(SummariesView([])) == "(no conversations)"
+
+
+def test_summary_times_in_seconds_show_as_dates() -> None:
+    from chatlab.vocabulary import ConversationSummary
+
+    summary = ConversationSummary("k", 4, created_at=1776301200.0, updated_at=1776303052.5)  # what the client gives
+    assert re.findall(r"<td[^>]*>(.*?)</td>", SummariesView([summary])._repr_html_())[2] == "2026-04-16 01:30:52+00:00"

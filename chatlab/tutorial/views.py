@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
@@ -171,6 +171,9 @@ def _summary_row(summary: Any) -> tuple[str, int, str | None]:
 
 
 def _when(value: Any) -> str | None:
+    """A time as the table shows it: a ``datetime``, seconds since the epoch (a summary's), or text as it is."""
     if value is None:
         return None
+    if isinstance(value, int | float):
+        value = datetime.fromtimestamp(value, UTC)
     return value.isoformat(sep=" ", timespec="seconds") if isinstance(value, datetime) else str(value)
