@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -58,7 +59,7 @@ class CheckedProvider(RemoteChatHistoryProvider):
 
     async def get_messages(
         self, session_id: AgentSession | str | None = None, *, state: dict[str, Any] | None = None, **kwargs: Any
-    ) -> list[Message]:
+    ) -> Sequence[Message]:
         messages = await super().get_messages(session_id, state=state, **kwargs)
         key = state.get("externalConversationKey") if isinstance(state, dict) else None
         if isinstance(key, str):  # a load for a run (the framework passes the state), not a helper call
