@@ -57,7 +57,7 @@ class CheckedProvider(RemoteChatHistoryProvider):
         super().__init__(*args, **kwargs)
         self.loaded: dict[str, int] = {}
 
-    async def get_messages(
+    async def get_messages(  # type: ignore[override]  # the provider's Sequence (its cache's view), not MAF's list
         self, session_id: AgentSession | str | None = None, *, state: dict[str, Any] | None = None, **kwargs: Any
     ) -> Sequence[Message]:
         messages = await super().get_messages(session_id, state=state, **kwargs)
