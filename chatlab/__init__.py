@@ -22,12 +22,16 @@ if TYPE_CHECKING:
     )
     from .client.errors import (
         ChatHistoryCodecError,
+        ChatHistoryServiceConflict,
         ChatHistoryServiceError,
+        ChatHistoryServiceProtocolError,
         ChatHistoryServiceStatusError,
         ChatHistoryServiceUnavailable,
         ChatlabError,
         LLMUnavailableError,
     )
+    from .client.http import AsyncChatHistoryClient, ChatHistoryClient
+    from .client.operations import MessagesPage
     from .client.provider import ChatHistorySummary, RemoteChatHistoryProvider, service_url, show_provider_calls
     from .client.retry import RetryPolicy
     from .service import ServiceSettings, ensure_service, start_service
@@ -50,6 +54,11 @@ if TYPE_CHECKING:
 # name -> the module that defines it (tests/test_public_api.py checks this matches the imports above)
 _LAZY = {
     "RemoteChatHistoryProvider": "client.provider",
+    "AsyncChatHistoryClient": "client.http",
+    "ChatHistoryClient": "client.http",
+    "MessagesPage": "client.operations",
+    "ChatHistoryServiceConflict": "client.errors",
+    "ChatHistoryServiceProtocolError": "client.errors",
     "ChatHistorySummary": "client.provider",
     "show_provider_calls": "client.provider",
     "service_url": "client.provider",
@@ -87,8 +96,12 @@ _LAZY = {
 }
 
 __all__ = [
+    "AsyncChatHistoryClient",
+    "ChatHistoryClient",
     "ChatHistoryCodecError",
+    "ChatHistoryServiceConflict",
     "ChatHistoryServiceError",
+    "ChatHistoryServiceProtocolError",
     "ChatHistoryServiceStatusError",
     "ChatHistoryServiceUnavailable",
     "ChatHistorySummary",
@@ -97,6 +110,7 @@ __all__ = [
     "GetDateTime",
     "LLMConnection",
     "LLMUnavailableError",
+    "MessagesPage",
     "RemoteChatHistoryProvider",
     "RetryPolicy",
     "ServiceSettings",

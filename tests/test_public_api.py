@@ -78,6 +78,16 @@ async def main() -> None:
             print(counts, [s.message_count for s in await store.summaries()])
             first: ConversationSummary | None = next(iter(await store.summaries()), None)
             print(first)
+        async with chatlab.AsyncChatHistoryClient(server.url) as http:
+            await http.append("user-script", [{"role": "user", "contents": [{"$type": "text", "text": "hi"}]}])
+            page: chatlab.MessagesPage = await http.read_after("user-script", 0, limit=10)
+            print(len(page.messages), page.version)
+        with chatlab.ChatHistoryClient(server.url) as sync_http:
+            current: chatlab.Version = sync_http.head("user-script")
+            try:
+                sync_http.delete("user-script", if_match=chatlab.Version("other", 1))
+            except chatlab.ChatHistoryServiceConflict as conflict:
+                print(conflict, current.count)
         version = chatlab.Version.parse("abc.3")
         if version is not None:
             print(version.etag, version.count + 1)
