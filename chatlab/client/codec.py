@@ -30,6 +30,16 @@ from agent_framework import Content, Message
 
 from ..vocabulary import CONTENT_KINDS
 from .errors import ChatHistoryCodecError
+from .extras import (
+    MAF_EXTRA_KEY,
+    MEAI_EXTRA_KEY,
+    drop_empty_ap,
+    maf_diff,
+    meai_diff,
+    overlay_meai_extra,
+    split_extra,
+    with_ap_key,
+)
 
 __all__ = [
     "MAF_EXTRA_KEY",
@@ -41,13 +51,6 @@ __all__ = [
     "messages_from_meai",
     "messages_to_meai",
 ]
-
-MAF_EXTRA_KEY = "chatlab.maf"
-"""Key in a JSON ``additionalProperties`` holding MAF fields MEAI has no place for."""
-MEAI_EXTRA_KEY = "chatlab.meai"
-"""Key in a MAF ``additional_properties`` holding MEAI fields MAF has no place for."""
-
-_ABSENT = "$absent"  # inside MEAI_EXTRA_KEY: keys the raw encoder writes but the original JSON lacked
 
 # MAF content type <-> MEAI "$type", for the kinds the codec converts field by field (vocabulary.CONTENT_KINDS).
 _MAF_TO_MEAI_TYPE = {k.maf: k.meai for k in CONTENT_KINDS if k.maf is not None and k.meai is not None}
@@ -84,11 +87,11 @@ def message_to_meai(message: Message) -> dict[str, Any]:
     contents = [content_to_meai(c) for c in message.contents]
     raw = _encode_message_raw(message, contents)
     target = _maf_message_fields(message)
-    extra = _maf_diff(target, _maf_message_fields(_decode_message_full(raw, contents_of=message.contents)))
+    extra = maf_diff(target, _maf_message_fields(_decode_message_full(raw, contents_of=message.contents)))
     if extra:
-        raw = _drop_empty_ap(raw)
-        extra = _maf_diff(target, _maf_message_fields(_decode_message_full(raw, contents_of=message.contents)))
-        raw = _with_ap_key(raw, MAF_EXTRA_KEY, extra)
+        raw = drop_empty_ap(raw)
+        extra = maf_diff(target, _maf_message_fields(_decode_message_full(raw, contents_of=message.contents)))
+        raw = with_ap_key(raw, MAF_EXTRA_KEY, extra)
     _check_json(raw)
     return raw
 
@@ -101,7 +104,7 @@ def message_from_meai(item: Mapping[str, Any]) -> Message:
     if not isinstance(contents_json, list):
         raise ChatHistoryCodecError("'contents' of a chat message must be a JSON array")
     contents = [content_from_meai(c) for c in contents_json]
-    j0, maf_extra = _split_extra(item)
+    j0, maf_extra = split_extra(item)
     message = _decode_message_full(j0, contents_of=contents)
     if maf_extra:
         message = _apply_maf_message_extra(message, maf_extra)
@@ -112,11 +115,11 @@ def content_to_meai(content: Content) -> dict[str, Any]:
     """One MAF content as an MEAI ``AIContent`` JSON object, ``$type`` first."""
     raw = _encode_raw(content)
     target = content.to_dict()
-    extra = _maf_diff(target, _decode_full(raw).to_dict())
+    extra = maf_diff(target, _decode_full(raw).to_dict())
     if extra:
-        raw = _drop_empty_ap(raw)
-        extra = _maf_diff(target, _decode_full(raw).to_dict())
-        raw = _with_ap_key(raw, MAF_EXTRA_KEY, extra)
+        raw = drop_empty_ap(raw)
+        extra = maf_diff(target, _decode_full(raw).to_dict())
+        raw = with_ap_key(raw, MAF_EXTRA_KEY, extra)
     return raw
 
 
@@ -124,7 +127,7 @@ def content_from_meai(item: Mapping[str, Any]) -> Content:
     """One MEAI ``AIContent`` JSON object as a MAF content."""
     if not isinstance(item, Mapping):
         raise ChatHistoryCodecError(f"a content item must be a JSON object, got {type(item).__name__}")
-    j0, maf_extra = _split_extra(item)
+    j0, maf_extra = split_extra(item)
     content = _decode_full(j0)
     if maf_extra:
         content = Content.from_dict({**content.to_dict(), **maf_extra})
@@ -176,7 +179,7 @@ def _encode_raw(content: Content) -> dict[str, Any]:
     ap = {k: v for k, v in content.additional_properties.items() if k != MEAI_EXTRA_KEY}
     if ap:
         out["additionalProperties"] = ap
-    return _overlay_meai_extra(out, content.additional_properties.get(MEAI_EXTRA_KEY))
+    return overlay_meai_extra(out, content.additional_properties.get(MEAI_EXTRA_KEY))
 
 
 def _decode_raw(item: Mapping[str, Any]) -> Content:
@@ -226,7 +229,7 @@ def _decode_raw(item: Mapping[str, Any]) -> Content:
 def _decode_full(item: Mapping[str, Any]) -> Content:
     """``_decode_raw`` plus, under ``chatlab.meai``, whatever of ``item`` it could not express."""
     content = _decode_raw(item)
-    extra = _meai_diff(item, _encode_raw(content))
+    extra = meai_diff(item, _encode_raw(content))
     if extra:
         content.additional_properties[MEAI_EXTRA_KEY] = extra
     return content
@@ -244,7 +247,7 @@ def _encode_message_raw(message: Message, contents: list[dict[str, Any]]) -> dic
     ap = {k: v for k, v in message.additional_properties.items() if k != MEAI_EXTRA_KEY}
     if ap:
         out["additionalProperties"] = ap
-    return _overlay_meai_extra(out, message.additional_properties.get(MEAI_EXTRA_KEY))
+    return overlay_meai_extra(out, message.additional_properties.get(MEAI_EXTRA_KEY))
 
 
 def _decode_message_full(item: Mapping[str, Any], *, contents_of: list[Content]) -> Message:
@@ -259,7 +262,7 @@ def _decode_message_full(item: Mapping[str, Any], *, contents_of: list[Content])
         additional_properties=dict(ap) if isinstance(ap, Mapping) else {},
     )
     back = _encode_message_raw(message, list(item.get("contents") or []))
-    extra = _meai_diff(item, back, skip=("contents",))
+    extra = meai_diff(item, back, skip=("contents",))
     if extra:
         message.additional_properties[MEAI_EXTRA_KEY] = extra
     return message
@@ -279,67 +282,6 @@ def _apply_maf_message_extra(message: Message, extra: Mapping[str, Any]) -> Mess
         message_id=fields.get("message_id"),
         additional_properties=fields.get("additional_properties") or {},
     )
-
-
-# --------------------------------------------------------------------------- diffs and extras
-
-
-def _maf_diff(target: Mapping[str, Any], back: Mapping[str, Any]) -> dict[str, Any]:
-    """MAF fields (``to_dict`` form) of ``target`` that ``back`` does not reproduce."""
-    extra = {k: v for k, v in target.items() if k not in back or back[k] != v}
-    for k in back:
-        if k not in target:  # absent from a to_dict means None (False for informational_only)
-            extra[k] = False if k == "informational_only" else None
-    return extra
-
-
-def _meai_diff(original: Mapping[str, Any], back: Mapping[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """JSON keys of ``original`` that ``back`` does not reproduce, and keys ``back`` adds."""
-    extra: dict[str, Any] = {k: v for k, v in original.items() if k not in skip and (k not in back or back[k] != v)}
-    absent = [k for k in back if k not in original and k not in skip]
-    if absent:
-        extra[_ABSENT] = absent
-    return extra
-
-
-def _overlay_meai_extra(out: dict[str, Any], extra: Any) -> dict[str, Any]:
-    if not isinstance(extra, Mapping):
-        return out
-    for k, v in extra.items():
-        if k != _ABSENT:
-            out[k] = v
-    for k in extra.get(_ABSENT) or ():
-        out.pop(k, None)
-    return out
-
-
-def _split_extra(item: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """``item`` without ``chatlab.maf`` (and without the ``additionalProperties`` it alone needed)."""
-    j0 = dict(item)
-    ap = j0.get("additionalProperties")
-    if not isinstance(ap, Mapping) or MAF_EXTRA_KEY not in ap:
-        return j0, None
-    rest = {k: v for k, v in ap.items() if k != MAF_EXTRA_KEY}
-    if rest:
-        j0["additionalProperties"] = rest
-    else:
-        del j0["additionalProperties"]
-    extra = ap[MAF_EXTRA_KEY]
-    if not isinstance(extra, Mapping):
-        raise ChatHistoryCodecError(f"additionalProperties[{MAF_EXTRA_KEY!r}] must be a JSON object")
-    return j0, dict(extra)
-
-
-def _drop_empty_ap(item: dict[str, Any]) -> dict[str, Any]:
-    if item.get("additionalProperties") == {}:
-        item = {k: v for k, v in item.items() if k != "additionalProperties"}
-    return item
-
-
-def _with_ap_key(item: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
-    out = dict(item)
-    out["additionalProperties"] = {**(out.get("additionalProperties") or {}), key: value}
-    return out
 
 
 # --------------------------------------------------------------------------- field helpers
