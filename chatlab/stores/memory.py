@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import struct
 import threading
 import time
@@ -240,9 +241,11 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         with self._records_lock:
             self._records.pop(key, None)  # re-insert at the end
             self._records[key] = _pack(now + idempotency.ttl, _digest(idempotency.fingerprint), version)
-            # drop expired records from the front (oldest first; good enough when TTLs are equal)
-            expired = [k for k, _ in zip(self._records, range(64), strict=False) if _unpack(self._records[k])[0] <= now]
-            for k in expired:
+            # drop expired records from the front, oldest first, stopping at the first live one (with equal
+            # TTLs the rest are younger): usually one look, not a scan
+            for k in list(itertools.islice(self._records, 64)):
+                if _EXPIRES.unpack_from(self._records[k])[0] > now:
+                    break
                 del self._records[k]
 
 
