@@ -116,6 +116,8 @@ class BackgroundServer:
             **self._ssl,
         )
         self._server = uvicorn.Server(config)
+        if self.access_log:  # a quiet server before this one switched the process's access logger off
+            logging.getLogger("uvicorn.access").propagate = True
         self._error = None
         self._thread = threading.Thread(target=self._serve, args=(sock,), name=f"chatlab-{self.name}", daemon=True)
         self._thread.start()
