@@ -171,7 +171,7 @@ def database_size(target: StoreTarget) -> int:
     if target.name == "sqlite":
         import sqlite3
 
-        from ..stores.sqlite import path_from_url
+        from ..stores._urls import path_from_url
 
         path = path_from_url(target.url)
         with contextlib.closing(sqlite3.connect(path)) as conn:
