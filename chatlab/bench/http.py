@@ -118,7 +118,8 @@ def _pairs(
 def _fill_read_conversation(url: str) -> None:
     """Store the read load's conversation, and check the service answers what the ceiling answers."""
     with httpx.Client(base_url=url, timeout=30) as client:
-        client.post(READ_PATH, content=body(sample_messages(READ_MESSAGES)), headers=_JSON).raise_for_status()
+        # a PUT: the conversation holds exactly these messages, also in a store an earlier stack filled
+        client.put(READ_PATH, content=body(sample_messages(READ_MESSAGES)), headers=_JSON).raise_for_status()
         got = client.get(READ_PATH)
         got.raise_for_status()
         if got.content != read_answer():
