@@ -163,7 +163,7 @@ class ServiceSettings(BaseSettings):
     ] = True
     access_log: Annotated[
         bool,
-        Field(description="log a line per request (`uvicorn.access`); off, the service is quiet and up to a fifth faster"),
+        Field(description="log a line per request (`uvicorn.access`); off: quiet, and up to a fifth faster"),
         Flag(group="server", default="off"),
     ] = False
 
