@@ -35,9 +35,9 @@ from .stall import bench_stall
 from .storage import bench_storage
 from .targets import store_targets
 from .turns import bench_provider
-from .workload import append_body
+from .workload import append_body, sample_messages, sample_turn
 
-__all__ = ["BenchConfig", "add_arguments", "config_from_args", "run"]
+__all__ = ["BenchConfig", "add_arguments", "config_from_args", "run", "sample_messages", "sample_turn"]
 
 
 def run(config: BenchConfig) -> int:
