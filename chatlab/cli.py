@@ -23,6 +23,7 @@ def _settings(args: argparse.Namespace) -> ServiceSettings:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from .serverstack import server_stack
     from .service import create_app
     from .stores import describe_url
 
@@ -33,6 +34,7 @@ def _serve(args: argparse.Namespace) -> int:
     store = describe_url(args.store)  # without a password
     scheme = "https" if tls_cert else "http"
     print(f"Chat history service on {scheme}://{host}:{args.port} (store: {store}); Ctrl+C stops it.")
+    print(f"Server: uvicorn ({server_stack()}); access log {'on' if settings.access_log else 'off'}.")
     print(f"Protections: {_describe(settings, tls_cert is not None)}.")
     if settings.viewer:
         print(f"Conversation viewer: {scheme}://{host}:{args.port}/ui (read-only; --no-viewer turns it off).")
@@ -48,8 +50,10 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         log_level=args.log_level,
+        access_log=settings.access_log,
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
+        **server_stack().uvicorn_options(),
     )
     return 0
 

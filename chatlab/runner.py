@@ -2,7 +2,8 @@
 
 The runner binds the listening socket itself, so port 0 (any free port) works and the
 URL is known before the first request. Starting the same name/host/port again returns
-the server already running, which makes a notebook cell safe to re-run.
+the server already running, which makes a notebook cell safe to re-run. It runs on the
+server stack of :mod:`chatlab.serverstack` (uvloop + httptools by default), as ``chatlab serve`` does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any, ClassVar
 
 import uvicorn
 
+from .serverstack import server_stack
+
 log = logging.getLogger(__name__)
 
 
@@ -23,7 +26,7 @@ class BackgroundServer:
     """One uvicorn server on a socket of its own, in a daemon thread.
 
     Use :meth:`start` (or :func:`BackgroundServer.ensure`) and :meth:`stop`, or a ``with`` block.
-    Logs stay quiet (warnings only) unless ``log_level`` says otherwise.
+    Logs stay quiet (warnings only, no access log) unless ``log_level`` or ``access_log`` say otherwise.
     """
 
     _running: ClassVar[dict[tuple[str, str, int, bool], BackgroundServer]] = {}
@@ -41,6 +44,7 @@ class BackgroundServer:
         ssl_certfile: str | os.PathLike[str] | None = None,
         ssl_keyfile: str | os.PathLike[str] | None = None,
         ssl_keyfile_password: str | None = None,
+        access_log: bool = False,
     ) -> None:
         self.app = app
         self.name = name
@@ -48,6 +52,7 @@ class BackgroundServer:
         self.requested_port = port
         self.log_level = log_level
         self.startup_timeout = startup_timeout
+        self.access_log = access_log
         if (ssl_certfile is None) != (ssl_keyfile is None):
             raise ValueError("TLS needs both a certificate and its key (ssl_certfile and ssl_keyfile)")
         self._ssl: dict[str, Any] = {
@@ -102,9 +107,17 @@ class BackgroundServer:
         sock = self._bind()
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app, log_level=self.log_level, log_config=None, access_log=False, lifespan="on", **self._ssl
+            self.app,
+            log_level=self.log_level,
+            log_config=None,
+            access_log=self.access_log,
+            lifespan="on",
+            **server_stack().uvicorn_options(),
+            **self._ssl,
         )
         self._server = uvicorn.Server(config)
+        if self.access_log:  # a quiet server before this one switched the process's access logger off
+            logging.getLogger("uvicorn.access").propagate = True
         self._error = None
         self._thread = threading.Thread(target=self._serve, args=(sock,), name=f"chatlab-{self.name}", daemon=True)
         self._thread.start()

@@ -46,6 +46,15 @@ def test_quick_bench_prints_every_table_row() -> None:
         for length in ("10", "40"):
             assert row(store, length, "incremental") and row(store, length, "full"), out.stdout
     assert row("memory") and any(line.startswith("sqlite") and "database file" in line for line in lines), out.stdout
-    assert "read >= 0.8 of the ceiling" in out.stdout and "append >= 0.6 of the ceiling" in out.stdout
-    assert "provider turn at 40 messages <= 1.5x the turn at 10" in out.stdout
-    assert "memory per message <= 2.0x its JSON" in out.stdout
+    assert row("ceiling", "read") and row("ceiling", "append"), out.stdout  # the ceiling against the limit
+    assert "HTTP on the fast stack" in out.stdout or "HTTP on the asyncio stack" in out.stdout
+    for goal in (
+        "memory read >= 0.7 of the ceiling",
+        "memory append >= 0.5 of the ceiling",
+        "sqlite read >= 0.5 of the ceiling",
+        "sqlite append >= 0.3 of the ceiling",
+        "provider turn at 40 messages <= 1.2x the turn at 10",
+        "memory (service RSS) <= 2.0x the JSON under the provider's traffic",
+    ):
+        assert any(line.startswith(f"  {goal}") and line.endswith(("(met)", "(NOT met)")) for line in lines), goal
+    assert "tracemalloc" in out.stdout

@@ -37,6 +37,7 @@ def test_serve_runs_the_service_on_the_given_port() -> None:
         process.terminate()
         out, _ = process.communicate(timeout=30)
     assert f"http://127.0.0.1:{port}" in out
+    assert "Server: uvicorn (" in out and "access log off" in out  # the stack it runs on, quiet by default
 
 
 def test_serve_refuses_an_unknown_store_url() -> None:

@@ -67,3 +67,56 @@ def test_logs_stay_quiet(capfd: pytest.CaptureFixture[str]) -> None:
         httpx.get(f"{server.url}/missing")
     out, err = capfd.readouterr()
     assert out == "" and err == ""
+
+
+def _serving_stack(server: BackgroundServer) -> tuple[str, str]:
+    """The event loop class and HTTP protocol class the running server really uses."""
+    assert server._server is not None and server._thread is not None
+    config = server._server.config
+    return config.loop, config.http
+
+
+def test_the_server_stack_is_the_fast_one_by_default_and_the_fallback_on_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CHATLAB_SERVER_STACK=asyncio runs asyncio + h11; by default uvloop + httptools where installed."""
+    import importlib.util
+
+    from chatlab.serverstack import STACK_VARIABLE
+
+    monkeypatch.delenv(STACK_VARIABLE, raising=False)
+    installed = importlib.util.find_spec
+    fast = ("uvloop" if installed("uvloop") else "asyncio", "httptools" if installed("httptools") else "h11")
+    with BackgroundServer(create_app(), name="fast") as server:
+        assert _serving_stack(server) == fast
+        assert httpx.get(server.url).status_code == 200
+    monkeypatch.setenv(STACK_VARIABLE, "asyncio")
+    with BackgroundServer(create_app(), name="fallback") as server:
+        assert _serving_stack(server) == ("asyncio", "h11")
+        assert httpx.get(server.url).status_code == 200
+    monkeypatch.setenv(STACK_VARIABLE, "speedy")
+    with pytest.raises(ValueError, match="fast, asyncio"):
+        BackgroundServer(create_app(), name="unknown").start()
+
+
+@pytest.mark.anyio
+async def test_a_server_on_uvloop_in_a_thread_leaves_the_notebooks_loop_alone() -> None:
+    """The server's loop is built in its thread: the caller's running loop and the loop policy stay as they were."""
+    import asyncio
+
+    policy, loop = asyncio.get_event_loop_policy(), asyncio.get_running_loop()
+    with BackgroundServer(create_app(), name="in-thread") as server:
+        async with httpx.AsyncClient(base_url=server.url) as client:
+            (await client.post("/chat-history/k", json={"messages": []})).raise_for_status()
+            assert (await client.get("/chat-history/k")).json() == []
+    assert asyncio.get_event_loop_policy() is policy and asyncio.get_running_loop() is loop
+
+
+def test_an_access_log_only_when_asked(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="uvicorn.access"):
+        with BackgroundServer(create_app(), name="quiet-access", log_level="info") as server:
+            httpx.get(f"{server.url}/chat-history")
+        assert not [r for r in caplog.records if r.name == "uvicorn.access"]
+        with BackgroundServer(create_app(), name="logged", log_level="info", access_log=True) as server:
+            httpx.get(f"{server.url}/chat-history")
+        assert any("/chat-history" in r.getMessage() for r in caplog.records if r.name == "uvicorn.access")

@@ -28,7 +28,8 @@ def start_service(
     Returns the running :class:`~chatlab.runner.BackgroundServer` (``.url``, ``.stop()``).
     Calling it again with the same host and port returns the server already running, so
     a notebook cell can be re-run. ``tls_cert``/``tls_key`` (PEM files) serve HTTPS; without them,
-    the settings' (``CHATLAB_TLS_CERT``/``CHATLAB_TLS_KEY``) do.
+    the settings' (``CHATLAB_TLS_CERT``/``CHATLAB_TLS_KEY``) do. The settings' ``access_log``
+    logs a line per request to the ``uvicorn.access`` logger (off by default).
     """
     settings = settings or ServiceSettings()
     if tls_cert is None and tls_key is None:
@@ -41,6 +42,7 @@ def start_service(
         log_level=log_level,
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
+        access_log=settings.access_log,
     )
 
 

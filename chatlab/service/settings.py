@@ -161,6 +161,11 @@ class ServiceSettings(BaseSettings):
         Field(description="serve the read-only conversation viewer at `/ui` (docs/viewer.md)"),
         Flag(group="access", default="on; `serve` beyond loopback: off unless asked"),
     ] = True
+    access_log: Annotated[
+        bool,
+        Field(description="log a line per request (`uvicorn.access`); off: quiet, and up to a fifth faster"),
+        Flag(group="server", default="off"),
+    ] = False
 
     retention: Annotated[
         Seconds | None,
@@ -186,7 +191,7 @@ class ServiceSettings(BaseSettings):
             raise ValueError(f"the conversation key pattern {pattern!r} is not a regular expression: {exc}") from None
         return pattern
 
-    @field_validator("viewer", "metrics", mode="before")
+    @field_validator("viewer", "metrics", "access_log", mode="before")
     @classmethod
     def _yes_no(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, str) and value.strip().lower() not in _YES_NO:

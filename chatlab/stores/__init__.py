@@ -48,7 +48,8 @@ def open_store(url: str | None = None, **options: Any) -> ChatHistoryStore:
             raise ValueError(f"unsupported store URL {url!r}: the in-memory store is just memory://")
         return InMemoryChatHistoryStore(**options)
     if url.lower().startswith("sqlite:"):
-        from .sqlite import SqliteChatHistoryStore, path_from_url
+        from ._urls import path_from_url
+        from .sqlite import SqliteChatHistoryStore
 
         return SqliteChatHistoryStore(path_from_url(url), **options)
     if scheme in ("postgresql", "postgres"):
@@ -61,7 +62,8 @@ def open_store(url: str | None = None, **options: Any) -> ChatHistoryStore:
         return RedisChatHistoryStore(url, **options)
     if scheme or (":" in url.split("/", 1)[0] and not _looks_like_windows_path(url)):
         raise ValueError(f"unsupported store URL {url!r}: use one of {SUPPORTED}")
-    from .sqlite import SqliteChatHistoryStore, path_from_url
+    from ._urls import path_from_url
+    from .sqlite import SqliteChatHistoryStore
 
     return SqliteChatHistoryStore(path_from_url(url), **options)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 
@@ -17,3 +18,26 @@ def split_url(url: str, ours: Collection[str]) -> tuple[str, dict[str, str]]:
         else:
             kept.append((name, value))
     return urlunsplit(parts._replace(query=urlencode(kept))), taken
+
+
+def path_from_url(url: str) -> Path:
+    """The file a ``sqlite:`` URL or a bare path names.
+
+    As in SQLAlchemy: ``sqlite:///history.db`` is ``history.db`` relative to the working
+    directory, ``sqlite:////var/lib/chatlab/history.db`` an absolute path. A URL with a
+    query string or a host is refused.
+    """
+    if url.startswith("sqlite:"):
+        rest = url[len("sqlite:") :]
+        if not rest.startswith("///") or len(rest) == 3:
+            raise ValueError(
+                f"invalid SQLite store URL {url!r}: use sqlite:///relative/path.db or sqlite:////absolute/path.db"
+            )
+        rest = rest[3:]
+        if "?" in rest or "#" in rest:
+            raise ValueError(f"invalid SQLite store URL {url!r}: query strings are not supported")
+    else:
+        rest = url
+    if rest in (":memory:", "") or rest.startswith("file:"):
+        raise ValueError(f"invalid SQLite store {url!r}: give a file path (for memory, use memory://)")
+    return Path(rest).expanduser()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import struct
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -51,7 +54,8 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
     Like the C# original (a ``ConcurrentDictionary`` of buckets, a lock per bucket) it is
     thread-safe, so one store can serve several servers or threads at once. No lock is
     held across an ``await``. Idempotency records are kept in a dict of their own (taken
-    only while the conversation's lock is held, so a check and its write are one step).
+    only while the conversation's lock is held, so a check and its write are one step),
+    each a fixed ~190 bytes whatever the keys' lengths (:func:`_record_key`, :func:`_pack`).
     """
 
     description = "Chat history is stored in memory and exposed over HTTP."
@@ -59,8 +63,9 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._buckets: dict[str, _Bucket] = {}
         self._buckets_lock = threading.Lock()
-        # (conversation key, idempotency key) -> (fingerprint, version, expires at); insertion ordered
-        self._records: dict[tuple[str, str], tuple[str, str, float]] = {}
+        # digest of (conversation key, idempotency key) -> packed (expires at, fingerprint digest, version);
+        # insertion ordered, so the oldest records are at the front
+        self._records: dict[bytes, bytes] = {}
         self._records_lock = threading.Lock()
         self._clock = clock
 
@@ -219,26 +224,53 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
     # -- idempotency records (called with the conversation's lock held) ----------------
 
     def _recorded(self, conversation_key: str, idempotency: Idempotency) -> WriteResult | None:
-        now = self._clock()
         with self._records_lock:
-            record = self._records.get((conversation_key, idempotency.key))
-        if record is None or record[2] <= now:
+            record = self._records.get(_record_key(conversation_key, idempotency.key))
+        if record is None:
             return None
-        fingerprint, version, _ = record
-        if fingerprint != idempotency.fingerprint:
+        expires, fingerprint, version = _unpack(record)
+        if expires <= self._clock():
+            return None
+        if fingerprint != _digest(idempotency.fingerprint):
             raise IdempotencyKeyReused(idempotency.key)
         return WriteResult(version, replayed=True)
 
     def _record(self, conversation_key: str, idempotency: Idempotency, version: str) -> None:
         now = self._clock()
+        key = _record_key(conversation_key, idempotency.key)
         with self._records_lock:
-            self._records.pop((conversation_key, idempotency.key), None)  # re-insert at the end
-            self._records[(conversation_key, idempotency.key)] = (
-                idempotency.fingerprint,
-                version,
-                now + idempotency.ttl,
-            )
-            # drop expired records from the front (oldest first; good enough when TTLs are equal)
-            expired = [k for k, _ in zip(self._records, range(64), strict=False) if self._records[k][2] <= now]
-            for key in expired:
-                del self._records[key]
+            self._records.pop(key, None)  # re-insert at the end
+            self._records[key] = _pack(now + idempotency.ttl, _digest(idempotency.fingerprint), version)
+            # drop expired records from the front, oldest first, stopping at the first live one (with equal
+            # TTLs the rest are younger): usually one look, not a scan
+            for k in list(itertools.islice(self._records, 64)):
+                if _EXPIRES.unpack_from(self._records[k])[0] > now:
+                    break
+                del self._records[k]
+
+
+# An idempotency record holds digests, not copies: 16 bytes stand for a conversation key and an
+# idempotency key of any length (up to 128 + 255 characters), 16 more for the request's fingerprint.
+# A collision of two 128-bit digests is not a risk at any number of records a process can hold.
+_DIGEST_SIZE = 16
+_EXPIRES = struct.Struct("<d")
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode(), digest_size=_DIGEST_SIZE).digest()
+
+
+def _record_key(conversation_key: str, idempotency_key: str) -> bytes:
+    """One digest of both keys (a conversation key holds no NUL: the service's key pattern allows none)."""
+    return _digest(f"{conversation_key}\0{idempotency_key}")
+
+
+def _pack(expires: float, fingerprint: bytes, version: str) -> bytes:
+    """One bytes object for a record: when it expires, the request's fingerprint digest, the version it answered."""
+    return _EXPIRES.pack(expires) + fingerprint + version.encode()
+
+
+def _unpack(record: bytes) -> tuple[float, bytes, str]:
+    (expires,) = _EXPIRES.unpack_from(record)
+    end = _EXPIRES.size + _DIGEST_SIZE
+    return expires, record[_EXPIRES.size : end], record[end:].decode()

@@ -186,17 +186,24 @@ class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
             " FROM {conversations} c WHERE c.conversation_key = %s",
             "lock": "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
             "current": "SELECT version, message_count FROM {conversations} WHERE conversation_key = %s",
-            "idempotency_get": "SELECT fingerprint, version FROM {idempotency}"
-            " WHERE conversation_key = %s AND idempotency_key = %s AND expires_at > %s",
-            "idempotency_purge": "DELETE FROM {idempotency} WHERE expires_at <= %s",
-            "idempotency_put": "INSERT INTO {idempotency}"
+            # an append's reads in one statement (after the lock: a fresh snapshot), its writes in one or two more
+            "append_current": "SELECT c.version, c.message_count, i.fingerprint, i.version FROM (SELECT) AS one"
+            " LEFT JOIN {conversations} c ON c.conversation_key = %s"
+            " LEFT JOIN {idempotency} i ON i.conversation_key = %s AND i.idempotency_key = %s AND i.expires_at > %s",
+            "append_write": "WITH c AS (INSERT INTO {conversations} AS c (conversation_key, message_count, version,"
+            " created_at, updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
+            " message_count = c.message_count + excluded.message_count, version = excluded.version,"
+            " updated_at = excluded.updated_at RETURNING message_count)"
+            " INSERT INTO {messages} (conversation_key, position, body)"
+            " SELECT %s, c.message_count - %s + t.ord - 1, t.body FROM c,"
+            " unnest(%s::bytea[]) WITH ORDINALITY AS t(body, ord)",
+            # the purge leaves the record being written alone: one statement must not touch a row twice
+            "idempotency_write": "WITH purged AS (DELETE FROM {idempotency} WHERE expires_at <= %s"
+            " AND NOT (conversation_key = %s AND idempotency_key = %s))"
+            " INSERT INTO {idempotency}"
             " (conversation_key, idempotency_key, fingerprint, version, expires_at) VALUES (%s, %s, %s, %s, %s)"
             " ON CONFLICT (conversation_key, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
             " version = excluded.version, expires_at = excluded.expires_at",
-            "append_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version,"
-            " created_at, updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
-            " message_count = c.message_count + excluded.message_count, version = excluded.version,"
-            " updated_at = excluded.updated_at RETURNING message_count",
             "replace_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version,"
             " created_at, updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
             " message_count = excluded.message_count, version = excluded.version, updated_at = excluded.updated_at",
@@ -354,30 +361,30 @@ class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
         if not batch and if_match is None and idempotency is None:
             return WriteResult((await self.read(conversation_key)).version)
         q = self._queries
-        async with self._connection() as conn, conn.transaction():
-            version, count = await self._locked_version(conn, conversation_key)
+        # pipelined: BEGIN, the lock and the reads go in one round trip, the writes and COMMIT in another; the
+        # server still runs them in order, so the reads see the conversation as the lock holder left it
+        async with self._connection() as conn, conn.pipeline(), conn.transaction():
+            await conn.execute(q["lock"], (f"chatlab:{self.schema}:{conversation_key}",))
             now = time.time()
-            if idempotency is not None:
-                cur = await conn.execute(q["idempotency_get"], (conversation_key, idempotency.key, now))
-                record = await cur.fetchone()
-                if record is not None:
-                    if record[0] != idempotency.fingerprint:
-                        raise IdempotencyKeyReused(idempotency.key)
-                    return WriteResult(record[1], replayed=True)
+            idem_key = idempotency.key if idempotency is not None else None
+            cur = await conn.execute(q["append_current"], (conversation_key, conversation_key, idem_key, now))
+            version, count, fingerprint, recorded = await cur.fetchone()
+            version, count = (version, count) if version is not None else (ABSENT, 0)
+            if idempotency is not None and fingerprint is not None:
+                if fingerprint != idempotency.fingerprint:
+                    raise IdempotencyKeyReused(idempotency.key)
+                return WriteResult(recorded, replayed=True)
             if not version_matches(version, if_match):
                 raise VersionMismatch(version)
             if batch:
                 version = appended_version(version, count + len(batch))
                 written = self.clock()
-                cur = await conn.execute(q["append_count"], (conversation_key, len(batch), version, written, written))
-                (new_count,) = await cur.fetchone()
-                await conn.execute(q["insert_messages"], (conversation_key, new_count - len(batch), batch))
+                args = (conversation_key, len(batch), version, written, written, conversation_key, len(batch), batch)
+                await conn.execute(q["append_write"], args)
             if idempotency is not None:
-                await conn.execute(q["idempotency_purge"], (now,))
-                await conn.execute(
-                    q["idempotency_put"],
-                    (conversation_key, idempotency.key, idempotency.fingerprint, version, now + idempotency.ttl),
-                )
+                key, fp, expires = idempotency.key, idempotency.fingerprint, now + idempotency.ttl
+                args2 = (now, conversation_key, key, conversation_key, key, fp, version, expires)
+                await conn.execute(q["idempotency_write"], args2)
             return WriteResult(version)
 
     async def replace(

@@ -1,8 +1,9 @@
 """Chat history in a SQLite file: embedded, persistent, no server to run.
 
-Uses the standard library's ``sqlite3`` in worker threads (``asyncio.to_thread``), so the
-event loop never waits on the disk. Every operation is one short function that runs a whole
-transaction on a connection of its own, so transactions of concurrent requests never mix.
+Uses the standard library's ``sqlite3`` in threads, so the event loop never waits on the disk:
+reads in worker threads (``asyncio.to_thread``), each a whole transaction on a connection of its
+own; writes in one writer thread that commits the writes waiting at one moment together
+(:mod:`._group_commit`: one fsync for many appends, each answered only once committed).
 
 Guarantees:
 
@@ -11,8 +12,9 @@ Guarantees:
   survive a process crash too, but may lose the last transactions on a power cut.)
 * Writes start with ``BEGIN IMMEDIATE``: they take SQLite's write lock before reading the
   message count, so a batch gets contiguous positions even when several processes append
-  to the same file. Writers of one process also queue on a lock of their own, and other
-  processes are waited for up to ``busy_timeout``.
+  to the same file. Writes of one process go through its writer thread, one savepoint
+  each (a refused write rolls back alone), and other processes are waited for up to
+  ``busy_timeout``.
 * Readers don't block writers (WAL) and see whole transactions only; a read of messages and
   version is one transaction, so the two always agree.
 * Versions and idempotency records (schema version 2) are read and written in the writing
@@ -37,6 +39,8 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from ._group_commit import GroupCommitter
+from ._urls import path_from_url as path_from_url  # where it was before; open_store uses it
 from .base import (
     ABSENT,
     ChatHistoryStore,
@@ -96,29 +100,6 @@ CREATE INDEX IF NOT EXISTS chatlab_idempotency_expiry ON chatlab_idempotency (ex
 _TIMESTAMPS = "CREATE INDEX IF NOT EXISTS chatlab_conversations_updated ON chatlab_conversations (updated_at)"
 
 
-def path_from_url(url: str) -> Path:
-    """The file a ``sqlite:`` URL or a bare path names.
-
-    As in SQLAlchemy: ``sqlite:///history.db`` is ``history.db`` relative to the working
-    directory, ``sqlite:////var/lib/chatlab/history.db`` an absolute path. A URL with a
-    query string or a host is refused.
-    """
-    if url.startswith("sqlite:"):
-        rest = url[len("sqlite:") :]
-        if not rest.startswith("///") or len(rest) == 3:
-            raise ValueError(
-                f"invalid SQLite store URL {url!r}: use sqlite:///relative/path.db or sqlite:////absolute/path.db"
-            )
-        rest = rest[3:]
-        if "?" in rest or "#" in rest:
-            raise ValueError(f"invalid SQLite store URL {url!r}: query strings are not supported")
-    else:
-        rest = url
-    if rest in (":memory:", "") or rest.startswith("file:"):
-        raise ValueError(f"invalid SQLite store {url!r}: give a file path (for memory, use memory://)")
-    return Path(rest).expanduser()
-
-
 def _rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:  # SQLite may have rolled back already (disk full, I/O error)
         conn.execute("ROLLBACK")
@@ -141,7 +122,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
         self._max_idle = (
             max_idle_connections if max_idle_connections is not None else min(32, (os.cpu_count() or 1) + 4)
         )
-        self._write_lock = threading.Lock()
+        self._writer = GroupCommitter(self._connect, self._failure, (VersionMismatch, IdempotencyKeyReused))
         self._schema_lock = threading.Lock()
         self._schema_ready = False
 
@@ -166,6 +147,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
                     mode = self._retry_while_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
                 if str(mode).lower() != "wal":
                     raise StoreError(f"SQLite store {self.path}: cannot switch to WAL journal mode (got {mode!r})")
+            self._ensure_schema(conn)  # once per store: a flag after the first time
         except BaseException:
             conn.close()
             raise
@@ -236,7 +218,6 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
                 conn = self._connect()
             healthy = False
             try:
-                self._ensure_schema(conn)
                 result = work(conn)
                 healthy = True
                 return result
@@ -251,22 +232,14 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
         except (StoreError, VersionMismatch, IdempotencyKeyReused):
             raise
         except (sqlite3.Error, OSError) as exc:
-            log.warning("SQLite store %s failed: %r", self.path, exc)
-            raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+            raise self._failure(exc) from exc
 
     async def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
         return await asyncio.to_thread(self._run, work)
 
-    def _write(self, conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], T]) -> T:
-        with self._write_lock:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = body(conn)
-            except BaseException:
-                _rollback(conn)
-                raise
-            conn.execute("COMMIT")
-            return result
+    def _failure(self, exc: BaseException) -> BaseException:
+        log.warning("SQLite store %s failed: %r", self.path, exc)
+        return exc if isinstance(exc, StoreError) else StoreError(f"SQLite store {self.path}: {exc}")
 
     # -- the store interface ----------------------------------------------------------
 
@@ -372,7 +345,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
                 )
             return WriteResult(version)
 
-        return await self._call(lambda conn: self._write(conn, body))
+        return await self._writer.submit(body)
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
@@ -396,7 +369,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
             )
             return WriteResult(version)
 
-        return await self._call(lambda conn: self._write(conn, body))
+        return await self._writer.submit(body)
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
         def body(conn: sqlite3.Connection) -> None:
@@ -404,7 +377,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
             conn.execute("DELETE FROM chatlab_conversations WHERE conversation_key = ?", (conversation_key,))
             conn.execute("DELETE FROM chatlab_messages WHERE conversation_key = ?", (conversation_key,))
 
-        await self._call(lambda conn: self._write(conn, body))
+        await self._writer.submit(body)
 
     async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
         def work(conn: sqlite3.Connection) -> list[ConversationSummary]:
@@ -424,7 +397,8 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
         return await self._call(work)
 
     async def close(self) -> None:
-        """Close the idle connections (a later call opens new ones)."""
+        """End the writer thread and close the idle connections (a later call opens new ones)."""
+        await asyncio.to_thread(self._writer.stop)
 
         def close_idle() -> None:
             while True:

@@ -10,15 +10,17 @@ import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from ._group_commit import GroupCommitter
 from .base import ConversationRecord
 
 
 class SqliteOperations:
-    """Uses the store's transactions (``_call``, ``_write``) and its check of a conversation's version."""
+    """Uses the store's transactions (``_call``; writes through its group committer, ``_writer``) and its check of
+    a conversation's version."""
 
     cutoff: Callable[[], float | None]
     _call: Callable[[Callable[[sqlite3.Connection], Any]], Any]
-    _write: Callable[[sqlite3.Connection, Callable[[sqlite3.Connection], Any]], Any]
+    _writer: GroupCommitter
     _current: Callable[[sqlite3.Connection, str, Collection[str] | None], tuple[str, int]]
 
     @staticmethod
@@ -51,7 +53,7 @@ class SqliteOperations:
                     [(key, i, bytes(m)) for i, m in enumerate(record.messages)],
                 )
 
-        await self._call(lambda conn: self._write(conn, body))
+        await self._writer.submit(body)
 
     async def sweep(self) -> int:
         """One write transaction deletes every conversation due (found by the ``updated_at`` index)."""
@@ -64,5 +66,5 @@ class SqliteOperations:
             conn.execute(f"DELETE FROM chatlab_messages WHERE conversation_key IN ({due})", (cutoff,))
             return conn.execute("DELETE FROM chatlab_conversations WHERE updated_at <= ?", (cutoff,)).rowcount
 
-        deleted: int = await self._call(lambda conn: self._write(conn, body))
+        deleted: int = await self._writer.submit(body)
         return deleted

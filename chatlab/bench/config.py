@@ -1,0 +1,106 @@
+"""The benchmark's arguments: what ``python -m chatlab bench`` takes, and the run they describe."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..serverstack import STACKS, server_stack
+
+STORES = ("memory", "sqlite", "postgresql", "redis")
+
+
+@dataclass
+class BenchConfig:
+    """One run's settings (``--quick``: short runs, still at least 3 pairs per ratio)."""
+
+    quick: bool = False
+    seconds: float = 3.0
+    repeats: int = 5
+    connections: int = 16
+    lengths: tuple[int, ...] = (10, 1_000, 10_000)
+    turns: int = 20
+    memory_messages: int = 20_000
+    stores: tuple[str, ...] = STORES
+    #: the server stacks of the HTTP table; by default the one ``serve`` runs on (``CHATLAB_SERVER_STACK``, else fast)
+    stacks: tuple[str, ...] = field(default_factory=lambda: (server_stack().name,))
+    postgres_url: str | None = None
+    redis_url: str | None = None
+    load: str = "auto"
+
+    @classmethod
+    def quick_mode(cls, **overrides: Any) -> BenchConfig:
+        values: dict[str, Any] = {"quick": True, "seconds": 1.0, "repeats": 3, "turns": 3, "memory_messages": 4_000}
+        values.update(overrides)
+        return cls(**values)
+
+
+def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    """The run the command line asks for; ``ValueError`` says what is wrong with it."""
+    overrides: dict[str, Any] = {}
+    for name in ("seconds", "repeats", "connections", "turns", "memory_messages"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+    if overrides.get("repeats", 3) < 1:
+        raise ValueError("--repeats must be at least 1")
+    if args.lengths:
+        overrides["lengths"] = tuple(int(x) for x in args.lengths.split(","))
+    if args.stores:
+        overrides["stores"] = _choices("store", args.stores, STORES)
+    if args.stacks:
+        overrides["stacks"] = _choices("server stack", args.stacks, STACKS)
+        for stack in overrides["stacks"]:
+            server_stack(stack)
+    overrides["postgres_url"] = args.postgres_url or os.environ.get("CHATLAB_TEST_POSTGRES_URL") or None
+    overrides["redis_url"] = args.redis_url or os.environ.get("CHATLAB_TEST_REDIS_URL") or None
+    overrides["load"] = args.load
+    return BenchConfig.quick_mode(**overrides) if args.quick else BenchConfig(**overrides)
+
+
+def _choices(what: str, text: str, known: tuple[str, ...]) -> tuple[str, ...]:
+    chosen = tuple(s.strip() for s in text.split(",") if s.strip())
+    unknown = [s for s in chosen if s not in known]
+    if unknown or not chosen:
+        raise ValueError(f"unknown {what}(s) {', '.join(unknown) or '(none)'}: choose from {', '.join(known)}")
+    return chosen
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The bench's options, on ``python -m chatlab bench`` and ``python -m chatlab.bench``."""
+    parser.add_argument("--quick", action="store_true", help="short runs for CI (about a minute)")
+    parser.add_argument("--seconds", type=float, default=None, help="seconds per load run (default 3; quick 1)")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="back-to-back pairs per ratio, median taken (default 5; quick 3)"
+    )
+    parser.add_argument(
+        "--connections", type=int, default=None, help="keep-alive connections of the load generator (16)"
+    )
+    parser.add_argument("--lengths", default=None, help="history lengths of the provider turns (default 10,1000,10000)")
+    parser.add_argument(
+        "--turns",
+        type=int,
+        default=None,
+        help="full-load turns measured per length, 4x as many incremental ones (default 20; quick 3)",
+    )
+    parser.add_argument(
+        "--memory-messages", type=int, default=None, help="messages stored for the memory and storage figures"
+    )
+    parser.add_argument(
+        "--stores", default=None, help="comma list of memory,sqlite,postgresql,redis (default: all available)"
+    )
+    parser.add_argument(
+        "--stacks",
+        default=None,
+        help="server stacks of the HTTP table, comma list of fast,asyncio (default: the one `serve` runs on; "
+        "the goals are read on the first)",
+    )
+    parser.add_argument("--postgres-url", default=None, help="PostgreSQL server (default CHATLAB_TEST_POSTGRES_URL)")
+    parser.add_argument("--redis-url", default=None, help="Redis server (default CHATLAB_TEST_REDIS_URL)")
+    parser.add_argument(
+        "--load",
+        choices=["auto", "wrk", "python"],
+        default="auto",
+        help="load generator: wrk if installed (auto), or the built-in Python one",
+    )

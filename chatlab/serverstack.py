@@ -1,0 +1,60 @@
+"""The server stack the service runs on: uvicorn on uvloop + httptools, or on asyncio + h11.
+
+``chatlab serve``, :func:`chatlab.service.start_service` (:class:`chatlab.runner.BackgroundServer`)
+and the benchmark all ask this module, so what the benchmark measures is what users run.
+
+* ``fast`` (the default): uvloop and httptools, which ``uvicorn[standard]`` installs, about
+  2-3x the requests per second of the fallback on a bare app (README, Performance). Where
+  uvloop or httptools does not exist (uvloop has no Windows build), the fallback's half is used.
+* ``asyncio``: the standard library's event loop and the pure-Python h11 parser; the
+  fallback, chosen with ``CHATLAB_SERVER_STACK=asyncio`` to run anything (the test suite
+  included) on it.
+
+uvloop is safe in :class:`~chatlab.runner.BackgroundServer`'s thread: uvicorn (0.36+) builds
+the server's loop with a loop *factory* in that thread and changes no process-wide policy, so
+a notebook's own asyncio loop stays what it was.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import Any
+
+STACK_VARIABLE = "CHATLAB_SERVER_STACK"
+"""``fast`` (default) or ``asyncio``: the server stack of every server chatlab starts."""
+
+STACKS = ("fast", "asyncio")
+
+
+@dataclass(frozen=True)
+class ServerStack:
+    """An event loop and an HTTP parser, as uvicorn names them."""
+
+    name: str
+    loop: str
+    http: str
+
+    def __str__(self) -> str:
+        return f"{self.http}, {self.loop} loop"
+
+    def uvicorn_options(self) -> dict[str, Any]:
+        """The ``uvicorn.Config``/``uvicorn.run`` arguments that pick this stack."""
+        return {"loop": self.loop, "http": self.http}
+
+
+def server_stack(name: str | None = None) -> ServerStack:
+    """The stack called ``name``, by default the one ``CHATLAB_SERVER_STACK`` names (else ``fast``)."""
+    chosen = (name or os.environ.get(STACK_VARIABLE, "") or "fast").strip().lower()
+    if chosen == "asyncio":
+        return ServerStack("asyncio", "asyncio", "h11")
+    if chosen != "fast":
+        raise ValueError(f"{STACK_VARIABLE}={chosen!r} is not a server stack: choose from {', '.join(STACKS)}")
+    loop = "uvloop" if _installed("uvloop") else "asyncio"
+    http = "httptools" if _installed("httptools") else "h11"
+    return ServerStack("fast", loop, http)
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None

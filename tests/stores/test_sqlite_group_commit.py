@@ -1,0 +1,76 @@
+"""SQLite's group commit: concurrent writes share a transaction, yet each one stands or falls alone."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatlab.stores import open_store
+from chatlab.stores._group_commit import GroupCommitter
+from chatlab.stores.base import Idempotency, IdempotencyKeyReused, VersionMismatch
+
+
+def _message(i: int) -> bytes:
+    return b'{"role":"user","contents":[{"$type":"text","text":"m%d"}]}' % i
+
+
+def test_refused_writes_in_a_group_roll_back_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    groups: list[int] = []
+    commit = GroupCommitter._commit
+
+    def counting(self: GroupCommitter, conn: sqlite3.Connection, group: list[Any]) -> None:
+        groups.append(len(group))
+        commit(self, conn, group)
+
+    monkeypatch.setattr(GroupCommitter, "_commit", counting)
+
+    async def scenario() -> None:
+        store = open_store(f"sqlite:///{tmp_path / 'h.db'}")
+        try:
+            first = await store.append("k", [_message(0)], idempotency=Idempotency("once", "a"))
+            writes = []
+            for i in range(1, 41):
+                if i % 4 == 0:  # a stale If-Match: refused, whatever else shares its transaction
+                    writes.append(store.append("k", [_message(i)], if_match=["stale.1"]))
+                elif i % 4 == 1:  # the same idempotency key with another request: refused
+                    writes.append(store.append("k", [_message(i)], idempotency=Idempotency("once", "b")))
+                else:
+                    writes.append(store.append("k", [_message(i), _message(i)]))
+            results = await asyncio.gather(*writes, return_exceptions=True)
+            refused = [r for r in results if isinstance(r, VersionMismatch | IdempotencyKeyReused)]
+            assert len(refused) == 20 and all(not isinstance(r, BaseException) for r in results if r not in refused)
+            stored = await store.get("k")
+            kept = [i for i in range(1, 41) if i % 4 in (2, 3)]
+            assert sorted(stored[1:]) == sorted(m for i in kept for m in (_message(i), _message(i)))
+            assert stored[0] == _message(0) and first.version.endswith(".1")
+            for i in kept:  # each batch contiguous
+                at = stored.index(_message(i))
+                assert stored[at + 1] == _message(i)
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+    assert sum(groups) == 41 and max(groups) > 1  # some writes shared a transaction (one fsync)
+
+
+def test_a_failing_commit_fails_its_whole_group_and_the_next_write_works(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        store = open_store(f"sqlite:///{tmp_path / 'h.db'}")
+        try:
+            await store.append("k", [_message(0)])
+
+            def broken(conn: sqlite3.Connection) -> None:
+                conn.execute("INSERT INTO no_such_table VALUES (1)")
+
+            with pytest.raises(Exception, match="no_such_table"):
+                await store._writer.submit(broken)  # type: ignore[attr-defined]  # open_store is typed as the base store
+            await store.append("k", [_message(1)])
+            assert await store.get("k") == [_message(0), _message(1)]
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
