@@ -25,10 +25,13 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .serverstack import server_stack
     from .service import create_app
+    from .service.connections import server_options
     from .stores import describe_url
 
     settings = _settings(args)
     tls_cert, tls_key = settings.tls_cert, settings.tls_key
+    if args.host not in settings.allowed_hosts:  # the name it is started with is one it serves
+        settings = settings.model_copy(update={"allowed_hosts": (*settings.allowed_hosts, args.host)})
     app = create_app(args.store, settings)
     host = f"[{args.host}]" if ":" in args.host else args.host
     store = describe_url(args.store)  # without a password
@@ -53,7 +56,7 @@ def _serve(args: argparse.Namespace) -> int:
         access_log=settings.access_log,
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
-        **server_stack().uvicorn_options(),
+        **{**server_stack().uvicorn_options(), **server_options(settings)},
     )
     return 0
 

@@ -1,8 +1,9 @@
 """Run an ASGI app with uvicorn in a daemon thread, for notebooks and tests.
 
 The runner binds the listening socket itself, so port 0 (any free port) works and the
-URL is known before the first request. Starting the same name/host/port again returns
-the server already running, which makes a notebook cell safe to re-run. It runs on the
+URL is known before the first request. Starting a server again with the same arguments
+returns the one already running, which makes a notebook cell safe to re-run; other arguments
+(another app identity, TLS, server options) never get that server. It runs on the
 server stack of :mod:`chatlab.serverstack` (uvloop + httptools by default), as ``chatlab serve`` does.
 """
 
@@ -13,6 +14,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import uvicorn
@@ -29,7 +31,7 @@ class BackgroundServer:
     Logs stay quiet (warnings only, no access log) unless ``log_level`` or ``access_log`` say otherwise.
     """
 
-    _running: ClassVar[dict[tuple[str, str, int, bool], BackgroundServer]] = {}
+    _running: ClassVar[list[BackgroundServer]] = []
     _registry_lock: ClassVar[threading.RLock] = threading.RLock()
 
     def __init__(
@@ -45,7 +47,9 @@ class BackgroundServer:
         ssl_keyfile: str | os.PathLike[str] | None = None,
         ssl_keyfile_password: str | None = None,
         access_log: bool = False,
+        server_options: Mapping[str, Any] | None = None,
     ) -> None:
+        """``server_options`` go to :class:`uvicorn.Config` (timeouts, limits, the HTTP protocol)."""
         self.app = app
         self.name = name
         self.host = host
@@ -60,6 +64,8 @@ class BackgroundServer:
             "ssl_keyfile": os.fspath(ssl_keyfile) if ssl_keyfile is not None else None,
             "ssl_keyfile_password": ssl_keyfile_password,
         }
+        self.server_options = dict(server_options or {})
+        self.arguments: object = None  # what ensure() compares to decide whether this server is the one asked for
         self.port: int | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -67,23 +73,39 @@ class BackgroundServer:
 
     @classmethod
     def ensure(
-        cls, app_factory: Any, *, name: str, host: str = "127.0.0.1", port: int = 0, **kwargs: Any
+        cls,
+        app_factory: Any,
+        *,
+        name: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        identity: object = None,
+        **kwargs: Any,
     ) -> BackgroundServer:
-        """The running server with this name, host, requested port and scheme, else one built from ``app_factory()``.
+        """The running server started with the same arguments, or a new one built from ``app_factory()``.
 
-        (An HTTPS server is never taken for an HTTP one or the other way round.)
+        ``identity`` stands for what ``app_factory`` builds (for the service: its store and settings);
+        it and every other argument (TLS files, server options, log level) must be equal for a running
+        server to be returned. On a fixed port taken by a server started with other arguments, this
+        raises ``RuntimeError`` instead of handing that server back.
         """
+        arguments = (identity, kwargs)
         with cls._registry_lock:
-            existing = cls._running.get((name, host, port, kwargs.get("ssl_certfile") is not None))
-            if existing is not None and existing.is_running:
-                return existing
+            cls._running[:] = [server for server in cls._running if server.is_running]
+            for existing in cls._running:
+                if (existing.name, existing.host, existing.requested_port) != (name, host, port):
+                    continue
+                if existing.arguments == arguments:
+                    return existing
+                if port != 0:
+                    raise RuntimeError(
+                        f"{name} is already running on {host}:{port} with other arguments (store, settings or TLS): "
+                        "stop that server first (its .stop()), or pass port=0 to start another one on a free port"
+                    )
             server = cls(app_factory(), name=name, host=host, port=port, **kwargs)
+            server.arguments = arguments
             server.start()
             return server
-
-    @property
-    def _key(self) -> tuple[str, str, int, bool]:
-        return (self.name, self.host, self.requested_port, self._ssl["ssl_certfile"] is not None)
 
     @property
     def is_running(self) -> bool:
@@ -112,7 +134,7 @@ class BackgroundServer:
             log_config=None,
             access_log=self.access_log,
             lifespan="on",
-            **server_stack().uvicorn_options(),
+            **{**server_stack().uvicorn_options(), **self.server_options},
             **self._ssl,
         )
         self._server = uvicorn.Server(config)
@@ -123,15 +145,15 @@ class BackgroundServer:
         self._thread.start()
         self._wait_started(sock)
         with self._registry_lock:
-            self._running[self._key] = self
+            self._running.append(self)
         log.info("%s listening on %s", self.name, self.url)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop serving and wait for the thread to end; stopping twice is harmless."""
         with self._registry_lock:
-            if self._running.get(self._key) is self:
-                del self._running[self._key]
+            if self in self._running:
+                self._running.remove(self)
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:

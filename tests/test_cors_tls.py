@@ -92,8 +92,13 @@ def test_no_cors_by_default(http: httpx.Client) -> None:
 
 
 @pytest.fixture(scope="module")
-def tls_service(pki: dict[str, Path]) -> Iterator[BackgroundServer]:
-    server = start_service(port=0, store=InMemoryChatHistoryStore(), tls_cert=pki["cert"], tls_key=pki["key"])
+def tls_store() -> InMemoryChatHistoryStore:
+    return InMemoryChatHistoryStore()
+
+
+@pytest.fixture(scope="module")
+def tls_service(pki: dict[str, Path], tls_store: InMemoryChatHistoryStore) -> Iterator[BackgroundServer]:
+    server = start_service(port=0, store=tls_store, tls_cert=pki["cert"], tls_key=pki["key"])
     yield server
     server.stop()
 
@@ -107,12 +112,12 @@ def test_tls_serves_https_that_verifies_against_the_ca(tls_service: BackgroundSe
 
 
 def test_start_service_never_takes_a_plain_server_for_a_tls_one(
-    tls_service: BackgroundServer, pki: dict[str, Path]
+    tls_service: BackgroundServer, pki: dict[str, Path], tls_store: InMemoryChatHistoryStore
 ) -> None:
-    plain = start_service(port=0)
+    plain = start_service(port=0, store=tls_store)
     try:
         assert plain.url.startswith("http://") and plain is not tls_service
-        again = start_service(port=0, tls_cert=pki["cert"], tls_key=pki["key"])  # a re-run cell: the same server
+        again = start_service(port=0, store=tls_store, tls_cert=pki["cert"], tls_key=pki["key"])  # a re-run cell
         assert again is tls_service
     finally:
         plain.stop()

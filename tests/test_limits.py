@@ -51,6 +51,9 @@ def limited() -> Iterator[httpx.Client]:
     server.stop()
 
 
+JSON = {"content-type": "application/json"}
+
+
 def post(client: httpx.Client, body: bytes, key: str = "conv") -> httpx.Response:
     client.delete(f"/chat-history/{key}")
     return client.post(f"/chat-history/{key}", content=body, headers={"content-type": "application/json"})
@@ -59,9 +62,9 @@ def post(client: httpx.Client, body: bytes, key: str = "conv") -> httpx.Response
 def test_body_size_just_under_and_just_over(limited: httpx.Client) -> None:
     assert len(body_of_size(1000)) == 1000
     for method in ("POST", "PUT"):
-        ok = limited.request(method, "/chat-history/conv", content=body_of_size(1000))
+        ok = limited.request(method, "/chat-history/conv", content=body_of_size(1000), headers=JSON)
         assert ok.is_success, ok.text
-        over = limited.request(method, "/chat-history/conv", content=body_of_size(1001))
+        over = limited.request(method, "/chat-history/conv", content=body_of_size(1001), headers=JSON)
         assert over.status_code == 413
         assert over.json()["title"] == "Content Too Large" and "1000 bytes" in over.json()["detail"]
 
@@ -91,7 +94,7 @@ def test_conversation_key_pattern_and_length_just_under_and_just_over(limited: h
     for bad in ("abcdefghi", "abc1", "ABC", "a-b"):
         for method in ("GET", "POST", "PUT", "DELETE"):
             response = limited.request(
-                method, f"/chat-history/{bad}", content=body if method in ("POST", "PUT") else None
+                method, f"/chat-history/{bad}", content=body if method in ("POST", "PUT") else None, headers=JSON
             )
             assert response.status_code == 400, (bad, method)
             assert "^[a-z]+$" in response.json()["detail"] and "8 characters" in response.json()["detail"]

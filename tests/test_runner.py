@@ -120,3 +120,54 @@ def test_an_access_log_only_when_asked(caplog: pytest.LogCaptureFixture) -> None
         with BackgroundServer(create_app(), name="logged", log_level="info", access_log=True) as server:
             httpx.get(f"{server.url}/chat-history")
         assert any("/chat-history" in r.getMessage() for r in caplog.records if r.name == "uvicorn.access")
+
+
+# -- start_service hands back only the server that was asked for ---------------------------------
+
+ALICE = "alice-key-0123456789abcdef"
+
+
+def test_other_settings_start_another_server_not_the_open_one() -> None:
+    from chatlab.service import ServiceSettings
+
+    open_server = start_service()
+    keyed = start_service(settings=ServiceSettings(api_keys={ALICE: "alice"}))
+    try:
+        assert keyed is not open_server
+        assert httpx.get(f"{keyed.url}/chat-history").status_code == 401  # not the open server
+        again = start_service(settings=ServiceSettings(api_keys={ALICE: "alice"}))  # a re-run cell: equal settings
+        assert again is keyed
+        assert start_service() is open_server
+    finally:
+        keyed.stop()
+        open_server.stop()
+
+
+def test_another_store_starts_another_server(tmp_path) -> None:
+    memory = start_service()
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    on_file = start_service(store=url)
+    try:
+        assert on_file is not memory
+        assert "SQLite" in httpx.get(on_file.url).json()["description"]
+        httpx.post(f"{on_file.url}/chat-history/k", json={"messages": []}).raise_for_status()
+        assert httpx.get(f"{memory.url}/chat-history").json() == []
+        assert start_service(store=url) is on_file
+    finally:
+        on_file.stop()
+        memory.stop()
+
+
+def test_a_fixed_port_running_other_arguments_is_a_clear_error(tmp_path) -> None:
+    from chatlab.service import ServiceSettings
+
+    port = _free_port()
+    first = start_service(port=port)
+    try:
+        with pytest.raises(RuntimeError, match=r"already running .* with other arguments"):
+            start_service(port=port, settings=ServiceSettings(api_keys={ALICE: "alice"}))
+        with pytest.raises(RuntimeError, match="stop that server first"):
+            start_service(port=port, store=str(tmp_path / "history.db"))
+        assert httpx.get(f"{first.url}/chat-history").status_code == 200  # the first one is untouched
+    finally:
+        first.stop()

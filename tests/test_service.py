@@ -238,7 +238,7 @@ class TestLimits:
                 yield json.dumps(text("user", "y" * 50)).encode() + b","
             yield b"]}"
 
-        response = http.post(f"/chat-history/{KEY}", content=chunks())
+        response = http.post(f"/chat-history/{KEY}", content=chunks(), headers={"content-type": "application/json"})
         assert response.status_code == 413
         assert http.get("/chat-history").json() == []
 

@@ -15,6 +15,7 @@ from .openapi import complete_openapi
 from .problems import add_error_handlers
 from .retention import sweeping
 from .routes import add_routes
+from .security.browser import BrowserGuard
 from .settings import ServiceSettings
 from .ui import add_viewer
 
@@ -22,13 +23,14 @@ from .ui import add_viewer
 def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
     """Build the service around a store (an instance, or a URL for :func:`chatlab.stores.open_store`).
 
-    A store given by URL (or the default in-memory one) belongs to the app and is closed
-    when the app shuts down; a store instance stays the caller's. ``settings.retention`` is
-    given to the store, which the app then sweeps while it runs.
+    A store given by URL (or the default in-memory one) belongs to the app, is opened with the
+    settings' ``store_timeout`` and is closed when the app shuts down; a store instance stays the
+    caller's, with its own timeout. ``settings.retention`` is given to the store, which the app
+    then sweeps while it runs.
     """
-    owned = not isinstance(store, ChatHistoryStore)
-    the_store = store if isinstance(store, ChatHistoryStore) else open_store(store)
     settings = settings or ServiceSettings()
+    owned = not isinstance(store, ChatHistoryStore)
+    the_store = store if isinstance(store, ChatHistoryStore) else open_store(store, timeout=settings.store_timeout)
     if settings.retention is not None:
         the_store.retention = float(settings.retention)
     app = FastAPI(
@@ -36,6 +38,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
         description="Keeps a list of chat messages (Microsoft.Extensions.AI `ChatMessage` JSON) per conversation key.",
         version="1.0",
         lifespan=_lifespan(the_store, owned),
+        redirect_slashes=False,  # a redirect would send the client to whatever Host it gave; /chat-history/ is a 400
     )
     add_error_handlers(app)
     add_health_routes(app, the_store)
@@ -47,6 +50,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     app.add_middleware(HeadLimits)
     if settings.cors_origins:
         _allow_cross_origin(app, settings.cors_origins)
+    app.add_middleware(BrowserGuard, allowed_hosts=settings.allowed_hosts)  # the outermost: before CORS too
     return app
 
 

@@ -9,6 +9,7 @@ from ..runner import BackgroundServer
 from ..stores import ChatHistoryStore
 from ..vocabulary import SERVICE_URL_VARIABLE
 from .app import create_app
+from .connections import server_options
 from .routes import SERVICE_NAME
 from .settings import ServiceSettings
 
@@ -26,23 +27,30 @@ def start_service(
     """Start the service in a background thread (as the article's separately started server).
 
     Returns the running :class:`~chatlab.runner.BackgroundServer` (``.url``, ``.stop()``).
-    Calling it again with the same host and port returns the server already running, so
-    a notebook cell can be re-run. ``tls_cert``/``tls_key`` (PEM files) serve HTTPS; without them,
-    the settings' (``CHATLAB_TLS_CERT``/``CHATLAB_TLS_KEY``) do. The settings' ``access_log``
-    logs a line per request to the ``uvicorn.access`` logger (off by default).
+    Calling it again with the same arguments (the same store instance or URL, equal settings,
+    the same TLS files) returns the server already running, so a notebook cell can be re-run;
+    other arguments start another server (on a fixed port taken by the first: ``RuntimeError``).
+    ``tls_cert``/``tls_key`` (PEM files) serve HTTPS; without them, the settings'
+    (``CHATLAB_TLS_CERT``/``CHATLAB_TLS_KEY``) do. The host it binds is an allowed ``Host``.
+    The settings' ``access_log`` logs a line per request to the ``uvicorn.access`` logger (off by default).
     """
     settings = settings or ServiceSettings()
     if tls_cert is None and tls_key is None:
         tls_cert, tls_key = settings.tls_cert, settings.tls_key
+    if host not in settings.allowed_hosts:
+        settings = settings.model_copy(update={"allowed_hosts": (*settings.allowed_hosts, host)})
+    the_settings = settings
     return BackgroundServer.ensure(
-        lambda: create_app(store, settings),
+        lambda: create_app(store, the_settings),
         name=SERVICE_NAME,
         host=host,
         port=port,
+        identity=("memory://" if store is None else store, settings),
         log_level=log_level,
-        ssl_certfile=tls_cert,
-        ssl_keyfile=tls_key,
+        ssl_certfile=None if tls_cert is None else os.fspath(tls_cert),
+        ssl_keyfile=None if tls_key is None else os.fspath(tls_key),
         access_log=settings.access_log,
+        server_options=server_options(settings),
     )
 
 

@@ -12,6 +12,7 @@ gets its turns; ``python -m chatlab bench`` measures what a concurrent ``GET /``
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import threading
 from functools import partial
@@ -21,6 +22,7 @@ from fastapi import Request
 
 from ..vocabulary import Refused
 from . import schema as wire
+from .security.browser import is_json
 from .settings import ServiceSettings
 
 #: Bodies up to this size are decoded on the event loop: the worst of them takes about 3 ms, less
@@ -42,7 +44,8 @@ class BodyReader:
         self._limiter: anyio.CapacityLimiter | None = None
 
     async def __call__(self, request: Request) -> list[bytes]:
-        """The checked, encoded messages of a body, within every size limit."""
+        """The checked, encoded messages of a JSON body (415 for another type), within every size limit."""
+        _check_json(request)
         body = await self._read(request)
         if len(body) <= INLINE_BYTES:
             return self._decode(body)
@@ -68,21 +71,41 @@ class BodyReader:
                     gc.enable()
 
     async def _read(self, request: Request) -> bytes:
-        """The request body, refused with 413 as soon as it is known to exceed the limit."""
+        """The request body, refused with 413 as soon as it is known to exceed the limit, and with 408 (closing
+        the connection) when it has not all arrived within ``body_timeout``: a slow sender holds no connection."""
         limit = self._settings.max_body_bytes
         # 19 digits or more are over any limit, and are not made an int (of thousands of digits, int() raises)
         declared = request.headers.get("content-length", "").lstrip("0")
         if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
             raise self._too_large()
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise self._too_large()
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(self._settings.body_timeout):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise self._too_large()
+                    chunks.append(chunk)
+        except TimeoutError:
+            timeout = self._settings.body_timeout
+            raise Refused(
+                408,
+                f"the body did not arrive within {timeout:g} s (got {size} bytes): send it at once",
+                headers={"Connection": "close"},
+            ) from None
         return b"".join(chunks)
 
     def _too_large(self) -> Refused:
         """The 413 of a body over the limit (built only when one is: this is every write's path)."""
         limit = self._settings.max_body_bytes
         return Refused(413, f"the body is larger than {limit} bytes: send fewer or smaller messages per request")
+
+
+def _check_json(request: Request) -> None:
+    """415 for a body that is not JSON: what a cross-site form or a preflight-free ``fetch`` sends
+    (:mod:`.security.browser`)."""
+    content_type = request.headers.get("content-type")
+    if not is_json(content_type or ""):
+        raise Refused(
+            415, f"a write's body must be JSON: send Content-Type: application/json, not {content_type or 'none'}"
+        )

@@ -59,7 +59,13 @@ class ErrorDocs(NamedTuple):
 
 def error_docs(settings: ServiceSettings) -> ErrorDocs:
     """The error answers each kind of endpoint can give with these settings (401 only with keys, 429 with a limit)."""
-    common: Responses = {503: problem_doc("The store failed; retry later.")}
+    common: Responses = {
+        421: problem_doc("The `Host` is not a name this service serves (`--allowed-host`)."),
+        503: problem_doc(
+            "The store failed or did not answer within `store_timeout`; retry later.",
+            headers={"Retry-After": header_doc("Seconds to wait before retrying.")},
+        ),
+    }
     if settings.api_keys is not None:
         common[401] = problem_doc(
             "No API key, or not a valid one.",
@@ -79,7 +85,9 @@ def error_docs(settings: ServiceSettings) -> ErrorDocs:
     writes = {
         **conditional,
         400: problem_doc("An invalid body, conversation key or header."),
+        408: problem_doc("The body did not arrive within `body_timeout` (the connection is closed)."),
         413: problem_doc("Over a size limit (body, messages per request, message size)."),
+        415: problem_doc("The body is not JSON: send `Content-Type: application/json`."),
     }
     return ErrorDocs(common, keyed, conditional, writes)
 

@@ -25,9 +25,12 @@ PROBLEM_JSON = "application/problem+json"
 _TITLES = {
     400: "Bad Request",
     401: "Unauthorized",
+    408: "Request Timeout",
     412: "Precondition Failed",
     413: "Content Too Large",
     414: "URI Too Long",
+    415: "Unsupported Media Type",
+    421: "Misdirected Request",
     422: "Unprocessable Content",
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",
@@ -91,8 +94,14 @@ async def _invalid_parameter(_: Request, exc: RequestValidationError) -> Respons
     return _problem_response(400, _TITLES[400], detail)
 
 
+#: Seconds a client is asked to wait after a store failure (``Retry-After`` of the 503).
+STORE_RETRY_AFTER = 1
+
+
 async def _store_unavailable(_: Request, exc: StoreError) -> Response:
-    return _problem_response(503, _TITLES[503], f"the history store failed: {exc}; retry later")
+    response = _problem_response(503, _TITLES[503], f"the history store failed: {exc}; retry later")
+    response.headers["Retry-After"] = str(STORE_RETRY_AFTER)
+    return response
 
 
 async def _http_error(request: Request, exc: HTTPException) -> Response:

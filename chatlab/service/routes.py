@@ -31,6 +31,7 @@ from fastapi import FastAPI, Request, Response
 
 from ..stores import ChatHistoryStore
 from ..stores.base import Idempotency
+from ..vocabulary import Refused
 from . import schema as wire
 from .bodies import BodyReader
 from .direct_routes import Arguments, DirectRoute, direct
@@ -52,6 +53,7 @@ def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings)
     _add_listing_routes(app, store, arguments, errors)
     _add_reading_routes(app, store, arguments, errors)
     _add_writing_routes(app, store, settings, arguments, errors)
+    _refuse_empty_key(app)
 
 
 def _add_listing_routes(app: FastAPI, store: ChatHistoryStore, arguments: Arguments, errors: ErrorDocs) -> None:
@@ -79,8 +81,20 @@ def _add_listing_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
                     "updatedAt": iso_time(s.updated_at),
                 }
                 for s in summaries
-                if s.conversation_key.startswith(prefix)
+                if caller.owns(s.conversation_key)
             ]
+        )
+
+
+def _refuse_empty_key(app: FastAPI) -> None:
+    """``/chat-history/`` (a conversation key left empty) is a bad request, not the listing nor a 404."""
+
+    @app.api_route("/chat-history/", methods=["GET", "HEAD", "POST", "PUT", "DELETE"], include_in_schema=False)
+    async def empty_key() -> Response:
+        raise Refused(
+            400,
+            "the conversation key is empty: use /chat-history/{conversationKey}, or GET /chat-history (no "
+            "trailing slash) for the list of conversations",
         )
 
 

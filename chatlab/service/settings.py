@@ -156,6 +156,49 @@ class ServiceSettings(BaseSettings):
         Flag(group="access", metavar="PEM"),
     ] = None
 
+    allowed_hosts: Annotated[
+        tuple[str, ...],
+        NoDecode,
+        Field(
+            description="answer requests whose `Host` is this name too (`*`: any), besides `localhost`, `127.0.0.1`, "
+            "`[::1]`, the bound host and the address connected to; `421` for another (the variable: comma-separated)"
+        ),
+        Flag(group="access", metavar="NAME", name="--allowed-host", repeat=True, default="loopback names"),
+    ] = ()
+    store_timeout: Annotated[
+        float,
+        Field(
+            gt=0,
+            description="seconds a store operation may take, the wait for a connection or a lock included; "
+            "`503` + `Retry-After` after it",
+        ),
+        Flag(group="bounds", metavar="SECONDS", default="5"),
+    ] = 5.0
+    keep_alive_timeout: Annotated[
+        float,
+        Field(gt=0, description="seconds an idle keep-alive connection stays open"),
+        Flag(group="bounds", metavar="SECONDS", default="5"),
+    ] = 5.0
+    header_timeout: Annotated[
+        float,
+        Field(
+            gt=0,
+            description="seconds from a connection's opening (or its previous answer) to the end of a request's "
+            "headers; the connection is closed after it (`408` if part of a request came)",
+        ),
+        Flag(group="bounds", metavar="SECONDS", default="10"),
+    ] = 10.0
+    body_timeout: Annotated[
+        float,
+        Field(gt=0, description="seconds for a write's whole body to arrive; `408` + `Connection: close` after it"),
+        Flag(group="bounds", metavar="SECONDS", default="30"),
+    ] = 30.0
+    max_connections: Annotated[
+        int,
+        Field(ge=1, description="open connections (idle ones and requests in progress included); `503` over it"),
+        Flag(group="bounds", default="500"),
+    ] = 500
+
     viewer: Annotated[
         bool,
         Field(description="serve the read-only conversation viewer at `/ui` (docs/viewer.md)"),
@@ -237,7 +280,7 @@ class ServiceSettings(BaseSettings):
         from_file = ApiKeys.from_file(path)
         return from_file if keys is None else ApiKeys.combine(keys, from_file)
 
-    @field_validator("cors_origins", mode="before")
+    @field_validator("cors_origins", "allowed_hosts", mode="before")
     @classmethod
     def _split_origins(cls, value: Any) -> Any:
         if isinstance(value, str):

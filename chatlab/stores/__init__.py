@@ -34,38 +34,43 @@ __all__ = [
 SUPPORTED = "memory://, sqlite:///path/to/history.db (or a file path), postgresql://..., redis://..."
 
 
-def open_store(url: str | None = None, **options: Any) -> ChatHistoryStore:
+def open_store(url: str | None = None, *, timeout: float | None = None, **options: Any) -> ChatHistoryStore:
     """Create the store a URL names; ``None`` or ``"memory://"`` is the in-memory store.
 
-    ``options`` go to the store's constructor (for example ``timeout=2.0`` for PostgreSQL
-    or Redis). Nothing is connected yet: a store opens its connections and creates its
-    schema on first use. An unknown URL raises ``ValueError``.
+    ``timeout`` bounds each operation of a store that waits on something (seconds: a PostgreSQL
+    or Redis server, SQLite's lock; the in-memory store never waits), see docs/stores.md.
+    ``options`` go to the store's constructor (for example ``max_size=20`` for PostgreSQL).
+    Nothing is connected yet: a store opens its connections and creates its schema on first
+    use. An unknown URL raises ``ValueError``.
     """
     url = (url or "").strip()
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if url in ("", "memory", "memory://") or scheme == "memory":
         if url not in ("", "memory", "memory://"):
             raise ValueError(f"unsupported store URL {url!r}: the in-memory store is just memory://")
-        return InMemoryChatHistoryStore(**options)
+        return InMemoryChatHistoryStore(**options)  # it never waits: no timeout
+    waits: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
     if url.lower().startswith("sqlite:"):
-        from ._urls import path_from_url
-        from .sqlite import SqliteChatHistoryStore
-
-        return SqliteChatHistoryStore(path_from_url(url), **options)
+        return _sqlite(url, timeout, options)
     if scheme in ("postgresql", "postgres"):
         from .postgres import PostgresChatHistoryStore
 
-        return PostgresChatHistoryStore(url, **options)
+        return PostgresChatHistoryStore(url, **waits, **options)
     if scheme in ("redis", "rediss", "unix"):
         from .redis import RedisChatHistoryStore
 
-        return RedisChatHistoryStore(url, **options)
+        return RedisChatHistoryStore(url, **waits, **options)
     if scheme or (":" in url.split("/", 1)[0] and not _looks_like_windows_path(url)):
         raise ValueError(f"unsupported store URL {url!r}: use one of {SUPPORTED}")
+    return _sqlite(url, timeout, options)
+
+
+def _sqlite(url: str, timeout: float | None, options: dict[str, Any]) -> ChatHistoryStore:
     from ._urls import path_from_url
     from .sqlite import SqliteChatHistoryStore
 
-    return SqliteChatHistoryStore(path_from_url(url), **options)
+    waits: dict[str, Any] = {} if timeout is None else {"busy_timeout": timeout}
+    return SqliteChatHistoryStore(path_from_url(url), **waits, **options)
 
 
 def _looks_like_windows_path(url: str) -> bool:

@@ -24,12 +24,18 @@ Guarantees:
   store's :attr:`clock`) on each conversation, written by the same transaction as the messages;
   ``updated_at`` is indexed for the retention :meth:`sweep`. Versions 1 and 2 are upgraded in place
   (their conversations get the upgrade's time).
+* Every operation ends within ``timeout`` seconds, the wait for a connection included, even when
+  the server or the network stops answering: at the deadline the connection's socket is shut
+  down, so the driver fails at once (psycopg's own cancellation would wait for the frozen server),
+  and the pool discards the broken connection and opens new ones as the server comes back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
@@ -82,8 +88,9 @@ class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
 
     ``url`` is a libpq URL (``postgresql://user@host:5432/db``); the extra query parameter
     ``schema=NAME`` puts the tables in that schema (created if missing) instead of ``public``.
-    ``timeout`` bounds the wait for a connection; ``statement_timeout`` (seconds, ``None``
-    for the server's) bounds each statement, lock waits included.
+    ``timeout`` bounds each operation on the client side, the wait for a connection included;
+    ``statement_timeout`` (seconds, ``None`` for the server's) bounds each statement on the
+    server, lock waits included.
     """
 
     schema_version = SCHEMA_VERSION
@@ -93,7 +100,7 @@ class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
         url: str,
         *,
         schema: str | None = None,
-        timeout: float = 10.0,
+        timeout: float = 5.0,
         statement_timeout: float | None = 30.0,
         min_size: int = 1,
         max_size: int = 10,
@@ -432,44 +439,68 @@ class _Connection:
     def __init__(self, store: PostgresChatHistoryStore) -> None:
         self._store = store
         self._cm: Any = None
+        self._conn: Any = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self.expired = False
+
+    def _expire(self) -> None:
+        """The operation ran out of time: break its connection, so whatever waits on it fails now."""
+        self.expired = True
+        if self._conn is not None:
+            _shut_down(self._conn)
 
     async def __aenter__(self) -> Any:
         store = self._store
+        self._deadline = asyncio.get_running_loop().call_later(store.timeout, self._expire)
         try:
             pool = await store._pools.get()
             self._cm = pool.connection()
-            conn = await self._cm.__aenter__()
+            conn = self._conn = await self._cm.__aenter__()
+            if self.expired:  # the deadline passed while the pool handed it over
+                _shut_down(conn)
         except Exception as exc:
-            raise _store_error(store, exc) from exc
+            self._deadline.cancel()
+            raise _store_error(store, exc, self.expired) from exc
         try:
             await store._ensure_schema(conn)
         except BaseException as exc:
-            await self._cm.__aexit__(type(exc), exc, exc.__traceback__)
-            if isinstance(exc, Exception) and not isinstance(exc, StoreError):
-                raise _store_error(store, exc) from exc
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         return conn
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        assert self._deadline is not None
+        self._deadline.cancel()
         try:
-            await self._cm.__aexit__(exc_type, exc, tb)
+            await self._cm.__aexit__(exc_type, exc, tb)  # the pool discards a connection that is broken
         except Exception as exit_exc:
             if exc is None:
-                raise _store_error(self._store, exit_exc) from exit_exc
+                raise _store_error(self._store, exit_exc, self.expired) from exit_exc
         if exc is not None and isinstance(exc, Exception) and not isinstance(exc, _ANSWERS):
-            raise _store_error(self._store, exc) from exc
+            raise _store_error(self._store, exc, self.expired) from exc
+
+
+def _shut_down(conn: Any) -> None:
+    """Shut the connection's socket down (a duplicate of it: psycopg still owns the original)."""
+    try:
+        with socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except Exception as exc:  # already closed: nothing left to break
+        log.debug("shutting down a PostgreSQL connection failed: %r", exc)
 
 
 #: Exceptions that are the store's answer (nothing written), not a failure of the database.
 _ANSWERS = (StoreError, VersionMismatch, IdempotencyKeyReused)
 
 
-def _store_error(store: PostgresChatHistoryStore, exc: BaseException) -> StoreError:
+def _store_error(store: PostgresChatHistoryStore, exc: BaseException, expired: bool = False) -> StoreError:
     import psycopg
     from psycopg_pool import PoolTimeout
 
     if isinstance(exc, PoolTimeout):
         message = f"PostgreSQL at {store.where} is unreachable: no connection within {store.timeout:g} s"
+    elif expired:
+        message = f"PostgreSQL at {store.where} did not answer within {store.timeout:g} s (the store timeout)"
     elif isinstance(exc, psycopg.errors.QueryCanceled):
         message = f"PostgreSQL at {store.where} timed out: {exc}".strip()
     elif isinstance(exc, (psycopg.Error, OSError, asyncio.TimeoutError)):

@@ -28,6 +28,11 @@ condition or an idempotency record is checked in the same step as the write and 
 Summaries run as one Lua script too, a consistent snapshot of every conversation with its
 ``LLEN``.
 
+Every operation ends within ``timeout`` seconds, connecting included, even when Redis or the network
+stops answering; the connection it waited on is then closed, never reused. redis-py's own retries
+are off: a retried script that had run before its answer was lost would append twice (chatlab's
+client retries with an ``Idempotency-Key`` instead).
+
 Durability is Redis's own: with no persistence (``save ""``, ``appendonly no``) everything
 is lost when Redis restarts; see docs/stores.md for ``appendonly yes`` and ``appendfsync``.
 A crash of the chatlab service process itself never loses an acknowledged write: it was in
@@ -36,6 +41,7 @@ Redis before the service answered.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -243,14 +249,12 @@ class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
 
     ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS); the extra
     query parameter ``prefix=...`` (or the ``prefix`` argument) namespaces every key.
-    ``timeout`` bounds connecting and each command.
+    ``timeout`` bounds each operation, connecting included.
     """
 
     schema_version = SCHEMA_VERSION
 
-    def __init__(
-        self, url: str, *, prefix: str | None = None, timeout: float = 10.0, max_connections: int = 50
-    ) -> None:
+    def __init__(self, url: str, *, prefix: str | None = None, timeout: float = 5.0, max_connections: int = 50) -> None:
         try:
             import redis.asyncio  # noqa: F401
         except ImportError as exc:  # pragma: no cover - depends on the install
@@ -294,6 +298,8 @@ class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
 
     async def _open_client(self) -> Redis:
         import redis.asyncio
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
 
         return redis.asyncio.Redis.from_url(
             self.client_url,
@@ -301,6 +307,7 @@ class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
             socket_connect_timeout=self.timeout,
             max_connections=self.max_connections,
             decode_responses=False,
+            retry=Retry(NoBackoff(), 0),  # see the module's docstring
         )
 
     @staticmethod
@@ -334,11 +341,14 @@ class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
         import redis.exceptions
 
         try:
-            client = await self._client()
-            return await work(client)
+            async with asyncio.timeout(self.timeout):  # a cancelled read closes its connection (redis-py)
+                client = await self._client()
+                return await work(client)
         except StoreError:
             raise
-        except (TimeoutError, redis.exceptions.TimeoutError) as exc:
+        except TimeoutError:
+            message = f"Redis at {self.where} did not answer within {self.timeout:g} s (the store timeout)"
+        except redis.exceptions.TimeoutError as exc:
             message = f"Redis at {self.where} timed out: {exc}"
         except redis.exceptions.ConnectionError as exc:
             message = f"Redis at {self.where} is unreachable: {exc}"

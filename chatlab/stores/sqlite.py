@@ -15,6 +15,8 @@ Guarantees:
   to the same file. Writes of one process go through its writer thread, one savepoint
   each (a refused write rolls back alone), and other processes are waited for up to
   ``busy_timeout``.
+* Every read ends within ``busy_timeout`` seconds of its call, the wait for a worker thread
+  included; a write waits for another process's write lock up to ``busy_timeout``.
 * Readers don't block writers (WAL) and see whole transactions only; a read of messages and
   version is one transaction, so the two always agree.
 * Versions and idempotency records (schema version 2) are read and written in the writing
@@ -111,7 +113,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
     schema_version = SCHEMA_VERSION
 
     def __init__(
-        self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0, max_idle_connections: int | None = None
+        self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0, max_idle_connections: int | None = None
     ) -> None:
         self.path = Path(path).expanduser().absolute()
         self.busy_timeout = busy_timeout
@@ -209,8 +211,11 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
             [(new_version(count), key) for key, count in rows],
         )
 
-    def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work`` on an idle connection (in the calling worker thread); errors become StoreError."""
+    def _run(self, work: Callable[[sqlite3.Connection], T], deadline: float) -> T:
+        """Run ``work`` on an idle connection (in the calling worker thread) if ``deadline`` has not passed
+        (it waited for a thread); errors become StoreError."""
+        if time.monotonic() >= deadline:
+            raise self._too_slow()
         try:
             try:
                 conn = self._idle.get_nowait()
@@ -235,7 +240,10 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
             raise self._failure(exc) from exc
 
     async def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.to_thread(self._run, work)
+        return await asyncio.to_thread(self._run, work, time.monotonic() + self.busy_timeout)
+
+    def _too_slow(self) -> StoreError:
+        return StoreError(f"SQLite store {self.path} is busy: no answer within {self.busy_timeout:g} s")
 
     def _failure(self, exc: BaseException) -> BaseException:
         log.warning("SQLite store %s failed: %r", self.path, exc)

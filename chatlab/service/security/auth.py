@@ -50,6 +50,14 @@ class Caller:
         """The stored-key prefix of the caller's conversations (``""`` when keys are off)."""
         return "" if self.namespace is None else f"{self.namespace}{SEPARATOR}"
 
+    def owns(self, stored_key: str) -> bool:
+        """Whether a stored key is one of the caller's conversations: under its namespace, or, without API
+        keys, under none (a ``namespace/key`` written while keys were on stays hidden, and unreachable, as
+        a key in a URL path cannot hold ``/``)."""
+        if self.namespace is None:
+            return SEPARATOR not in stored_key
+        return stored_key.startswith(self.prefix)
+
 
 def new_api_key() -> str:
     """A fresh random key: 43 URL-safe characters (256 bits)."""
@@ -138,6 +146,13 @@ class ApiKeys:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when they accept the same keys for the same namespaces (a re-run notebook cell builds equal ones)."""
+        return isinstance(other, ApiKeys) and set(self._entries) == set(other._entries)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._entries))
 
     def __repr__(self) -> str:  # never the keys
         return f"<ApiKeys {len(self._entries)} keys, namespaces {', '.join(self.namespaces)}>"

@@ -1,0 +1,100 @@
+"""Bounds on connections, for uvicorn: idle and slow clients time out, and open connections are capped.
+
+uvicorn closes an idle keep-alive connection after ``timeout_keep_alive`` and answers 503 past
+``limit_concurrency`` open connections, but it waits for a request's headers for ever: a client
+that opens sockets and sends nothing, or sends a header byte now and then, holds them all (and,
+past the cap, locks everyone else out). :func:`bounded_protocol` adds that deadline to uvicorn's
+own HTTP protocol class: from a connection's opening (or its previous answer) a request's headers
+must arrive within ``header_timeout``, else the connection is closed (with a 408 if part of a
+request came). A slow *body* is bounded where the app reads it (:mod:`.bodies`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from typing import Any
+
+from uvicorn.config import HTTP_PROTOCOLS
+from uvicorn.importer import import_from_string
+
+from ..serverstack import server_stack
+from .settings import ServiceSettings
+
+
+def server_options(settings: ServiceSettings, http: str | None = None) -> dict[str, Any]:
+    """The :class:`uvicorn.Config` options that enforce the settings' connection bounds, on the HTTP protocol
+    ``http`` (default: the server stack's, :mod:`chatlab.serverstack`); they override the stack's ``http``."""
+    http = http or server_stack().http
+    return {
+        "timeout_keep_alive": settings.keep_alive_timeout,
+        # uvicorn counts the connection a request came on: at N it refuses the N-th, so N + 1 serves N
+        "limit_concurrency": settings.max_connections + 1,
+        "http": bounded_protocol(http, settings.header_timeout),
+    }
+
+
+@functools.cache  # one class per choice: equal settings give equal server options (see BackgroundServer.ensure)
+def bounded_protocol(http: str, header_timeout: float) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol ``http`` ("auto", "h11", "httptools") with a deadline on each request's headers."""
+    base: type[Any] = import_from_string(HTTP_PROTOCOLS[http])
+    timeout = _timeout_response(header_timeout)
+
+    class HeaderDeadline(base):  # type: ignore[misc]  # uvicorn picks the base class at run time
+        """Close a connection whose next request's headers are not all in within the deadline."""
+
+        _deadline: asyncio.TimerHandle | None = None
+        _partial = False
+
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            self._partial = True
+            super().data_received(data)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            self._partial = False
+            self._deadline = self.loop.call_later(header_timeout, self._expire, self.cycle)
+
+        def _expire(self, cycle: Any) -> None:
+            """No new request began since the deadline was set (``cycle`` is still the last one) and none runs."""
+            self._deadline = None
+            waiting = self.cycle is cycle and (cycle is None or cycle.response_complete)
+            if waiting and not self.transport.is_closing():
+                if self._partial:
+                    self.transport.write(timeout)
+                self.transport.close()
+
+    HeaderDeadline.__name__ = HeaderDeadline.__qualname__ = f"HeaderDeadline{base.__name__}"
+    return HeaderDeadline
+
+
+def _timeout_response(header_timeout: float) -> bytes:
+    """A 408 problem JSON that closes the connection, written as raw bytes (no request to answer through)."""
+    body = json.dumps(
+        {
+            "title": "Request Timeout",
+            "status": 408,
+            "detail": f"the request's headers did not arrive within {header_timeout:g} s; send a request at once",
+        }
+    ).encode()
+    head = (
+        "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/problem+json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body

@@ -1,0 +1,79 @@
+"""What a web page could make a visitor's browser send to a local service, refused before anything else runs.
+
+* **DNS rebinding**: a page of ``evil.example`` whose name then resolves to 127.0.0.1 reaches the
+  service as its own origin; only its ``Host`` header gives it away. A request whose ``Host`` is not
+  a name the service serves gets 421 (RFC 9110: the server will not answer for that authority); one
+  with no ``Host`` gets 400. Served names: ``localhost``, ``127.0.0.1``, ``[::1]``, the address the
+  request came in on (so a service bound to an address answers requests for it) and the configured
+  ``allowed_hosts`` (``*``: any). The port in ``Host`` is not compared, as in Django and Starlette.
+* **Cross-site writes**: a form or a ``fetch`` without a preflight can POST ``text/plain`` or a form
+  encoding; a JSON content type needs a CORS preflight, which the service grants only to configured
+  origins. So a write's body must be JSON (:func:`is_json`; checked where bodies are read,
+  :mod:`..bodies`, so an unknown path or method still gets its 404 or 405): 415 otherwise.
+
+Starlette's ``TrustedHostMiddleware`` does the first, but cuts ``[::1]:5000`` at the first colon and
+answers plain text; this is the same check, with IPv6 and problem JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..problems import problem_response
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def host_name(host: str) -> str | None:
+    """The name of a ``Host`` value without port or IPv6 brackets, lower case (``None``: not a host)."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        name, bracket, port = host[1:].partition("]")
+        if not bracket or (port and not (port.startswith(":") and port[1:].isdigit())):
+            return None
+    else:
+        name, colon, port = host.partition(":")
+        if colon and not port.isdigit():
+            return None
+    name = name.removesuffix(".")
+    return name or None
+
+
+def is_json(content_type: str) -> bool:
+    """Whether a ``Content-Type`` is JSON: ``application/json`` or a ``+json`` type, any parameters."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.endswith("+json") and "/" in media)
+
+
+class BrowserGuard:
+    """ASGI middleware: 400 without a ``Host``, 421 for a ``Host`` the service does not serve."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str] = ()) -> None:
+        self.app = app
+        extra = {host_name(h) or h for h in allowed_hosts}
+        self.any_host = "*" in extra
+        self.names = frozenset(extra | set(LOOPBACK_NAMES))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = self._refusal(scope) if scope["type"] == "http" else None
+        if refusal is None:
+            await self.app(scope, receive, send)
+        else:
+            await problem_response(*refusal)(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> tuple[int, str] | None:
+        """The status and detail of a refusal, or ``None`` to serve the request."""
+        host = next((value.decode("latin-1") for name, value in scope["headers"] if name == b"host"), None)
+        if host is None:
+            return 400, "the request has no Host header: send the host name you reach the service by"
+        if not self.any_host:
+            name = host_name(host)
+            server = scope.get("server")
+            if name is None or (name not in self.names and (server is None or name != server[0])):
+                return 421, (
+                    f"this service does not answer for the host {host!r}: reach it by localhost or its address, "
+                    "or start it with --allowed-host NAME (CHATLAB_ALLOWED_HOSTS) to serve that name"
+                )
+        return None
