@@ -8,6 +8,10 @@ that refuses, a failed ``If-Match`` or a reused idempotency key, rolls back to i
 touches nothing of the others), commits once, and only then answers each caller. So an
 acknowledged write is as durable as before (committed and fsync'ed before its answer); what
 changes is that sixteen concurrent appends cost one fsync instead of sixteen.
+
+A write may carry a deadline (``submit(work, deadline=...)``, :func:`time.monotonic` seconds): one whose
+group has not begun by then fails without running (the store's timeout), and a group waits for another
+process's write lock only until the earliest deadline among its writes.
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ import contextlib
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 Work = Callable[[sqlite3.Connection], Any]
-_Item = tuple[Work, asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+_Item = tuple[Work, asyncio.AbstractEventLoop, "asyncio.Future[Any]", float]
 
 MAX_GROUP = 256
 """At most this many writes share a transaction (bounds how long the write lock is held)."""
@@ -50,12 +55,12 @@ class GroupCommitter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    async def submit(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    async def submit(self, work: Callable[[sqlite3.Connection], T], deadline: float = float("inf")) -> T:
         """Run ``work`` inside the next group's transaction; return once that transaction is committed."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._ensure_thread()
-        self._queue.put((work, loop, future))
+        self._queue.put((work, loop, future, deadline))
         return await future
 
     def _ensure_thread(self) -> None:
@@ -86,7 +91,7 @@ class GroupCommitter:
                     self._commit(conn, group)
                 except Exception as exc:  # the whole group failed: nothing of it was committed
                     error = self._failure(exc) if isinstance(exc, sqlite3.Error | OSError) else exc
-                    for _, loop, future in group:
+                    for _, loop, future, _ in group:
                         _settle(loop, future, None, error)
                     if conn is not None:
                         conn.close()
@@ -113,10 +118,20 @@ class GroupCommitter:
         return group
 
     def _commit(self, conn: sqlite3.Connection, group: list[_Item]) -> None:
-        conn.execute("BEGIN IMMEDIATE")  # the connection's busy timeout waits for other processes' writers
+        now = time.monotonic()
+        for _, loop, future, deadline in group:
+            if deadline <= now:
+                _settle(loop, future, None, self._failure(TimeoutError("the write waited past the store timeout")))
+        group = [item for item in group if item[3] > now]
+        if not group:
+            return
+        wait = min(item[3] for item in group) - now
+        if wait != float("inf"):  # another process's write lock is waited for until the earliest deadline
+            conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+        conn.execute("BEGIN IMMEDIATE")
         outcomes: list[tuple[Any, BaseException | None]] = []
         try:
-            for work, _, _ in group:
+            for work, _, _, _ in group:
                 conn.execute("SAVEPOINT chatlab_write")
                 try:
                     outcomes.append((work(conn), None))
@@ -129,7 +144,7 @@ class GroupCommitter:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        for (_, loop, future), (result, error) in zip(group, outcomes, strict=True):
+        for (_, loop, future, _), (result, error) in zip(group, outcomes, strict=True):
             _settle(loop, future, result, error)
 
 

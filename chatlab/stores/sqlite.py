@@ -15,8 +15,9 @@ Guarantees:
   to the same file. Writes of one process go through its writer thread, one savepoint
   each (a refused write rolls back alone), and other processes are waited for up to
   ``busy_timeout``.
-* Every read ends within ``busy_timeout`` seconds of its call, the wait for a worker thread
-  included; a write waits for another process's write lock up to ``busy_timeout``.
+* Every operation ends within ``busy_timeout`` seconds of its call, waits included (for a worker
+  thread, for the writer thread, for another connection's or process's write lock): past it, an
+  operation that has not started fails (503) and writes nothing.
 * Readers don't block writers (WAL) and see whole transactions only; a read of messages and
   version is one transaction, so the two always agree.
 * Versions and idempotency records (schema version 2) are read and written in the writing
@@ -353,7 +354,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
                 )
             return WriteResult(version)
 
-        return await self._writer.submit(body)
+        return await self._writer.submit(body, time.monotonic() + self.busy_timeout)
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
@@ -377,7 +378,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
             )
             return WriteResult(version)
 
-        return await self._writer.submit(body)
+        return await self._writer.submit(body, time.monotonic() + self.busy_timeout)
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
         def body(conn: sqlite3.Connection) -> None:
@@ -385,7 +386,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
             conn.execute("DELETE FROM chatlab_conversations WHERE conversation_key = ?", (conversation_key,))
             conn.execute("DELETE FROM chatlab_messages WHERE conversation_key = ?", (conversation_key,))
 
-        await self._writer.submit(body)
+        await self._writer.submit(body, time.monotonic() + self.busy_timeout)
 
     async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
         def work(conn: sqlite3.Connection) -> list[ConversationSummary]:
