@@ -20,7 +20,7 @@ Layout, under a key prefix (``chatlab:`` unless the URL says ``?prefix=...``):
   even when no service sweeps; a conversation whose keys expired reads as absent
   (:mod:`chatlab.stores.redis_operations`).
 
-Guarantees: every write is one Lua script, which Redis runs as one atomic step. So an append
+Guarantees: every write is one Lua script (:mod:`chatlab.stores.redis_scripts`), which Redis runs as one atomic step. So an append
 (``ZADD`` + ``RPUSH`` of the whole batch) lands contiguously and in order, all or nothing,
 whatever other clients (other service processes included) append meanwhile; a replace
 (``DEL`` + ``RPUSH``) and a delete (``ZREM`` + ``DEL``) are whole too; and an ``if_match``
@@ -66,7 +66,9 @@ from .base import (
     new_version,
     prefix_upper_bound,
 )
+from . import redis_scripts as scripts
 from .redis_operations import RedisOperations, summary
+from .redis_scripts import UNVERSIONED as UNVERSIONED  # where it was before
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -77,153 +79,10 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 3
 
-#: The version of a conversation written by layout version 1 (it has no version key yet).
-UNVERSIONED = "unversioned"
-
 DEFAULT_PREFIX = "chatlab:"
 
 #: Query parameters of a store URL that chatlab reads itself (redis-py would refuse them).
 CHATLAB_PARAMETERS = ("prefix",)
-
-# KEYS[1] = the conversations sorted set; ARGV[1] = the prefix of message lists, ARGV[2]/[3] = lex range
-# ("-" "+" for all: every member has score 0, so the lex range is the key order).
-# ARGV[4] = the prefix of versions, ARGV[5] = of times. Four values per conversation; one whose keys
-# expired (retention) is left out.
-_SUMMARIES = (
-    """
-local keys = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[2], ARGV[3])
-local result = {}
-for _, key in ipairs(keys) do
-    local count = redis.call('LLEN', ARGV[1] .. key)
-    local version = redis.call('GET', ARGV[4] .. key)
-    if version or count > 0 then
-        table.insert(result, key)
-        table.insert(result, count)
-        table.insert(result, version or '"""
-    + UNVERSIONED
-    + """')
-        table.insert(result, redis.call('GET', ARGV[5] .. key) or '')
-    end
-end
-return result
-"""
-)
-
-# Shared by the write scripts: the current version, and the If-Match check.
-_VERSION_CHECK = (
-    """
-local function current_version(index, member, version_key)
-    local v = redis.call('GET', version_key)
-    if v then return v end
-    if redis.call('ZSCORE', index, member) and redis.call('EXISTS', KEYS[2]) == 1 then return '"""
-    + UNVERSIONED
-    + """' end
-    return '"""
-    + ABSENT
-    + """'
-end
-local function matches(current, first, count)
-    if count < 0 then return true end
-    for i = first, first + count - 1 do
-        if ARGV[i] == current or (ARGV[i] == '*' and current ~= '"""
-    + ABSENT
-    + """') then return true end
-    end
-    return false
-end
-local function touch(current, member, now, expire_at)
-    local created = now
-    local times = redis.call('GET', KEYS[TIMES])
-    if times and current ~= '"""
-    + ABSENT
-    + """' then created = string.match(times, '^(%S+)') end
-    redis.call('SET', KEYS[TIMES], created .. ' ' .. now)
-    redis.call('ZADD', KEYS[TIMES + 1], now, member)
-    for _, key in ipairs({KEYS[2], KEYS[3], KEYS[TIMES]}) do
-        if expire_at ~= '0' then redis.call('PEXPIREAT', key, expire_at) else redis.call('PERSIST', key) end
-    end
-end
-local function push(list, first)
-    for i = first, #ARGV, 1000 do
-        redis.call('RPUSH', list, unpack(ARGV, i, math.min(i + 999, #ARGV)))
-    end
-end
-"""
-)
-
-# KEYS: index, list, version, idempotency record (or any key when none), times, updated.
-# ARGV: member, a new generation, fingerprint ('' for none), ttl ms, now, expire at (ms, '0': never),
-# condition count (-1: none), conditions..., messages...
-# The version after an append: the conversation's generation (the new one if it had none), '.', its length.
-_APPEND = (
-    _VERSION_CHECK.replace("TIMES", "5")
-    + """
-local current = current_version(KEYS[1], ARGV[1], KEYS[3])
-if ARGV[3] ~= '' then
-    local record = redis.call('GET', KEYS[4])
-    if record then
-        local space = string.find(record, ' ', 1, true)
-        if string.sub(record, 1, space - 1) ~= ARGV[3] then return {'reused', ''} end
-        return {'replayed', string.sub(record, space + 1)}
-    end
-end
-local count = tonumber(ARGV[7])
-if not matches(current, 8, count) then return {'mismatch', current} end
-local first = 8 + math.max(count, 0)
-local version = current
-if #ARGV >= first then
-    redis.call('ZADD', KEYS[1], 0, ARGV[1])
-    push(KEYS[2], first)
-    local generation = ARGV[2]
-    if current ~= '"""
-    + ABSENT
-    + """' and current ~= '"""
-    + UNVERSIONED
-    + """' then
-        generation = string.match(current, '^(.*)%.%d+$') or current
-    end
-    version = generation .. '.' .. redis.call('LLEN', KEYS[2])
-    redis.call('SET', KEYS[3], version)
-    touch(current, ARGV[1], ARGV[5], ARGV[6])
-end
-if ARGV[3] ~= '' then
-    redis.call('SET', KEYS[4], ARGV[3] .. ' ' .. version, 'PX', ARGV[4])
-end
-return {'ok', version}
-"""
-)
-
-# KEYS: index, list, version, times, updated.
-# ARGV: member, new version, now, expire at, condition count (-1: none), conditions..., messages...
-_REPLACE = (
-    _VERSION_CHECK.replace("TIMES", "4")
-    + """
-local current = current_version(KEYS[1], ARGV[1], KEYS[3])
-local count = tonumber(ARGV[5])
-if not matches(current, 6, count) then return {'mismatch', current} end
-redis.call('ZADD', KEYS[1], 0, ARGV[1])
-redis.call('DEL', KEYS[2])
-push(KEYS[2], 6 + math.max(count, 0))
-redis.call('SET', KEYS[3], ARGV[2])
-touch(current, ARGV[1], ARGV[3], ARGV[4])
-return {'ok', ARGV[2]}
-"""
-)
-
-# KEYS: index, list, version, times, updated. ARGV: member, condition count (-1: none), conditions...
-_DELETE = (
-    _VERSION_CHECK.replace("TIMES", "4")
-    + """
-local current = current_version(KEYS[1], ARGV[1], KEYS[3])
-if not matches(current, 3, tonumber(ARGV[2])) then return {'mismatch', current} end
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[5], ARGV[1])
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-return {'ok', '"""
-    + ABSENT
-    + """'}
-"""
-)
 
 
 def _redacted(url: str) -> str:
@@ -429,7 +288,7 @@ class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
         ]
 
         async def work(client: Redis) -> list[bytes]:
-            result: list[bytes] = await client.eval(_APPEND, len(keys), *keys, *args)
+            result: list[bytes] = await client.eval(scripts.APPEND, len(keys), *keys, *args)
             return result
 
         status, value = await self._guard(work)
@@ -449,7 +308,7 @@ class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
         ]
 
         async def work(client: Redis) -> list[bytes]:
-            result: list[bytes] = await client.eval(_REPLACE, len(keys), *keys, *args)
+            result: list[bytes] = await client.eval(scripts.REPLACE, len(keys), *keys, *args)
             return result
 
         status, value = await self._guard(work)
@@ -468,7 +327,7 @@ class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
         args: list[Any] = [conversation_key.encode("utf-8"), *self._conditions(if_match)]
 
         async def work(client: Redis) -> list[bytes]:
-            result: list[bytes] = await client.eval(_DELETE, len(keys), *keys, *args)
+            result: list[bytes] = await client.eval(scripts.DELETE, len(keys), *keys, *args)
             return result
 
         status, value = await self._guard(work)
@@ -482,7 +341,7 @@ class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
                 low = b"[" + prefix.encode("utf-8")
                 high = b"(" + upper.encode("utf-8") if upper is not None else b"+"
             flat: list[Any] = await client.eval(
-                _SUMMARIES, 1, self._index_key, self._list_prefix, low, high, self._version_prefix, self._times_prefix
+                scripts.SUMMARIES, 1, self._index_key, self._list_prefix, low, high, self._version_prefix, self._times_prefix
             )
             return [summary(*flat[i : i + 4]) for i in range(0, len(flat), 4)]
 

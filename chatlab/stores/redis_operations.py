@@ -12,58 +12,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from . import redis_scripts as scripts
 from .base import ConversationRecord, ConversationSummary, StoreError, VersionMismatch
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
-
-# KEYS: index, list, version, times, updated.
-# ARGV: member, expected version, version, "created updated", updated, expire at (ms, '0': never), messages...
-_RESTORE = """
-local current = redis.call('GET', KEYS[3])
-if not current then
-    if redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('EXISTS', KEYS[2]) == 1 then
-        current = 'unversioned'
-    else
-        current = '0'
-    end
-end
-if current ~= ARGV[2] then return current end
-redis.call('ZADD', KEYS[1], 0, ARGV[1])
-redis.call('DEL', KEYS[2])
-for i = 7, #ARGV, 1000 do
-    redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-end
-redis.call('SET', KEYS[3], ARGV[3])
-redis.call('SET', KEYS[4], ARGV[4])
-redis.call('ZADD', KEYS[5], ARGV[5], ARGV[1])
-for i = 2, 4 do
-    if ARGV[6] ~= '0' then redis.call('PEXPIREAT', KEYS[i], ARGV[6]) else redis.call('PERSIST', KEYS[i]) end
-end
-return false
-"""
-
-# KEYS: index, updated. ARGV: cutoff, prefixes of lists, versions, times. Deletes up to 500 due conversations.
-_SWEEP = """
-local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, 500)
-for _, key in ipairs(due) do
-    redis.call('ZREM', KEYS[1], key)
-    redis.call('ZREM', KEYS[2], key)
-    redis.call('DEL', ARGV[2] .. key, ARGV[3] .. key, ARGV[4] .. key)
-end
-return #due
-"""
-
-# KEYS: index, updated. ARGV: now, prefix of times, offset. Gives up to 1000 conversations times.
-_UPGRADE = """
-local keys = redis.call('ZRANGE', KEYS[1], ARGV[3], ARGV[3] + 999)
-for _, key in ipairs(keys) do
-    if redis.call('SET', ARGV[2] .. key, ARGV[1] .. ' ' .. ARGV[1], 'NX') then
-        redis.call('ZADD', KEYS[2], 'NX', ARGV[1], key)
-    end
-end
-return #keys
-"""
 
 
 def summary(key: bytes, count: int, version: bytes, times: bytes) -> ConversationSummary:
@@ -124,7 +77,7 @@ class RedisOperations:
                 times = f"{record.created_at!r} {record.updated_at!r}"
                 args: list[Any] = [key.encode(), record.expected, record.version, times, repr(record.updated_at)]
                 args.append(str(self._expire_at(record.updated_at)))
-                current = await client.eval(_RESTORE, len(keys), *keys, *args, *record.messages)
+                current = await client.eval(scripts.RESTORE, len(keys), *keys, *args, *record.messages)
                 if current is not None:
                     raise VersionMismatch(current.decode())
 
@@ -138,7 +91,7 @@ class RedisOperations:
 
         async def work(client: Redis) -> int:
             deleted = 0
-            while count := int(await client.eval(_SWEEP, 2, self._index_key, self._updated_key, cutoff, *prefixes)):
+            while count := int(await client.eval(scripts.SWEEP, 2, self._index_key, self._updated_key, cutoff, *prefixes)):
                 deleted += count
             return deleted
 
@@ -150,7 +103,7 @@ class RedisOperations:
         now, offset = repr(self.clock()), 0
         try:
             while count := int(
-                await client.eval(_UPGRADE, 2, self._index_key, self._updated_key, now, self._times_prefix, offset)
+                await client.eval(scripts.UPGRADE, 2, self._index_key, self._updated_key, now, self._times_prefix, offset)
             ):
                 offset += count
         except Exception as exc:  # a failure here is the store's: say which
