@@ -20,12 +20,12 @@ Layout, under a key prefix (``chatlab:`` unless the URL says ``?prefix=...``):
   even when no service sweeps; a conversation whose keys expired reads as absent
   (:mod:`chatlab.stores.redis_operations`).
 
-Guarantees: every write is one Lua script (:mod:`chatlab.stores.redis_scripts`), which Redis runs as one atomic step. So an append
-(``ZADD`` + ``RPUSH`` of the whole batch) lands contiguously and in order, all or nothing,
-whatever other clients (other service processes included) append meanwhile; a replace
-(``DEL`` + ``RPUSH``) and a delete (``ZREM`` + ``DEL``) are whole too; and an ``if_match``
-condition or an idempotency record is checked in the same step as the write and the record.
-Summaries run as one Lua script too, a consistent snapshot of every conversation with its
+Guarantees: every write is one Lua script (:mod:`chatlab.stores.redis_scripts`), which Redis
+runs as one atomic step. So an append (``ZADD`` + ``RPUSH`` of the whole batch) lands contiguously
+and in order, all or nothing, whatever other clients (other service processes included) append
+meanwhile; a replace (``DEL`` + ``RPUSH``) and a delete (``ZREM`` + ``DEL``) are whole too; and an
+``if_match`` condition or an idempotency record is checked in the same step as the write and the
+record. Summaries run as one Lua script too, a consistent snapshot of every conversation with its
 ``LLEN``.
 
 Every operation ends within ``timeout`` seconds, connecting included, even when Redis or the network
@@ -47,6 +47,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from . import redis_scripts as scripts
 from ._loops import PerLoop
 from ._urls import split_url
 from .base import (
@@ -66,7 +67,6 @@ from .base import (
     new_version,
     prefix_upper_bound,
 )
-from . import redis_scripts as scripts
 from .redis_operations import RedisOperations, summary
 from .redis_scripts import UNVERSIONED as UNVERSIONED  # where it was before
 
@@ -341,7 +341,14 @@ class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
                 low = b"[" + prefix.encode("utf-8")
                 high = b"(" + upper.encode("utf-8") if upper is not None else b"+"
             flat: list[Any] = await client.eval(
-                scripts.SUMMARIES, 1, self._index_key, self._list_prefix, low, high, self._version_prefix, self._times_prefix
+                scripts.SUMMARIES,
+                1,
+                self._index_key,
+                self._list_prefix,
+                low,
+                high,
+                self._version_prefix,
+                self._times_prefix,
             )
             return [summary(*flat[i : i + 4]) for i in range(0, len(flat), 4)]
 

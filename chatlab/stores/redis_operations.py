@@ -91,7 +91,9 @@ class RedisOperations:
 
         async def work(client: Redis) -> int:
             deleted = 0
-            while count := int(await client.eval(scripts.SWEEP, 2, self._index_key, self._updated_key, cutoff, *prefixes)):
+            while count := int(
+                await client.eval(scripts.SWEEP, 2, self._index_key, self._updated_key, cutoff, *prefixes)
+            ):
                 deleted += count
             return deleted
 
@@ -103,7 +105,9 @@ class RedisOperations:
         now, offset = repr(self.clock()), 0
         try:
             while count := int(
-                await client.eval(scripts.UPGRADE, 2, self._index_key, self._updated_key, now, self._times_prefix, offset)
+                await client.eval(
+                    scripts.UPGRADE, 2, self._index_key, self._updated_key, now, self._times_prefix, offset
+                )
             ):
                 offset += count
         except Exception as exc:  # a failure here is the store's: say which

@@ -1,0 +1,54 @@
+"""The PostgreSQL store's tables: created on first use, or upgraded in place from schema versions 1 and 2.
+
+The statements are in :mod:`chatlab.stores.postgres_sql`; this is when and how they run, among processes
+that may start together.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .base import StoreError
+
+if TYPE_CHECKING:
+    from .postgres import PostgresChatHistoryStore
+
+SCHEMA_VERSION = 3
+
+
+async def ensure_schema(store: PostgresChatHistoryStore, conn: Any) -> None:
+    """Create the store's schema and tables if missing, or upgrade versions 1 and 2 in place, once per store."""
+    if store._schema_ready:
+        return
+    q = store._queries
+    async with conn.transaction():
+        # DDL only when the tables are missing: a role with no CREATE right can use a
+        # schema that someone else created.
+        cur = await conn.execute(
+            "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = 'chatlab_meta'",
+            (store.schema,),
+        )
+        if await cur.fetchone() is None:
+            # Serialize creation among processes starting together (CREATE ... IF NOT
+            # EXISTS alone can still collide on the catalog's unique indexes).
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"chatlab-schema:{store.schema}",))
+            cur = await conn.execute("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s", (store.schema,))
+            if await cur.fetchone() is None:
+                await conn.execute(q["create_schema"])
+            for statement in q["create"]:
+                await conn.execute(statement, {"now": store.clock()})
+            await conn.execute(q["version_set"], (str(SCHEMA_VERSION),))
+        row = await (await conn.execute(q["version_get"])).fetchone()
+        if row is not None and int(row[0]) in (1, 2):
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"chatlab-schema:{store.schema}",))
+            row = await (await conn.execute(q["version_get"])).fetchone()
+            if row is not None and int(row[0]) in (1, 2):  # not upgraded by another process meanwhile
+                for statement in q[f"upgrade_from_{int(row[0])}"]:
+                    await conn.execute(statement, {"now": store.clock()})
+                row = await (await conn.execute(q["version_get"])).fetchone()
+    if row is None or int(row[0]) != SCHEMA_VERSION:
+        raise StoreError(
+            f"PostgreSQL store {store.where} schema {store.schema} has schema version {row and row[0]}; "
+            f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
+        )
+    store._schema_ready = True

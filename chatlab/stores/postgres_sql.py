@@ -1,0 +1,127 @@
+"""The SQL of the PostgreSQL store: its tables, their in-place upgrades, and every statement it runs.
+
+Schema version 3 (see :mod:`chatlab.stores.postgres_schema` for when the tables are created or upgraded).
+Built once per store, for its schema: the table names are quoted identifiers, never text pasted in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def build_queries(schema: str) -> dict[str, Any]:
+    """Every statement of the store, its tables named in ``schema``, as composed SQL (lists: run in order)."""
+    from psycopg import sql
+
+    names = {
+        "schema": sql.Identifier(schema),
+        "meta": sql.Identifier(schema, "chatlab_meta"),
+        "conversations": sql.Identifier(schema, "chatlab_conversations"),
+        "messages": sql.Identifier(schema, "chatlab_messages"),
+        "idempotency": sql.Identifier(schema, "chatlab_idempotency"),
+        "idempotency_expiry": sql.Identifier("chatlab_idempotency_expiry"),
+        "updated_index": sql.Identifier("chatlab_conversations_updated"),
+    }
+    timestamps = [  # schema version 3
+        "ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS created_at double precision",
+        "ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS updated_at double precision",
+        "UPDATE {conversations} SET created_at = coalesce(created_at, %(now)s),"
+        " updated_at = coalesce(updated_at, %(now)s) WHERE created_at IS NULL OR updated_at IS NULL",
+        "CREATE INDEX IF NOT EXISTS {updated_index} ON {conversations} (updated_at)",
+    ]
+    idempotency_tables = [
+        "CREATE TABLE IF NOT EXISTS {idempotency} ("
+        " conversation_key text NOT NULL, idempotency_key text NOT NULL, fingerprint text NOT NULL,"
+        " version text NOT NULL, expires_at double precision NOT NULL,"
+        " PRIMARY KEY (conversation_key, idempotency_key))",
+        "CREATE INDEX IF NOT EXISTS {idempotency_expiry} ON {idempotency} (expires_at)",
+    ]
+    q: dict[str, str | list[str]] = {
+        "create_schema": "CREATE SCHEMA IF NOT EXISTS {schema}",
+        "create": [
+            "CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS {conversations} ("
+            " conversation_key text PRIMARY KEY, message_count bigint NOT NULL, version text,"
+            " created_at double precision, updated_at double precision)",
+            "CREATE TABLE IF NOT EXISTS {messages} ("
+            " conversation_key text NOT NULL, position bigint NOT NULL, body bytea NOT NULL,"
+            " PRIMARY KEY (conversation_key, position))",
+            *idempotency_tables,
+            *timestamps,
+        ],
+        "upgrade_from_2": [*timestamps, "UPDATE {meta} SET value = '3' WHERE key = 'schema_version'"],
+        "upgrade_from_1": [
+            "ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS version text",
+            "UPDATE {conversations} SET version = substr(md5(random()::text || clock_timestamp()::text"
+            " || conversation_key), 1, 16) || '.' || message_count WHERE version IS NULL",
+            *idempotency_tables,
+            *timestamps,
+            "UPDATE {meta} SET value = '3' WHERE key = 'schema_version'",
+        ],
+        "version_get": "SELECT value FROM {meta} WHERE key = 'schema_version'",
+        "version_set": "INSERT INTO {meta} (key, value) VALUES ('schema_version', %s) ON CONFLICT DO NOTHING",
+        "get": "SELECT body FROM {messages} WHERE conversation_key = %s ORDER BY position",
+        # one statement: one snapshot of the version and the messages
+        "read": "SELECT c.version, ARRAY(SELECT m.body FROM {messages} m"
+        " WHERE m.conversation_key = c.conversation_key ORDER BY m.position)"
+        " FROM {conversations} c WHERE c.conversation_key = %s",
+        # a range of the primary key, with the count and version of the same snapshot (LIMIT NULL: all)
+        "read_slice": "SELECT c.message_count, c.version, ARRAY(SELECT m.body FROM {messages} m"
+        " WHERE m.conversation_key = c.conversation_key AND m.position >= %s ORDER BY m.position LIMIT %s)"
+        " FROM {conversations} c WHERE c.conversation_key = %s",
+        "lock": "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+        "current": "SELECT version, message_count FROM {conversations} WHERE conversation_key = %s",
+        # an append's reads in one statement (after the lock: a fresh snapshot), its writes in one or two more
+        "append_current": "SELECT c.version, c.message_count, i.fingerprint, i.version FROM (SELECT) AS one"
+        " LEFT JOIN {conversations} c ON c.conversation_key = %s"
+        " LEFT JOIN {idempotency} i ON i.conversation_key = %s AND i.idempotency_key = %s AND i.expires_at > %s",
+        "append_write": "WITH c AS (INSERT INTO {conversations} AS c (conversation_key, message_count, version,"
+        " created_at, updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
+        " message_count = c.message_count + excluded.message_count, version = excluded.version,"
+        " updated_at = excluded.updated_at RETURNING message_count)"
+        " INSERT INTO {messages} (conversation_key, position, body)"
+        " SELECT %s, c.message_count - %s + t.ord - 1, t.body FROM c,"
+        " unnest(%s::bytea[]) WITH ORDINALITY AS t(body, ord)",
+        # the purge leaves the record being written alone: one statement must not touch a row twice
+        "idempotency_write": "WITH purged AS (DELETE FROM {idempotency} WHERE expires_at <= %s"
+        " AND NOT (conversation_key = %s AND idempotency_key = %s))"
+        " INSERT INTO {idempotency}"
+        " (conversation_key, idempotency_key, fingerprint, version, expires_at) VALUES (%s, %s, %s, %s, %s)"
+        " ON CONFLICT (conversation_key, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
+        " version = excluded.version, expires_at = excluded.expires_at",
+        "replace_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version,"
+        " created_at, updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
+        " message_count = excluded.message_count, version = excluded.version, updated_at = excluded.updated_at",
+        "restore_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version,"
+        " created_at, updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
+        " message_count = excluded.message_count, version = excluded.version,"
+        " created_at = excluded.created_at, updated_at = excluded.updated_at",
+        "due": "SELECT conversation_key FROM {conversations} WHERE updated_at <= %s"
+        " ORDER BY conversation_key LIMIT 1000",
+        "lock_many": "SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest(%s::text[]) AS k",
+        "sweep": "DELETE FROM {conversations} WHERE conversation_key = ANY(%s) AND updated_at <= %s"
+        " RETURNING conversation_key",
+        "delete_messages_many": "DELETE FROM {messages} WHERE conversation_key = ANY(%s)",
+        "insert_messages": "INSERT INTO {messages} (conversation_key, position, body)"
+        " SELECT %s, %s + t.ord - 1, t.body FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(body, ord)",
+        "delete_messages": "DELETE FROM {messages} WHERE conversation_key = %s",
+        "delete_conversation": "DELETE FROM {conversations} WHERE conversation_key = %s",
+        # "C" collation: byte order of UTF-8, which is code point order, as the other stores sort.
+        "summaries": "SELECT conversation_key, message_count, version, created_at, updated_at"
+        " FROM {conversations}"
+        ' ORDER BY conversation_key COLLATE "C"',
+        "summaries_from": "SELECT conversation_key, message_count, version, created_at, updated_at"
+        " FROM {conversations}"
+        ' WHERE conversation_key COLLATE "C" >= %s ORDER BY conversation_key COLLATE "C"',
+        "summaries_range": "SELECT conversation_key, message_count, version, created_at, updated_at"
+        " FROM {conversations}"
+        ' WHERE conversation_key COLLATE "C" >= %s AND conversation_key COLLATE "C" < %s'
+        ' ORDER BY conversation_key COLLATE "C"',
+    }
+    built: dict[str, Any] = {}
+    for name, text in q.items():
+        if isinstance(text, list):
+            built[name] = [sql.SQL(t).format(**names) for t in text]
+        else:
+            built[name] = sql.SQL(text).format(**names)
+    return built
