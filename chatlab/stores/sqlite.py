@@ -26,7 +26,7 @@ Guarantees:
 * Timestamps (schema version 3): ``created_at`` and ``updated_at`` (seconds since the epoch, the
   store's :attr:`clock`) on each conversation, set by the writing transaction; ``updated_at`` is
   indexed, so a retention :meth:`sweep` finds what is due without reading everything. A version
-  1 or 2 file is upgraded in place (its conversations get the upgrade's time).
+  1 or 2 file is upgraded in place (its conversations get the upgrade's time): :mod:`chatlab.stores.sqlite_schema`.
 """
 
 from __future__ import annotations
@@ -63,49 +63,11 @@ from .base import (
     version_matches,
 )
 from .sqlite_operations import SqliteOperations
+from .sqlite_schema import SCHEMA_VERSION, ensure_schema, rollback
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-SCHEMA_VERSION = 3
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS chatlab_meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS chatlab_conversations (
-    conversation_key TEXT PRIMARY KEY,
-    message_count    INTEGER NOT NULL,
-    version          TEXT,
-    created_at       REAL,
-    updated_at       REAL
-);
-CREATE TABLE IF NOT EXISTS chatlab_messages (
-    conversation_key TEXT    NOT NULL,
-    position         INTEGER NOT NULL,
-    body             BLOB    NOT NULL,
-    PRIMARY KEY (conversation_key, position)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS chatlab_idempotency (
-    conversation_key TEXT NOT NULL,
-    idempotency_key  TEXT NOT NULL,
-    fingerprint      TEXT NOT NULL,
-    version          TEXT NOT NULL,
-    expires_at       REAL NOT NULL,
-    PRIMARY KEY (conversation_key, idempotency_key)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS chatlab_idempotency_expiry ON chatlab_idempotency (expires_at);
-"""
-
-#: Schema version 3: when each conversation was created and last written (the index serves retention).
-_TIMESTAMPS = "CREATE INDEX IF NOT EXISTS chatlab_conversations_updated ON chatlab_conversations (updated_at)"
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    if conn.in_transaction:  # SQLite may have rolled back already (disk full, I/O error)
-        conn.execute("ROLLBACK")
 
 
 class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
@@ -150,7 +112,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
                     mode = self._retry_while_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
                 if str(mode).lower() != "wal":
                     raise StoreError(f"SQLite store {self.path}: cannot switch to WAL journal mode (got {mode!r})")
-            self._ensure_schema(conn)  # once per store: a flag after the first time
+            ensure_schema(self, conn)  # once per store: a flag after the first time
         except BaseException:
             conn.close()
             raise
@@ -165,52 +127,6 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
                 if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
                     raise
             time.sleep(0.01)
-
-    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
-        if self._schema_ready:
-            return
-        with self._schema_lock:
-            if self._schema_ready:
-                return
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                # not executescript(), which would COMMIT first: one statement at a time
-                for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
-                    conn.execute(statement)
-                row = conn.execute("SELECT value FROM chatlab_meta WHERE key = 'schema_version'").fetchone()
-                if row is None:
-                    conn.execute(
-                        "INSERT INTO chatlab_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-                    )
-                elif int(row[0]) in (1, 2):
-                    if int(row[0]) == 1:
-                        self._upgrade_from_1(conn)
-                    self._upgrade_from_2(conn, self.clock())
-                elif int(row[0]) != SCHEMA_VERSION:
-                    raise StoreError(
-                        f"SQLite store {self.path} has schema version {row[0]}; "
-                        f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
-                    )
-                conn.execute(_TIMESTAMPS)
-                conn.execute("COMMIT")
-            except BaseException:
-                _rollback(conn)
-                raise
-            self._schema_ready = True
-
-    @staticmethod
-    def _upgrade_from_1(conn: sqlite3.Connection) -> None:
-        """Version 1 had no versions: give each conversation one (the idempotency table is new)."""
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
-        if "version" not in columns:
-            conn.execute("ALTER TABLE chatlab_conversations ADD COLUMN version TEXT")
-        rows = conn.execute(
-            "SELECT conversation_key, message_count FROM chatlab_conversations WHERE version IS NULL"
-        ).fetchall()
-        conn.executemany(
-            "UPDATE chatlab_conversations SET version = ? WHERE conversation_key = ?",
-            [(new_version(count), key) for key, count in rows],
-        )
 
     def _run(self, work: Callable[[sqlite3.Connection], T], deadline: float) -> T:
         """Run ``work`` on an idle connection (in the calling worker thread) if ``deadline`` has not passed
@@ -264,7 +180,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
                     (conversation_key,),
                 ).fetchall()
             finally:
-                _rollback(conn)
+                rollback(conn)
             return Conversation([bytes(r[0]) for r in rows], row[0] if row is not None else ABSENT)
 
         return await self._call(work)
@@ -287,7 +203,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
                         (conversation_key, after, -1 if limit is None else limit),
                     ).fetchall()
             finally:
-                _rollback(conn)
+                rollback(conn)
             if row is None:
                 return ConversationSlice([], after, 0, ABSENT)
             return ConversationSlice([bytes(r[0]) for r in rows], after, row[0], row[1])

@@ -1,4 +1,4 @@
-"""What the SQLite store does beyond reads and writes: the timestamps' upgrade, migration's restore, retention.
+"""What the SQLite store does beyond reads and writes: migration's restore and retention.
 
 Mixed into :class:`~chatlab.stores.sqlite.SqliteChatHistoryStore` (schema version 3: ``created_at`` and
 ``updated_at`` on ``chatlab_conversations``, ``updated_at`` indexed).
@@ -22,20 +22,6 @@ class SqliteOperations:
     _call: Callable[[Callable[[sqlite3.Connection], Any]], Any]
     _writer: GroupCommitter
     _current: Callable[[sqlite3.Connection, str, Collection[str] | None], tuple[str, int]]
-
-    @staticmethod
-    def _upgrade_from_2(conn: sqlite3.Connection, now: float) -> None:
-        """Version 2 had no timestamps: each conversation gets the upgrade's time as both."""
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
-        for column in ("created_at", "updated_at"):
-            if column not in columns:
-                conn.execute(f"ALTER TABLE chatlab_conversations ADD COLUMN {column} REAL")
-        conn.execute(
-            "UPDATE chatlab_conversations SET created_at = coalesce(created_at, ?),"
-            " updated_at = coalesce(updated_at, ?)",
-            (now, now),
-        )
-        conn.execute("UPDATE chatlab_meta SET value = '3' WHERE key = 'schema_version'")  # version 3: timestamps
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         def body(conn: sqlite3.Connection) -> None:

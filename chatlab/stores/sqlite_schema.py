@@ -1,0 +1,116 @@
+"""The SQLite store's tables: created on first use, or upgraded in place from schema versions 1 and 2.
+
+Version 2 added versions and idempotency records, version 3 the timestamps (``created_at``, ``updated_at``,
+the latter indexed for retention). Creation and upgrade are one ``BEGIN IMMEDIATE`` transaction: processes
+opening the file together wait for each other, and a failed upgrade leaves the file as it was.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+from .base import StoreError, new_version
+
+if TYPE_CHECKING:
+    from .sqlite import SqliteChatHistoryStore
+
+SCHEMA_VERSION = 3
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS chatlab_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chatlab_conversations (
+    conversation_key TEXT PRIMARY KEY,
+    message_count    INTEGER NOT NULL,
+    version          TEXT,
+    created_at       REAL,
+    updated_at       REAL
+);
+CREATE TABLE IF NOT EXISTS chatlab_messages (
+    conversation_key TEXT    NOT NULL,
+    position         INTEGER NOT NULL,
+    body             BLOB    NOT NULL,
+    PRIMARY KEY (conversation_key, position)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS chatlab_idempotency (
+    conversation_key TEXT NOT NULL,
+    idempotency_key  TEXT NOT NULL,
+    fingerprint      TEXT NOT NULL,
+    version          TEXT NOT NULL,
+    expires_at       REAL NOT NULL,
+    PRIMARY KEY (conversation_key, idempotency_key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS chatlab_idempotency_expiry ON chatlab_idempotency (expires_at);
+"""
+
+#: Schema version 3: when each conversation was created and last written (the index serves retention).
+TIMESTAMPS = "CREATE INDEX IF NOT EXISTS chatlab_conversations_updated ON chatlab_conversations (updated_at)"
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:  # SQLite may have rolled back already (disk full, I/O error)
+        conn.execute("ROLLBACK")
+
+
+def ensure_schema(store: SqliteChatHistoryStore, conn: sqlite3.Connection) -> None:
+    """Create the tables if missing, or upgrade versions 1 and 2 in place, once per store (one transaction)."""
+    if store._schema_ready:
+        return
+    with store._schema_lock:
+        if store._schema_ready:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # not executescript(), which would COMMIT first: one statement at a time
+            for statement in filter(None, (s.strip() for s in SCHEMA.split(";"))):
+                conn.execute(statement)
+            row = conn.execute("SELECT value FROM chatlab_meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO chatlab_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+            elif int(row[0]) in (1, 2):
+                if int(row[0]) == 1:
+                    _upgrade_from_1(conn)
+                _upgrade_from_2(conn, store.clock())
+            elif int(row[0]) != SCHEMA_VERSION:
+                raise StoreError(
+                    f"SQLite store {store.path} has schema version {row[0]}; "
+                    f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
+                )
+            conn.execute(TIMESTAMPS)
+            conn.execute("COMMIT")
+        except BaseException:
+            rollback(conn)
+            raise
+        store._schema_ready = True
+
+
+def _upgrade_from_1(conn: sqlite3.Connection) -> None:
+    """Version 1 had no versions: give each conversation one (the idempotency table is new)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
+    if "version" not in columns:
+        conn.execute("ALTER TABLE chatlab_conversations ADD COLUMN version TEXT")
+    rows = conn.execute(
+        "SELECT conversation_key, message_count FROM chatlab_conversations WHERE version IS NULL"
+    ).fetchall()
+    conn.executemany(
+        "UPDATE chatlab_conversations SET version = ? WHERE conversation_key = ?",
+        [(new_version(count), key) for key, count in rows],
+    )
+
+
+def _upgrade_from_2(conn: sqlite3.Connection, now: float) -> None:
+    """Version 2 had no timestamps: each conversation gets the upgrade's time as both."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
+    for column in ("created_at", "updated_at"):
+        if column not in columns:
+            conn.execute(f"ALTER TABLE chatlab_conversations ADD COLUMN {column} REAL")
+    conn.execute(
+        "UPDATE chatlab_conversations SET created_at = coalesce(created_at, ?), updated_at = coalesce(updated_at, ?)",
+        (now, now),
+    )
+    conn.execute("UPDATE chatlab_meta SET value = '3' WHERE key = 'schema_version'")  # version 3: timestamps
