@@ -177,3 +177,32 @@ def test_the_import_arrows_run_one_way(side: str, forbidden: tuple[str, ...]) ->
 def test_the_modules_named_in_the_layout_exist() -> None:
     for name in ("client.provider", "service.app", "stores.base", "tutorial.offline_model", "vocabulary"):
         importlib.import_module(f"chatlab.{name}")
+
+
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_of_the_package_is_over_400_lines() -> None:
+    """The team's standard (issue 12): a module that grows past it holds more than one idea; split it."""
+    modules = sorted(PACKAGE.rglob("*.py"))
+    assert len(modules) > 50  # the whole package, not an empty glob
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in modules
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_the_stores_public_names_stay_where_they_were() -> None:
+    """The split of the store modules kept every name importable from where it was before."""
+    from chatlab.stores import postgres, redis, sqlite
+
+    assert postgres.CHATLAB_PARAMETERS == ("schema",) and redis.CHATLAB_PARAMETERS == ("prefix",)
+    assert postgres.split_url is redis.split_url
+    assert callable(sqlite.path_from_url)
+    assert redis.UNVERSIONED == "unversioned" and redis.DEFAULT_PREFIX == "chatlab:"
+    for module in (postgres, redis, sqlite):
+        assert module.SCHEMA_VERSION == 3
+    assert postgres.PostgresChatHistoryStore.schema_version == redis.RedisChatHistoryStore.schema_version == 3
+    assert sqlite.SqliteChatHistoryStore.schema_version == 3
