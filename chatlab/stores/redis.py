@@ -31,7 +31,7 @@ record. Summaries run as one Lua script too, a consistent snapshot of every conv
 Every operation ends within ``timeout`` seconds, connecting included, even when Redis or the network
 stops answering; the connection it waited on is then closed, never reused. redis-py's own retries
 are off: a retried script that had run before its answer was lost would append twice (chatlab's
-client retries with an ``Idempotency-Key`` instead).
+client retries with an ``Idempotency-Key`` instead). See :mod:`chatlab.stores.redis_connections`.
 
 Durability is Redis's own: with no persistence (``save ""``, ``appendonly no``) everything
 is lost when Redis restarts; see docs/stores.md for ``appendonly yes`` and ``appendfsync``.
@@ -41,11 +41,9 @@ Redis before the service answered.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 from . import redis_scripts as scripts
 from ._loops import PerLoop
@@ -67,6 +65,7 @@ from .base import (
     new_version,
     prefix_upper_bound,
 )
+from .redis_connections import RedisConnections, redacted
 from .redis_operations import RedisOperations, summary
 from .redis_scripts import UNVERSIONED as UNVERSIONED  # where it was before
 
@@ -85,16 +84,6 @@ DEFAULT_PREFIX = "chatlab:"
 CHATLAB_PARAMETERS = ("prefix",)
 
 
-def _redacted(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return f"unix:{parts.path}"
-    host = parts.hostname or "localhost"
-    port = parts.port or 6379
-    database = parts.path.lstrip("/") or "0"
-    return f"{host}:{port}/{database}"
-
-
 def _current_version(version: bytes | None, score: object, present: bool) -> str:
     """The version a conversation is at: its own, an old one's placeholder, or absent (also when its keys
     expired with a retention and only its index entry is left: ``present`` says whether its list exists)."""
@@ -103,7 +92,7 @@ def _current_version(version: bytes | None, score: object, present: bool) -> str
     return UNVERSIONED if score is not None and present else ABSENT
 
 
-class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
+class RedisChatHistoryStore(RedisConnections, RedisOperations, ChatHistoryStore):
     """History in Redis lists (layout created on first use).
 
     ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS); the extra
@@ -123,7 +112,7 @@ class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
         self.prefix = prefix if prefix is not None else ours.get("prefix", DEFAULT_PREFIX)
         self.timeout = timeout
         self.max_connections = max_connections
-        self.where = _redacted(client_url)
+        self.where = redacted(client_url)
         self.description = (
             f"Chat history is stored in Redis at {self.where} (key prefix {self.prefix!r}) and exposed over HTTP."
         )
@@ -153,25 +142,7 @@ class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
         # the length makes the split unambiguous whatever characters the two keys hold
         return f"{self._idempotency_prefix}{len(conversation_key)}:{conversation_key}:{idempotency_key}".encode()
 
-    # -- connections ------------------------------------------------------------------
-
-    async def _open_client(self) -> Redis:
-        import redis.asyncio
-        from redis.asyncio.retry import Retry
-        from redis.backoff import NoBackoff
-
-        return redis.asyncio.Redis.from_url(
-            self.client_url,
-            socket_timeout=self.timeout,
-            socket_connect_timeout=self.timeout,
-            max_connections=self.max_connections,
-            decode_responses=False,
-            retry=Retry(NoBackoff(), 0),  # see the module's docstring
-        )
-
-    @staticmethod
-    async def _close_client(client: Redis) -> None:
-        await client.aclose()
+    # -- the layout ---------------------------------------------------------------------
 
     async def _client(self) -> Redis:
         client = await self._clients.get()
@@ -194,27 +165,6 @@ class RedisChatHistoryStore(RedisOperations, ChatHistoryStore):
                 )
             self._schema_ready = True
         return client
-
-    async def _guard(self, work: Callable[[Redis], Awaitable[R]]) -> R:
-        """Await ``work(client)``; redis-py and socket errors become StoreError."""
-        import redis.exceptions
-
-        try:
-            async with asyncio.timeout(self.timeout):  # a cancelled read closes its connection (redis-py)
-                client = await self._client()
-                return await work(client)
-        except StoreError:
-            raise
-        except TimeoutError:
-            message = f"Redis at {self.where} did not answer within {self.timeout:g} s (the store timeout)"
-        except redis.exceptions.TimeoutError as exc:
-            message = f"Redis at {self.where} timed out: {exc}"
-        except redis.exceptions.ConnectionError as exc:
-            message = f"Redis at {self.where} is unreachable: {exc}"
-        except (redis.exceptions.RedisError, OSError) as exc:
-            message = f"Redis at {self.where} failed: {exc}"
-        log.warning("%s", message)
-        raise StoreError(message)
 
     # -- the store interface ----------------------------------------------------------
 
