@@ -1,7 +1,8 @@
 """What the PostgreSQL store does beyond reads and writes: migration's restore and retention.
 
 Mixed into :class:`~chatlab.stores.postgres.PostgresChatHistoryStore` (schema version 3: ``created_at`` and
-``updated_at`` on ``chatlab_conversations``, ``updated_at`` indexed); its statements are in :mod:`chatlab.stores.postgres_sql` with the others.
+``updated_at`` on ``chatlab_conversations``, ``updated_at`` indexed); its statements are in
+:mod:`chatlab.stores.postgres_sql` with the others.
 """
 
 from __future__ import annotations
