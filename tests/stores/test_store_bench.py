@@ -16,19 +16,22 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _leftovers(store: str, url: str) -> list[str]:
-    """Schemas or keys the benchmark created (named chatlab_bench_...) that are still there."""
+def _leftovers(store: str, url: str, pid: int) -> list[str]:
+    """Schemas or keys that the benchmark process ``pid`` created (chatlab_bench_<pid>_...) and left behind.
+
+    Only its own: another benchmark may share the server meanwhile."""
+    pattern = f"chatlab_bench_{pid}_"
     if store == "postgresql":
         import psycopg
 
         with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
-            rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'chatlab_bench%'").fetchall()
+            rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (pattern + "%",)).fetchall()
         return [name for (name,) in rows]
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=5)
     try:
-        return [key.decode() for key in client.scan_iter(match="chatlab_bench*", count=1000)]
+        return [key.decode() for key in client.scan_iter(match=pattern + "*", count=1000)]
     finally:
         client.close()
 
@@ -36,7 +39,6 @@ def _leftovers(store: str, url: str) -> list[str]:
 @pytest.mark.parametrize("store,backend", [("postgresql", "postgres"), ("redis", "redis")])
 def test_quick_bench_on_a_database_store(store: str, backend: str, request: pytest.FixtureRequest) -> None:
     url = request.getfixturevalue(f"{backend}_server")
-    before = set(_leftovers(store, url))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     env["CHATLAB_TEST_POSTGRES_URL" if store == "postgresql" else "CHATLAB_TEST_REDIS_URL"] = url
     cmd = [
@@ -60,10 +62,12 @@ def test_quick_bench_on_a_database_store(store: str, backend: str, request: pyte
         "--connections",
         "4",
     ]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT) as bench:
+        stdout, stderr = bench.communicate(timeout=300)
+    out = subprocess.CompletedProcess(cmd, bench.returncode, stdout, stderr)
     assert out.returncode == 0, out.stdout + out.stderr
     rows = [line.split() for line in out.stdout.splitlines() if line.strip()]
     assert [store, "read"] in [r[:2] for r in rows] and [store, "append"] in [r[:2] for r in rows], out.stdout
     storage = [r for r in rows if r[:1] == [store] and len(r) > 3 and all(c.replace(",", "").isdigit() for c in r[1:3])]
     assert storage and int(storage[0][1].replace(",", "")) > 0, out.stdout
-    assert set(_leftovers(store, url)) <= before, "the benchmark left its schema or keys behind"
+    assert _leftovers(store, url, bench.pid) == [], "the benchmark left its schema or keys behind"
