@@ -20,6 +20,11 @@ from .settings import ServiceSettings
 from .ui import add_viewer
 
 
+#: FastAPI's native OpenTelemetry, off: asking OpenTelemetry on every request whether a provider is
+#: configured cost a fifth of a read's CPU, for traces the service never promised (it has ``/metrics``).
+TELEMETRY_OFF = {"tracing": False, "metrics": False, "logs": False}
+
+
 def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
     """Build the service around a store (an instance, or a URL for :func:`chatlab.stores.open_store`).
 
@@ -39,6 +44,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
         version="1.0",
         lifespan=_lifespan(the_store, owned),
         redirect_slashes=False,  # a redirect would send the client to whatever Host it gave; /chat-history/ is a 400
+        telemetry=TELEMETRY_OFF,
     )
     add_error_handlers(app)
     add_health_routes(app, the_store)

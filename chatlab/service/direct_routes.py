@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import Depends, Request, Response
 from fastapi.routing import APIRoute
+from starlette.routing import request_response
 
 from .callers import caller_dependency
 from .parameters import conversation_key_dependency, read_position, refuse_unknown_query
@@ -23,7 +24,16 @@ Reader = Callable[[Request], Awaitable[dict[str, Any]]]
 
 
 class DirectRoute(APIRoute):
-    """A route whose endpoint, if marked with :func:`direct`, gets its arguments straight from the request."""
+    """A route whose endpoint, if marked with :func:`direct`, gets its arguments straight from the request.
+
+    Such a route is served as Starlette serves a plain route: FastAPI's wrapper around a handler adds
+    two ``AsyncExitStack`` per request for dependencies with ``yield``, which a direct endpoint has none of.
+    """
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        if getattr(endpoint, "direct_arguments", None) is not None and kwargs.get("max_body_size") is None:
+            self.app = request_response(self.get_route_handler())
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         declared = super().get_route_handler()
@@ -70,8 +80,10 @@ class Arguments:
 
     async def for_read(self, request: Request) -> dict[str, Any]:
         arguments = await self.caller_and_key(request)
-        if request.scope["query_string"]:
-            refuse_unknown_query(request, ("after", "limit"))
+        if not request.scope["query_string"]:  # the common read: no query to parse
+            arguments["after"] = arguments["limit"] = None
+            return arguments
+        refuse_unknown_query(request, ("after", "limit"))
         arguments["after"] = read_position(request, "after", 0)
         arguments["limit"] = read_position(request, "limit", 1)
         return arguments
