@@ -14,7 +14,7 @@ from .health import add_health_routes
 from .openapi import complete_openapi
 from .problems import add_error_handlers
 from .retention import sweeping
-from .routes import add_routes
+from .routes import add_routes, serve_conversations_first
 from .security.browser import BrowserGuard
 from .settings import ServiceSettings
 from .ui import add_viewer
@@ -53,6 +53,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     if settings.viewer:
         add_viewer(app)
     complete_openapi(app, settings)
+    serve_conversations_first(app)
     app.add_middleware(HeadLimits)
     if settings.cors_origins:
         _allow_cross_origin(app, settings.cors_origins)

@@ -56,6 +56,18 @@ def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings)
     _refuse_empty_key(app)
 
 
+def serve_conversations_first(app: FastAPI) -> None:
+    """Put the routes of ``/chat-history/{conversationKey}`` first in the app's router.
+
+    The router tries its routes in order and a miss costs about a microsecond (a third of a read's
+    CPU went on the 8 routes before them); these serve nearly every request. No other route's
+    path can match theirs, so what answers a request does not change; OpenAPI keeps the order the
+    routes were declared in (:func:`.openapi.complete_openapi`).
+    """
+    routes = app.router.routes
+    routes.sort(key=lambda route: getattr(route, "path", None) != "/chat-history/{conversationKey}")  # stable
+
+
 def _add_listing_routes(app: FastAPI, store: ChatHistoryStore, arguments: Arguments, errors: ErrorDocs) -> None:
     """``GET /`` and ``GET /chat-history``: what the service is and which conversations the caller has."""
 
