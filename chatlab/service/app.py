@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.telemetry import TelemetryConfig
 from starlette.middleware.cors import CORSMiddleware
 
 from ..stores import ChatHistoryStore, open_store
@@ -19,10 +20,9 @@ from .security.browser import BrowserGuard
 from .settings import ServiceSettings
 from .ui import add_viewer
 
-
 #: FastAPI's native OpenTelemetry, off: asking OpenTelemetry on every request whether a provider is
 #: configured cost a fifth of a read's CPU, for traces the service never promised (it has ``/metrics``).
-TELEMETRY_OFF = {"tracing": False, "metrics": False, "logs": False}
+TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 
 
 def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
