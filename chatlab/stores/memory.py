@@ -128,9 +128,10 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             bucket = self._buckets.get(conversation_key)
             return WriteResult(bucket.version if bucket is not None else ABSENT)
         bucket = self._locked_bucket(conversation_key)
+        record_key = _record_key(conversation_key, idempotency.key) if idempotency is not None else b""
         try:
             if idempotency is not None:
-                recorded = self._recorded(conversation_key, idempotency)
+                recorded = self._recorded(record_key, idempotency)
                 if recorded is not None:
                     return recorded
             if not version_matches(bucket.version, if_match):
@@ -140,7 +141,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 bucket.messages.extend(messages)
                 bucket.version = appended_version(bucket.version, len(bucket.messages))
             if idempotency is not None:
-                self._record(conversation_key, idempotency, bucket.version)
+                self._record(record_key, idempotency, bucket.version)
             return WriteResult(bucket.version)
         finally:
             self._unlock(conversation_key, bucket)  # a condition or record on an unknown key must not create it
@@ -223,9 +224,10 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
 
     # -- idempotency records (called with the conversation's lock held) ----------------
 
-    def _recorded(self, conversation_key: str, idempotency: Idempotency) -> WriteResult | None:
+    def _recorded(self, key: bytes, idempotency: Idempotency) -> WriteResult | None:
+        """The answer recorded under ``key`` (:func:`_record_key`) for this request, if any."""
         with self._records_lock:
-            record = self._records.get(_record_key(conversation_key, idempotency.key))
+            record = self._records.get(key)
         if record is None:
             return None
         expires, fingerprint, version = _unpack(record)
@@ -235,9 +237,8 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             raise IdempotencyKeyReused(idempotency.key)
         return WriteResult(version, replayed=True)
 
-    def _record(self, conversation_key: str, idempotency: Idempotency, version: str) -> None:
+    def _record(self, key: bytes, idempotency: Idempotency, version: str) -> None:
         now = self._clock()
-        key = _record_key(conversation_key, idempotency.key)
         with self._records_lock:
             self._records.pop(key, None)  # re-insert at the end
             self._records[key] = _pack(now + idempotency.ttl, _digest(idempotency.fingerprint), version)

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 
 import http_sf
@@ -60,10 +61,16 @@ def parse_if_match(value: str | None) -> tuple[str, ...] | None:
     return tuple(versions)
 
 
+#: A String without escapes, whitespace around it or parameters: its characters are the key.
+_PLAIN_KEY = re.compile(r'"[\x20\x21\x23-\x5b\x5d-\x7e]{1,255}"')
+
+
 def parse_idempotency_key(value: str | None) -> str | None:
     """The key of an ``Idempotency-Key`` header (the String, unquoted); ``None`` without the header."""
     if value is None:
         return None
+    if _PLAIN_KEY.fullmatch(value):  # the usual key, as the provider sends it: what http_sf would return
+        return value[1:-1]
     try:  # header values come as Latin-1 text: encoding gives back the bytes that were sent
         item = http_sf.parse(value.encode("latin-1"), tltype="item")  # (value, parameters)
     except (http_sf.StructuredFieldError, UnicodeEncodeError):
