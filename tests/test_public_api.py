@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import ast
-import importlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -174,9 +174,25 @@ def test_the_import_arrows_run_one_way(side: str, forbidden: tuple[str, ...]) ->
     assert not wrong, sorted(wrong)
 
 
-def test_the_modules_named_in_the_layout_exist() -> None:
-    for name in ("client.provider", "service.app", "stores.base", "tutorial.offline_model", "vocabulary"):
-        importlib.import_module(f"chatlab.{name}")
+def _layout_entries() -> set[str]:
+    """The files and folders the README's layout block names at its first level (``runner.py``, ``client/``)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    entries = set()
+    for line in block.splitlines()[2:]:  # after the fence's rest and the "chatlab/" line
+        if line.startswith("  ") and not line.startswith("   "):
+            entries.update(re.findall(r"(?:^|\s\s)([\w.]+(?:/|\.py))(?=\s|$)", line))  # a name after 2 spaces
+    return entries
+
+
+def test_the_readme_layout_names_every_part_of_the_package() -> None:
+    """Each first-level module and folder of the package is in the README's layout, and each one it names exists."""
+    named = _layout_entries()
+    real = {f"{path.name}/" for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()} | {
+        path.name for path in PACKAGE.glob("*.py") if path.name not in ("__init__.py", "__main__.py")
+    }
+    assert "client/" in named and "runner.py" in named  # the block was found and read
+    assert named == real, {"in the README only": sorted(named - real), "missing from it": sorted(real - named)}
 
 
 MAX_MODULE_LINES = 400
