@@ -10,30 +10,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+QUICK = ["--quick", "--lengths", "10,40", "--turns", "2", "--memory-messages", "200", "--load", "python"]
+QUICK += ["--seconds", "0.3", "--connections", "4"]
+
+
+def quick_bench(stores: str, **env: str) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``python -m chatlab bench --quick`` on ``stores`` (the smallest sizes), with ``env`` added; and its pid."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    cmd = [sys.executable, "-m", "chatlab", "bench", "--stores", stores, *QUICK]
+    run_env = {**os.environ, "PYTHONPATH": path, **env}
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=run_env, cwd=ROOT
+    ) as bench:
+        stdout, stderr = bench.communicate(timeout=300)
+    return subprocess.CompletedProcess(cmd, bench.returncode, stdout, stderr), bench.pid
+
+
 def test_quick_bench_prints_every_table_row() -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    cmd = [
-        sys.executable,
-        "-m",
-        "chatlab",
-        "bench",
-        "--quick",
-        "--stores",
-        "memory,sqlite",
-        "--lengths",
-        "10,40",
-        "--turns",
-        "2",
-        "--memory-messages",
-        "200",
-        "--load",
-        "python",
-        "--seconds",
-        "0.3",
-        "--connections",
-        "4",
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    out, _ = quick_bench("memory,sqlite")
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
 

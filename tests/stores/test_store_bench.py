@@ -6,14 +6,9 @@ PostgreSQL and Redis, whose helpers talk to the servers directly, and checks it 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.test_bench import quick_bench
 
 
 def _leftovers(store: str, url: str, pid: int) -> list[str]:
@@ -39,35 +34,11 @@ def _leftovers(store: str, url: str, pid: int) -> list[str]:
 @pytest.mark.parametrize("store,backend", [("postgresql", "postgres"), ("redis", "redis")])
 def test_quick_bench_on_a_database_store(store: str, backend: str, request: pytest.FixtureRequest) -> None:
     url = request.getfixturevalue(f"{backend}_server")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    env["CHATLAB_TEST_POSTGRES_URL" if store == "postgresql" else "CHATLAB_TEST_REDIS_URL"] = url
-    cmd = [
-        sys.executable,
-        "-m",
-        "chatlab",
-        "bench",
-        "--quick",
-        "--stores",
-        store,
-        "--lengths",
-        "10,40",
-        "--turns",
-        "2",
-        "--memory-messages",
-        "200",
-        "--load",
-        "python",
-        "--seconds",
-        "0.3",
-        "--connections",
-        "4",
-    ]
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT) as bench:
-        stdout, stderr = bench.communicate(timeout=300)
-    out = subprocess.CompletedProcess(cmd, bench.returncode, stdout, stderr)
+    variable = "CHATLAB_TEST_POSTGRES_URL" if store == "postgresql" else "CHATLAB_TEST_REDIS_URL"
+    out, pid = quick_bench(store, **{variable: url})
     assert out.returncode == 0, out.stdout + out.stderr
     rows = [line.split() for line in out.stdout.splitlines() if line.strip()]
     assert [store, "read"] in [r[:2] for r in rows] and [store, "append"] in [r[:2] for r in rows], out.stdout
     storage = [r for r in rows if r[:1] == [store] and len(r) > 3 and all(c.replace(",", "").isdigit() for c in r[1:3])]
     assert storage and int(storage[0][1].replace(",", "")) > 0, out.stdout
-    assert _leftovers(store, url, bench.pid) == [], "the benchmark left its schema or keys behind"
+    assert _leftovers(store, url, pid) == [], "the benchmark left its schema or keys behind"
