@@ -166,7 +166,7 @@ def test_keys_are_never_logged(keyed_service: BackgroundServer, caplog: pytest.L
 # -- the key file format ---------------------------------------------------------------------------
 
 
-def test_parse_the_documented_format(tmp_path) -> None:
+def test_parse_the_documented_format(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "keys.txt"
     path.write_text(
         "# namespace:key, one per line\n"
@@ -181,9 +181,13 @@ def test_parse_the_documented_format(tmp_path) -> None:
     assert keys.namespace_of("rotated-" + ALICE_KEY)[1] == "alice"
     assert keys.namespace_of(WRONG_KEY) is None
     assert ALICE_KEY not in repr(keys)
-    env = ApiKeys.from_env({"CHATLAB_API_KEYS": f"dave:{WRONG_KEY}", "CHATLAB_API_KEYS_FILE": str(path)})
+    monkeypatch.delenv("CHATLAB_API_KEYS", raising=False)
+    monkeypatch.delenv("CHATLAB_API_KEYS_FILE", raising=False)
+    assert ServiceSettings().api_keys is None
+    monkeypatch.setenv("CHATLAB_API_KEYS", f"dave:{WRONG_KEY}")
+    monkeypatch.setenv("CHATLAB_API_KEYS_FILE", str(path))
+    env = ServiceSettings().api_keys
     assert env is not None and env.namespaces == ["alice", "bob", "carol", "dave"]
-    assert ApiKeys.from_env({}) is None
 
 
 @pytest.mark.parametrize(

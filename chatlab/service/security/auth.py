@@ -109,17 +109,6 @@ class ApiKeys:
         return cls.parse(text, source=str(path))
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ApiKeys | None:
-        """Keys from ``CHATLAB_API_KEYS`` and/or the file ``CHATLAB_API_KEYS_FILE``; ``None`` if neither is set."""
-        env = os.environ if environ is None else environ
-        found: list[ApiKeys] = []
-        if env.get("CHATLAB_API_KEYS", "").strip():
-            found.append(cls.parse(env["CHATLAB_API_KEYS"]))
-        if env.get("CHATLAB_API_KEYS_FILE", "").strip():
-            found.append(cls.from_file(env["CHATLAB_API_KEYS_FILE"]))
-        return cls.combine(*found) if found else None
-
-    @classmethod
     def combine(cls, *sets: ApiKeys) -> ApiKeys:
         combined = cls.__new__(cls)
         entries: dict[bytes, str] = {}
