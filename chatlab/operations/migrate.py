@@ -51,7 +51,10 @@ def _check_urls(source: str, target: str) -> None:
                 "postgresql and redis stores (export a running service with `chatlab export --url`)"
             )
     if source.strip() == target.strip():
-        raise ValueError("--from and --to name the same store")
+        raise ValueError(
+            "--from and --to name the same store: give --to the store to copy into (another SQLite file, "
+            "PostgreSQL database or schema, or Redis database or prefix)"
+        )
 
 
 async def migrate(
