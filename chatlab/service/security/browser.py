@@ -24,6 +24,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..problems import problem_response
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+#: How many served ``Host`` values are remembered: a client sends one or two; a bound keeps strangers' out of memory.
+MAX_SERVED_VALUES = 64
 
 
 def host_name(host: str) -> str | None:
@@ -55,6 +57,8 @@ class BrowserGuard:
         extra = {host_name(h) or h for h in allowed_hosts}
         self.any_host = "*" in extra
         self.names = frozenset(extra | set(LOOPBACK_NAMES))
+        #: ``Host`` values whose name is served on any address (not those served for the address they came in on)
+        self.served: set[bytes] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         refusal = self._refusal(scope) if scope["type"] == "http" else None
@@ -65,15 +69,19 @@ class BrowserGuard:
 
     def _refusal(self, scope: Scope) -> tuple[int, str] | None:
         """The status and detail of a refusal, or ``None`` to serve the request."""
-        host = next((value.decode("latin-1") for name, value in scope["headers"] if name == b"host"), None)
-        if host is None:
+        raw = next((value for name, value in scope["headers"] if name == b"host"), None)
+        if raw is None:
             return 400, "the request has no Host header: send the host name you reach the service by"
-        if not self.any_host:
-            name = host_name(host)
-            server = scope.get("server")
-            if name is None or (name not in self.names and (server is None or name != server[0])):
-                return 421, (
-                    f"this service does not answer for the host {host!r}: reach it by localhost or its address, "
-                    "or start it with --allowed-host NAME (CHATLAB_ALLOWED_HOSTS) to serve that name"
-                )
+        if self.any_host or raw in self.served:  # the Host value of nearly every request, known served
+            return None
+        host = raw.decode("latin-1")
+        name = host_name(host)
+        if name in self.names and len(self.served) < MAX_SERVED_VALUES:
+            self.served.add(raw)
+        server = scope.get("server")
+        if name is None or (name not in self.names and (server is None or name != server[0])):
+            return 421, (
+                f"this service does not answer for the host {host!r}: reach it by localhost or its address, "
+                "or start it with --allowed-host NAME (CHATLAB_ALLOWED_HOSTS) to serve that name"
+            )
         return None
