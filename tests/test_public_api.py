@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import chatlab
+from tests.missing import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "chatlab"
@@ -118,8 +119,9 @@ def _mypy_strict(script: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.skipif(MYPY is None, reason="mypy is not installed (pip install -e '.[lint]')")
 def test_a_user_script_passes_mypy_strict(tmp_path: Path) -> None:
+    if MYPY is None:
+        skip_or_fail("mypy is not installed: pip install -e '.[lint]'")
     script = tmp_path / "user_script.py"
     script.write_text(textwrap.dedent(USER_SCRIPT), encoding="utf-8")
     result = _mypy_strict(script)
