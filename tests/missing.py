@@ -13,3 +13,11 @@ def skip_or_fail(message: str) -> NoReturn:
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"CI must run this test: {message}")
     pytest.skip(message)
+
+
+def require_module(name: str, extra: str) -> None:
+    """Import ``name`` or skip (fail under CI) saying which extra installs it."""
+    try:
+        __import__(name)
+    except ImportError:
+        skip_or_fail(f"{name} is not installed: pip install -e '.[{extra}]'")

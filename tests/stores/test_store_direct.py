@@ -11,6 +11,7 @@ from store_helpers import batch, batches_present, check_batches
 
 from chatlab.stores import ChatHistoryStore, ConversationSummary, InMemoryChatHistoryStore, StoreError, open_store
 from chatlab.stores.sqlite import SqliteChatHistoryStore, path_from_url
+from tests.missing import require_module
 
 # Bytes a JSON encoder may produce: escapes, non-ASCII (2-, 3- and 4-byte UTF-8), nulls, nesting.
 ODD_MESSAGES = [
@@ -242,7 +243,7 @@ def test_a_newer_schema_is_refused(backend, store_url):
 
 
 def test_unreachable_postgres_raises_store_error(closed_port):
-    pytest.importorskip("psycopg")
+    require_module("psycopg", "postgres")
     from chatlab.stores.postgres import PostgresChatHistoryStore
 
     store = PostgresChatHistoryStore(f"postgresql://postgres@127.0.0.1:{closed_port}/test", timeout=1.0)
@@ -254,7 +255,7 @@ def test_unreachable_postgres_raises_store_error(closed_port):
 
 
 def test_unreachable_redis_raises_store_error(closed_port):
-    pytest.importorskip("redis")
+    require_module("redis", "redis")
     from chatlab.stores.redis import RedisChatHistoryStore
 
     store = RedisChatHistoryStore(f"redis://127.0.0.1:{closed_port}/0", timeout=1.0)
@@ -288,8 +289,8 @@ def test_open_store_selects_by_url(tmp_path, monkeypatch):
 
 
 def test_open_store_selects_the_server_stores_lazily():
-    pytest.importorskip("psycopg")
-    pytest.importorskip("redis")
+    require_module("psycopg", "postgres")
+    require_module("redis", "redis")
     from chatlab.stores.postgres import PostgresChatHistoryStore
     from chatlab.stores.redis import RedisChatHistoryStore
 

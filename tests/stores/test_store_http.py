@@ -13,6 +13,7 @@ from store_helpers import batch, check_batches, run_writers
 from chatlab.runner import BackgroundServer
 from chatlab.service import create_app, start_service
 from chatlab.stores import ChatHistoryStore, open_store
+from tests.missing import require_module
 from tests.summaries import article
 
 # The reference's content types, with nulls, nesting, non-ASCII and escapes.
@@ -146,10 +147,10 @@ def test_refused_request_changes_nothing(http: httpx.Client):
 
 def _unreachable(backend: str, port: int, tmp_path) -> ChatHistoryStore:
     if backend == "postgres":
-        pytest.importorskip("psycopg")
+        require_module("psycopg", "postgres")
         return open_store(f"postgresql://postgres@127.0.0.1:{port}/test", timeout=1.0)
     if backend == "redis":
-        pytest.importorskip("redis")
+        require_module("redis", "redis")
         return open_store(f"redis://127.0.0.1:{port}/0", timeout=1.0)
     return open_store(str(tmp_path / "missing-dir" / "history.db"))
 
