@@ -26,6 +26,19 @@ def quick_bench(stores: str, **env: str) -> tuple[subprocess.CompletedProcess[st
     return subprocess.CompletedProcess(cmd, bench.returncode, stdout, stderr), bench.pid
 
 
+def assert_store_alone_rows(stdout: str, store: str) -> None:
+    """A database store's HTTP rows carry the store alone's rate and ratio to the ceiling, positive, and
+    the bound each goal is measured against is spelled out under the table."""
+    for op in ("read", "append"):
+        row = next(line for line in stdout.splitlines() if line.split()[:2] == [store, op])
+        rate, ratio = row.split("|")[3].split()
+        assert float(rate.replace(",", "")) > 0 and float(ratio) > 0, row
+        bound = f"  {store} {op} alone "
+        assert any(line.startswith(bound) and " of the ceiling: the goal " in line for line in stdout.splitlines())
+        goal = next(line for line in stdout.splitlines() if line.startswith(f"  {store} {op} >= "))
+        assert "(the store alone: " in goal, goal
+
+
 def test_quick_bench_prints_every_table_row() -> None:
     out, _ = quick_bench("memory,sqlite")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -52,3 +65,6 @@ def test_quick_bench_prints_every_table_row() -> None:
     ):
         assert any(line.startswith(f"  {goal}") and line.endswith(("(met)", "(NOT met)")) for line in lines), goal
     assert "tracemalloc" in out.stdout
+    assert_store_alone_rows(out.stdout, "sqlite")
+    assert not any(line.startswith("  memory read alone") for line in lines)  # no database to bound it
+    assert row("store", "op") and "store alone req/s" in out.stdout

@@ -7,7 +7,9 @@ URLs are given):
    conversation and of appending a 4-message batch with an ``Idempotency-Key``, the service
    started as ``chatlab serve`` starts it, against a bare Starlette app (the *ceiling*), which
    is itself measured against a raw ASGI app (the *limit*), all on the same server stack
-   (:mod:`chatlab.serverstack`) in the same run. Ratios are medians of back-to-back pairs.
+   (:mod:`chatlab.serverstack`) in the same run. Ratios are medians of back-to-back pairs. For each
+   database store, the store alone (:mod:`.database`: no HTTP, no service) in the same rounds: the
+   bound the database sets on this machine.
 2. **Provider** (:mod:`.turns`): the time and HTTP bytes of one agent turn at history lengths
    10, 1,000 and 10,000, the lengths measured in the same rounds.
 3. **Storage** (:mod:`.storage`): bytes per message under the provider's traffic: the

@@ -1,14 +1,15 @@
 """The benchmark's database paths (isolation, storage measurement, clean-up) run against the real servers.
 
 tests/test_bench.py covers the tables with memory and SQLite; this runs the same quick benchmark on
-PostgreSQL and Redis, whose helpers talk to the servers directly, and checks it leaves nothing behind.
+PostgreSQL and Redis, whose helpers talk to the servers directly (the store alone's rows among them), and
+checks it leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.test_bench import quick_bench
+from tests.test_bench import assert_store_alone_rows, quick_bench
 
 
 def _leftovers(store: str, url: str, pid: int) -> list[str]:
@@ -41,4 +42,5 @@ def test_quick_bench_on_a_database_store(store: str, backend: str, request: pyte
     assert [store, "read"] in [r[:2] for r in rows] and [store, "append"] in [r[:2] for r in rows], out.stdout
     storage = [r for r in rows if r[:1] == [store] and len(r) > 3 and all(c.replace(",", "").isdigit() for c in r[1:3])]
     assert storage and int(storage[0][1].replace(",", "")) > 0, out.stdout
+    assert_store_alone_rows(out.stdout, store)
     assert _leftovers(store, url, pid) == [], "the benchmark left its schema or keys behind"
