@@ -12,9 +12,11 @@ idempotency record of its own, durable as the store makes it (fsync'ed WAL, sync
 commit, Redis as configured), to 64 conversations in turn. What the service adds on top
 (HTTP, FastAPI, decoding and fingerprinting the body) is not done.
 
-Beside the rate: the bench process's CPU over the run, in cores. Near 1.0 the Python client
-(one thread) is what stops it, and the database could serve more; for SQLite it includes the
-database itself, which runs in the process's threads.
+Beside the rate: the bench process's CPU time per operation, what chatlab's store code and the
+Python driver cost (for SQLite the database's own work too: it runs in the process's threads).
+One core at that cost serves at most ``1000 / ms`` operations a second, so where that is near the
+rate, the Python client is the limit and the database could serve more. (CPU time, not the share
+of a core: on a shared machine a busy process may get less than a core.)
 """
 
 from __future__ import annotations
@@ -38,10 +40,10 @@ WARM_UP = 30
 
 @dataclass
 class AloneRun:
-    """One run of the store alone: operations per second, and the bench process's CPU in cores."""
+    """One run of the store alone: operations per second, and the bench process's CPU milliseconds per operation."""
 
     rps: float
-    cpu: float
+    cpu_ms: float
 
 
 class StoreAlone:
@@ -106,8 +108,8 @@ class StoreAlone:
 
         started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(worker() for _ in range(self.concurrency)))
-        elapsed = time.perf_counter() - started
-        return AloneRun(done / elapsed, (time.process_time() - cpu) / elapsed)
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        return AloneRun(done / elapsed, cpu * 1000 / done if done else float("nan"))
 
     def close(self) -> None:
         try:

@@ -104,17 +104,19 @@ def print_alone_bounds(rows: Sequence[HttpRow], tasks: int) -> None:
     say(
         f"store alone = no HTTP, no service: chatlab's store object (its code and driver) called from {tasks} asyncio "
         "tasks in the bench process on the stack's loop, each run beside a pair's ceiling run (ratio: the median "
-        "against them): the most the database serves for the service's operation on this machine (where the bench "
-        "process uses about 1 core, its Python is the limit, not the database)"
+        "against them): the most the database serves for the service's operation on this machine through chatlab's "
+        "store code. Beside it the bench process's CPU per operation (SQLite's included): one core at that cost "
+        "serves at most the client limit; a rate near it is the Python client's limit, not the database's"
     )
     for r in bounded:
         alone, goal = r.alone_run, http_goal(r)
         assert alone is not None and goal is not None
-        reach = "within reach" if r.alone_ratio >= goal else "out of reach even without HTTP"
+        reach = "within reach" if r.alone_ratio >= goal else "out of reach of the store alone"
         say(
             f"  {r.store} {r.op} alone {alone.rps:,.0f}/s = {r.alone_ratio:.2f} of the ceiling: the goal {goal} needs "
             f"{goal * r.base.rps:,.0f}/s ({reach}); the service reaches {r.ratio:.2f} of the ceiling, "
-            f"{r.ratio / r.alone_ratio:.2f} of the store alone; bench process CPU {alone.cpu:.2f} cores"
+            f"{r.ratio / r.alone_ratio:.2f} of the store alone; store code CPU {alone.cpu_ms:.2f} ms/op in the bench "
+            f"process (client limit {1000 / alone.cpu_ms:,.0f}/s per core)"
         )
 
 
