@@ -88,6 +88,7 @@ class StoreAlone:
         self._runner.run(self._warm_up(op))
 
     async def _warm_up(self, op: str) -> None:
+        await self._calls[op]()  # one first: the store checks its schema on first use
         await asyncio.gather(*(self._calls[op]() for _ in range(WARM_UP)))
         if op == "read" and len((await self.store.read(READ_KEY)).messages) != READ_MESSAGES:
             raise RuntimeError(f"the {self.name} store alone reads another conversation than the service")
