@@ -104,9 +104,10 @@ def print_alone_bounds(rows: Sequence[HttpRow], tasks: int) -> None:
     say(
         f"store alone = no HTTP, no service: chatlab's store object (its code and driver) called from {tasks} asyncio "
         "tasks in the bench process on the stack's loop, each run beside a pair's ceiling run (ratio: the median "
-        "against them): the most the database serves for the service's operation on this machine through chatlab's "
-        "store code. Beside it the bench process's CPU per operation (SQLite's included): one core at that cost "
-        "serves at most the client limit; a rate near it is the Python client's limit, not the database's"
+        "against them): the most the service's operation gets through chatlab's store code and Python driver on this "
+        "machine, so the bound of any chatlab service on this store; the database itself may serve more (pgbench, "
+        "redis-benchmark). Beside it the bench process's CPU per operation (SQLite's included): one core at that "
+        "cost serves at most the client limit"
     )
     for r in bounded:
         alone, goal = r.alone_run, http_goal(r)
