@@ -12,13 +12,13 @@ gets its turns; ``python -m chatlab bench`` measures what a concurrent ``GET /``
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import threading
 from functools import partial
 
 import anyio
 from fastapi import Request
+from starlette.requests import ClientDisconnect
 
 from ..vocabulary import Refused
 from . import schema as wire
@@ -71,29 +71,29 @@ class BodyReader:
                     gc.enable()
 
     async def _read(self, request: Request) -> bytes:
-        """The request body, refused with 413 as soon as it is known to exceed the limit, and with 408 (closing
-        the connection) when it has not all arrived within ``body_timeout``: a slow sender holds no connection."""
+        """The request body, refused with 413 as soon as it is known to exceed the limit.
+
+        A body that does not all arrive within ``body_timeout`` is answered 408 by the connection
+        (:mod:`.connections`), which then tells the app the client is gone: nothing is written.
+        Read from ``receive`` itself: Starlette's ``request.stream()`` is an async generator, dearer per body.
+        """
         limit = self._settings.max_body_bytes
         # 19 digits or more are over any limit, and are not made an int (of thousands of digits, int() raises)
         declared = request.headers.get("content-length", "").lstrip("0")
         if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
             raise self._too_large()
-        chunks, size = [], 0
-        try:
-            async with asyncio.timeout(self._settings.body_timeout):
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > limit:
-                        raise self._too_large()
-                    chunks.append(chunk)
-        except TimeoutError:
-            timeout = self._settings.body_timeout
-            raise Refused(
-                408,
-                f"the body did not arrive within {timeout:g} s (got {size} bytes): send it at once",
-                headers={"Connection": "close"},
-            ) from None
-        return b"".join(chunks)
+        chunks, size, receive = [], 0, request.receive
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientDisconnect()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise self._too_large()
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _too_large(self) -> Refused:
         """The 413 of a body over the limit (built only when one is: this is every write's path)."""

@@ -6,7 +6,14 @@ that opens sockets and sends nothing, or sends a header byte now and then, holds
 past the cap, locks everyone else out). :func:`bounded_protocol` adds that deadline to uvicorn's
 own HTTP protocol class: from a connection's opening (or its previous answer) a request's headers
 must arrive within ``header_timeout``, else the connection is closed (with a 408 if part of a
-request came). A slow *body* is bounded where the app reads it (:mod:`.bodies`).
+request came); and a request's body, once its headers are in, within ``body_timeout``, else it is
+answered 408 and the connection closed.
+
+The body's deadline is kept here, not where the app reads the body, because here it costs nothing
+for the usual request: one whose body arrived with its headers (as a small JSON body does) never
+arms a timer; an ``asyncio.timeout`` around every read of a body was about a tenth of an append's
+CPU. Under another server than chatlab's (``serve``, :func:`~chatlab.service.start_service`), that
+server's own timeouts apply.
 """
 
 from __future__ import annotations
@@ -31,20 +38,23 @@ def server_options(settings: ServiceSettings, http: str | None = None) -> dict[s
         "timeout_keep_alive": settings.keep_alive_timeout,
         # uvicorn counts the connection a request came on: at N it refuses the N-th, so N + 1 serves N
         "limit_concurrency": settings.max_connections + 1,
-        "http": bounded_protocol(http, settings.header_timeout),
+        "http": bounded_protocol(http, settings.header_timeout, settings.body_timeout),
     }
 
 
 @functools.cache  # one class per choice: equal settings give equal server options (see BackgroundServer.ensure)
-def bounded_protocol(http: str, header_timeout: float) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol ``http`` ("auto", "h11", "httptools") with a deadline on each request's headers."""
+def bounded_protocol(http: str, header_timeout: float, body_timeout: float) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol ``http`` ("auto", "h11", "httptools") with deadlines on each request's headers
+    and body."""
     base: type[Any] = import_from_string(HTTP_PROTOCOLS[http])
-    timeout = _timeout_response(header_timeout)
+    timeout = _timeout_response(f"the request's headers did not arrive within {header_timeout:g} s; send a request at once")
+    body_late = _timeout_response(f"the body did not arrive within {body_timeout:g} s: send it at once")
 
     class HeaderDeadline(base):  # type: ignore[misc]  # uvicorn picks the base class at run time
-        """Close a connection whose next request's headers are not all in within the deadline."""
+        """Close a connection whose next request's headers, or whose request's body, are not all in in time."""
 
         _deadline: asyncio.TimerHandle | None = None
+        _body_deadline: asyncio.TimerHandle | None = None
         _partial = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:
@@ -54,6 +64,13 @@ def bounded_protocol(http: str, header_timeout: float) -> type[asyncio.Protocol]
         def data_received(self, data: bytes) -> None:
             self._partial = True
             super().data_received(data)
+            cycle = self.cycle
+            if cycle is not None and cycle.more_body and not cycle.response_complete:
+                if self._body_deadline is None:  # headers in, body not: from now on it has body_timeout
+                    self._body_deadline = self.loop.call_later(body_timeout, self._body_expired, cycle)
+            elif self._body_deadline is not None:
+                self._body_deadline.cancel()
+                self._body_deadline = None
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -61,8 +78,9 @@ def bounded_protocol(http: str, header_timeout: float) -> type[asyncio.Protocol]
                 self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            if self._deadline is not None:
-                self._deadline.cancel()
+            for deadline in (self._deadline, self._body_deadline):
+                if deadline is not None:
+                    deadline.cancel()
             super().connection_lost(exc)
 
         def _arm(self) -> None:
@@ -80,19 +98,24 @@ def bounded_protocol(http: str, header_timeout: float) -> type[asyncio.Protocol]
                     self.transport.write(timeout)
                 self.transport.close()
 
+        def _body_expired(self, cycle: Any) -> None:
+            """``cycle``'s body is still not all in: answer 408 (unless the app answered already) and close.
+
+            The app, waiting for the rest, is told the client is gone and its answer goes nowhere; nothing
+            was written, since a write's messages are read whole before anything is stored."""
+            self._body_deadline = None
+            if cycle.more_body and not cycle.response_complete and not self.transport.is_closing():
+                if not cycle.response_started:
+                    self.transport.write(body_late)
+                self.transport.close()
+
     HeaderDeadline.__name__ = HeaderDeadline.__qualname__ = f"HeaderDeadline{base.__name__}"
     return HeaderDeadline
 
 
-def _timeout_response(header_timeout: float) -> bytes:
-    """A 408 problem JSON that closes the connection, written as raw bytes (no request to answer through)."""
-    body = json.dumps(
-        {
-            "title": "Request Timeout",
-            "status": 408,
-            "detail": f"the request's headers did not arrive within {header_timeout:g} s; send a request at once",
-        }
-    ).encode()
+def _timeout_response(detail: str) -> bytes:
+    """A 408 problem JSON that closes the connection, written as raw bytes (past the app)."""
+    body = json.dumps({"title": "Request Timeout", "status": 408, "detail": detail}).encode()
     head = (
         "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/problem+json\r\n"
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
