@@ -47,7 +47,9 @@ def bounded_protocol(http: str, header_timeout: float, body_timeout: float) -> t
     """uvicorn's HTTP protocol ``http`` ("auto", "h11", "httptools") with deadlines on each request's headers
     and body."""
     base: type[Any] = import_from_string(HTTP_PROTOCOLS[http])
-    timeout = _timeout_response(f"the request's headers did not arrive within {header_timeout:g} s; send a request at once")
+    timeout = _timeout_response(
+        f"the request's headers did not arrive within {header_timeout:g} s; send a request at once"
+    )
     body_late = _timeout_response(f"the body did not arrive within {body_timeout:g} s: send it at once")
 
     class HeaderDeadline(base):  # type: ignore[misc]  # uvicorn picks the base class at run time

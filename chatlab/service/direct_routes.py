@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from fastapi import Depends, Request, Response
+from fastapi.middleware.asyncexitstack import AsyncExitStackMiddleware
 from fastapi.routing import APIRoute
-from starlette.routing import request_response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .callers import caller_dependency
 from .parameters import conversation_key_dependency, read_position, refuse_unknown_query
@@ -26,14 +27,16 @@ Reader = Callable[[Request], Awaitable[dict[str, Any]]]
 class DirectRoute(APIRoute):
     """A route whose endpoint, if marked with :func:`direct`, gets its arguments straight from the request.
 
-    Such a route is served as Starlette serves a plain route: FastAPI's wrapper around a handler adds
+    Such a route is served as a plain ASGI app (:func:`_served`): FastAPI's wrapper around a handler adds
     two ``AsyncExitStack`` per request for dependencies with ``yield``, which a direct endpoint has none of.
     """
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         super().__init__(path, endpoint, **kwargs)
         if getattr(endpoint, "direct_arguments", None) is not None and kwargs.get("max_body_size") is None:
-            self.app = request_response(self.get_route_handler())
+            self.app = _served(self.get_route_handler())
+        else:  # FastAPI's handler closes uploaded files on the stack its middleware used to give every request
+            self.app = AsyncExitStackMiddleware(self.app)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         declared = super().get_route_handler()
@@ -47,6 +50,21 @@ class DirectRoute(APIRoute):
             return response
 
         return handler
+
+
+def _served(handler: Callable[[Request], Coroutine[Any, Any, Response]]) -> ASGIApp:
+    """``handler`` as an ASGI app; what it raises goes to the app's ``ExceptionMiddleware``.
+
+    Starlette's ``request_response`` would wrap every request in a second exception handling of its
+    own, with a wrapper around each message sent: the same handlers, looked up the same way, so one
+    layer gives the same answers.
+    """
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        response = await handler(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+    return app
 
 
 def direct(reader: Reader) -> Callable[[Any], Any]:

@@ -11,9 +11,7 @@ fraction of either (a key is at most 128 characters; an API key, a version, an i
 
 from __future__ import annotations
 
-from starlette.types import ASGIApp, Receive, Scope, Send
-
-from .problems import problem_response
+from starlette.types import Scope
 
 #: RFC 9110 section 4.1 asks servers to take URLs of at least 8,000 octets.
 MAX_URL_BYTES = 8 * 1024
@@ -21,20 +19,12 @@ MAX_URL_BYTES = 8 * 1024
 MAX_HEADER_BYTES = 8 * 1024
 
 
-class HeadLimits:
-    """ASGI middleware: refuse a request whose URL or header fields are over the limits, before anything else."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            url = len(scope.get("raw_path") or scope["path"].encode()) + len(scope["query_string"])
-            if url > MAX_URL_BYTES:
-                detail = f"the URL is {url} bytes; the limit is {MAX_URL_BYTES}: conversation keys are short"
-                return await problem_response(414, detail)(scope, receive, send)
-            headers = sum(len(name) + len(value) + 4 for name, value in scope["headers"])
-            if headers > MAX_HEADER_BYTES:
-                detail = f"the header fields are {headers} bytes in all; the limit is {MAX_HEADER_BYTES}"
-                return await problem_response(431, detail)(scope, receive, send)
-        await self.app(scope, receive, send)
+def head_refusal(scope: Scope) -> tuple[int, str] | None:
+    """The status and detail of a refusal of this request's head, or ``None`` (see :mod:`.guard`)."""
+    url = len(scope.get("raw_path") or scope["path"].encode()) + len(scope["query_string"])
+    if url > MAX_URL_BYTES:
+        return 414, f"the URL is {url} bytes; the limit is {MAX_URL_BYTES}: conversation keys are short"
+    headers = sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+    if headers > MAX_HEADER_BYTES:
+        return 431, f"the header fields are {headers} bytes in all; the limit is {MAX_HEADER_BYTES}"
+    return None

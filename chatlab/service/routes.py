@@ -34,7 +34,7 @@ from ..stores.base import Idempotency
 from ..vocabulary import Refused
 from . import schema as wire
 from .bodies import BodyReader
-from .direct_routes import Arguments, DirectRoute, direct
+from .direct_routes import Arguments, direct
 from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_docs, header_doc, problem_doc
 from .parameters import After, IdempotencyKey, IfMatch, Limit, parse_header
 from .responses import JSON, json_response
@@ -47,7 +47,6 @@ SERVICE_NAME = "chat-history-service"
 
 def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
     """Add every endpoint, in the order of the table above."""
-    app.router.route_class = DirectRoute  # the routes marked with direct() read their own arguments
     arguments = Arguments(settings)
     errors = error_docs(settings)
     _add_listing_routes(app, store, arguments, errors)

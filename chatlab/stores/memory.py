@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
 import struct
 import threading
 import time
@@ -243,10 +242,13 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             self._records.pop(key, None)  # re-insert at the end
             self._records[key] = _pack(now + idempotency.ttl, _digest(idempotency.fingerprint), version)
             # drop expired records from the front, oldest first, stopping at the first live one (with equal
-            # TTLs the rest are younger): usually one look, not a scan
-            for k in list(itertools.islice(self._records, 64)):
-                if _EXPIRES.unpack_from(self._records[k])[0] > now:
+            # TTLs the rest are younger): usually one look, not a scan, and no list made
+            expired = []
+            for k, record in self._records.items():
+                if _EXPIRES.unpack_from(record)[0] > now or len(expired) == 64:
                     break
+                expired.append(k)
+            for k in expired:
                 del self._records[k]
 
 

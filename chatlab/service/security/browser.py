@@ -19,9 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from starlette.types import ASGIApp, Receive, Scope, Send
-
-from ..problems import problem_response
+from starlette.types import Scope
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 #: How many served ``Host`` values are remembered: a client sends one or two; a bound keeps strangers' out of memory.
@@ -49,25 +47,17 @@ def is_json(content_type: str) -> bool:
     return media == "application/json" or (media.endswith("+json") and "/" in media)
 
 
-class BrowserGuard:
-    """ASGI middleware: 400 without a ``Host``, 421 for a ``Host`` the service does not serve."""
+class ServedHosts:
+    """The ``Host`` check: 400 without a ``Host``, 421 for one the service does not serve (:mod:`..guard` runs it)."""
 
-    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str] = ()) -> None:
-        self.app = app
+    def __init__(self, allowed_hosts: Iterable[str] = ()) -> None:
         extra = {host_name(h) or h for h in allowed_hosts}
         self.any_host = "*" in extra
         self.names = frozenset(extra | set(LOOPBACK_NAMES))
         #: ``Host`` values whose name is served on any address (not those served for the address they came in on)
         self.served: set[bytes] = set()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        refusal = self._refusal(scope) if scope["type"] == "http" else None
-        if refusal is None:
-            await self.app(scope, receive, send)
-        else:
-            await problem_response(*refusal)(scope, receive, send)
-
-    def _refusal(self, scope: Scope) -> tuple[int, str] | None:
+    def refusal(self, scope: Scope) -> tuple[int, str] | None:
         """The status and detail of a refusal, or ``None`` to serve the request."""
         raw = next((value for name, value in scope["headers"] if name == b"host"), None)
         if raw is None:
