@@ -27,19 +27,28 @@ def caller_dependency(settings: ServiceSettings) -> Any:
 
 def _rate_limit(settings: ServiceSettings) -> Callable[[str], None]:
     """Count a request against ``identity``; 429 with ``Retry-After`` once it is over the limit."""
-    limiter = RateLimiter(settings.rate_limit) if settings.rate_limit else None
+    if not settings.rate_limit:
+        return _unlimited
+    limiter = RateLimiter(settings.rate_limit)
 
     def limit(identity: str) -> None:
-        if limiter is not None:
-            wait = limiter.take(identity)
-            if wait:
-                raise Refused(
-                    429,
-                    f"too many requests: the limit is {limiter.limit}; retry after the Retry-After seconds",
-                    headers={"Retry-After": retry_after_header(wait)},
-                )
+        wait = limiter.take(identity)
+        if wait:
+            raise Refused(
+                429,
+                f"too many requests: the limit is {limiter.limit}; retry after the Retry-After seconds",
+                headers={"Retry-After": retry_after_header(wait)},
+            )
 
     return limit
+
+
+def _unlimited(identity: str) -> None:
+    """No rate limit."""
+
+
+#: The caller of every request to an open service without a rate limit.
+_ANYONE = Caller(None, "client")
 
 
 def _client(request: Request) -> str:
@@ -50,10 +59,17 @@ def _client(request: Request) -> str:
 def _open_caller(limit: Callable[[str], None]) -> Any:
     """The article's open service: every caller sees the one namespace."""
 
-    async def open_caller(request: Request) -> Caller:
-        identity = _client(request)
-        limit(identity)
-        return Caller(None, identity)
+    if limit is _unlimited:  # the identity would count for nothing: one caller does for every request
+
+        async def open_caller(request: Request) -> Caller:
+            return _ANYONE
+
+    else:
+
+        async def open_caller(request: Request) -> Caller:
+            identity = _client(request)
+            limit(identity)
+            return Caller(None, identity)
 
     open_caller.resolve = open_caller  # type: ignore[attr-defined]  # the same, called directly
     return open_caller

@@ -243,7 +243,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             self._records[key] = _pack(now + idempotency.ttl, _digest(idempotency.fingerprint), version)
             # drop expired records from the front, oldest first, stopping at the first live one (with equal
             # TTLs the rest are younger): usually one look, not a scan, and no list made
-            expired = []
+            expired: list[bytes] = []
             for k, record in self._records.items():
                 if _EXPIRES.unpack_from(record)[0] > now or len(expired) == 64:
                     break
