@@ -87,14 +87,15 @@ class Arguments:
     def __init__(self, settings: ServiceSettings) -> None:
         caller = caller_dependency(settings)
         self._caller = caller.resolve
-        self._key = conversation_key_dependency(settings)
+        key = conversation_key_dependency(settings)
+        self._check_key = key.check
         self.caller = Depends(caller)
-        self.key = Depends(self._key)
+        self.key = Depends(key)
 
     async def caller_and_key(self, request: Request) -> dict[str, Any]:
         """Who calls, then which conversation, as FastAPI solves them: no valid API key is a 401 whatever the key."""
         caller = await self._caller(request)
-        return {"caller": caller, "key": await self._key(request.path_params["conversationKey"])}
+        return {"caller": caller, "key": self._check_key(request.path_params["conversationKey"])}
 
     async def for_read(self, request: Request) -> dict[str, Any]:
         arguments = await self.caller_and_key(request)
@@ -114,8 +115,9 @@ class Arguments:
         return arguments
 
     async def for_replace(self, request: Request) -> dict[str, Any]:
-        arguments = await self.for_delete(request)
+        arguments = await self.caller_and_key(request)
         arguments["request"] = request
+        arguments["if_match"] = request.headers.get("if-match")
         return arguments
 
     async def for_delete(self, request: Request) -> dict[str, Any]:

@@ -65,6 +65,11 @@ def conversation_key_dependency(settings: ServiceSettings) -> Any:
     max_length = settings.key_max_length
     rule = _key_rule(settings)
 
+    def check(key: str) -> str:
+        if not (1 <= len(key) <= max_length and pattern.fullmatch(key)):
+            raise Refused(400, f"invalid conversationKey: {rule}")
+        return key
+
     async def conversation_key(
         key: str = Path(
             alias="conversationKey",
@@ -73,10 +78,9 @@ def conversation_key_dependency(settings: ServiceSettings) -> Any:
             json_schema_extra={"pattern": settings.key_pattern, "minLength": 1, "maxLength": max_length},
         ),
     ) -> str:
-        if not (1 <= len(key) <= max_length and pattern.fullmatch(key)):
-            raise Refused(400, f"invalid conversationKey: {rule}")
-        return key
+        return check(key)
 
+    conversation_key.check = check  # type: ignore[attr-defined]  # the same check, called directly (.direct_routes)
     return conversation_key
 
 
