@@ -10,7 +10,7 @@ from typing import Any
 
 
 def build_queries(schema: str) -> dict[str, Any]:
-    """Every statement of the store, its tables named in ``schema``, as composed SQL (lists: run in order)."""
+    """Every statement of the store, its tables named in ``schema`` (quoted identifiers), as text (lists: in order)."""
     from psycopg import sql
 
     names = {
@@ -130,10 +130,8 @@ def build_queries(schema: str) -> dict[str, Any]:
         ' WHERE conversation_key COLLATE "C" >= %s AND conversation_key COLLATE "C" < %s'
         ' ORDER BY conversation_key COLLATE "C"',
     }
-    built: dict[str, Any] = {}
-    for name, text in q.items():
-        if isinstance(text, list):
-            built[name] = [sql.SQL(t).format(**names) for t in text]
-        else:
-            built[name] = sql.SQL(text).format(**names)
-    return built
+
+    def render(text: str) -> str:  # once: psycopg then caches a text query's conversion, not a composed one's
+        return sql.SQL(text).format(**names).as_string(None)
+
+    return {name: [render(t) for t in text] if isinstance(text, list) else render(text) for name, text in q.items()}
