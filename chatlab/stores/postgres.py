@@ -17,7 +17,8 @@ Guarantees:
 * Versions and idempotency records (schema version 2): every write (a delete too) first takes a
   transaction-scoped advisory lock on its conversation key, then checks ``if_match`` and the
   idempotency record, writes, and records, all in one transaction; so a check and its write
-  are one atomic step across processes, also for a conversation that does not exist yet.
+  are one atomic step across processes, also for a conversation that does not exist yet. An append
+  is one round trip: the lock and one statement that checks and writes, pipelined up to one Sync.
   A read of messages and version is one statement, one snapshot. A version 1 schema is
   upgraded in place on first use (each conversation gets a version).
 * Timestamps (schema version 3): ``created_at`` and ``updated_at`` (seconds since the epoch, the
