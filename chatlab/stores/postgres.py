@@ -17,7 +17,8 @@ Guarantees:
 * Versions and idempotency records (schema version 2): every write (a delete too) first takes a
   transaction-scoped advisory lock on its conversation key, then checks ``if_match`` and the
   idempotency record, writes, and records, all in one transaction; so a check and its write
-  are one atomic step across processes, also for a conversation that does not exist yet.
+  are one atomic step across processes, also for a conversation that does not exist yet. An append
+  is one round trip: the lock and one statement that checks and writes, pipelined up to one Sync.
   A read of messages and version is one statement, one snapshot. A version 1 schema is
   upgraded in place on first use (each conversation gets a version).
 * Timestamps (schema version 3): ``created_at`` and ``updated_at`` (seconds since the epoch, the
@@ -52,8 +53,8 @@ from .base import (
     IdempotencyKeyReused,
     VersionMismatch,
     WriteResult,
-    appended_version,
     check_slice,
+    new_generation,
     new_version,
     prefix_upper_bound,
     version_matches,
@@ -169,32 +170,34 @@ class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
         batch = [bytes(m) for m in messages]
         if not batch and if_match is None and idempotency is None:
             return WriteResult((await self.read(conversation_key)).version)
-        q = self._queries
-        # pipelined: BEGIN, the lock and the reads go in one round trip, the writes and COMMIT in another; the
-        # server still runs them in order, so the reads see the conversation as the lock holder left it
-        async with self._connection() as conn, conn.pipeline(), conn.transaction():
-            await conn.execute(q["lock"], (f"chatlab:{self.schema}:{conversation_key}",))
-            now = time.time()
-            idem_key = idempotency.key if idempotency is not None else None
-            cur = await conn.execute(q["append_current"], (conversation_key, conversation_key, idem_key, now))
-            version, count, fingerprint, recorded = await cur.fetchone()
-            version, count = (version, count) if version is not None else (ABSENT, 0)
-            if idempotency is not None and fingerprint is not None:
-                if fingerprint != idempotency.fingerprint:
-                    raise IdempotencyKeyReused(idempotency.key)
-                return WriteResult(recorded, replayed=True)
-            if not version_matches(version, if_match):
-                raise VersionMismatch(version)
-            if batch:
-                version = appended_version(version, count + len(batch))
-                written = self.clock()
-                args = (conversation_key, len(batch), version, written, written, conversation_key, len(batch), batch)
-                await conn.execute(q["append_write"], args)
-            if idempotency is not None:
-                key, fp, expires = idempotency.key, idempotency.fingerprint, now + idempotency.ttl
-                args2 = (now, conversation_key, key, conversation_key, key, fp, version, expires)
-                await conn.execute(q["idempotency_write"], args2)
-            return WriteResult(version)
+        now = time.time()
+        params = {
+            "key": conversation_key,
+            "now": now,
+            "n": len(batch),
+            "batch": batch,
+            "generation": new_generation(),  # the version's if the conversation does not exist yet
+            "written": self.clock(),
+            "if_match": None if if_match is None else list(if_match),
+            "idem": None if idempotency is None else idempotency.key,
+            "fingerprint": None if idempotency is None else idempotency.fingerprint,
+            "expires": None if idempotency is None else now + idempotency.ttl,
+        }
+        # the lock, then the statement that checks and writes, pipelined up to one Sync: one round trip and
+        # one implicit transaction, committed before the pipeline's exit returns
+        async with self._connection() as conn:
+            async with conn.pipeline():
+                await conn.execute(self._queries["lock"], (f"chatlab:{self.schema}:{conversation_key}",))
+                cur = await conn.execute(self._queries["append"], params)
+            version, fingerprint, recorded, written = await cur.fetchone()
+        version = version if version is not None else ABSENT
+        if idempotency is not None and fingerprint is not None:
+            if fingerprint != idempotency.fingerprint:
+                raise IdempotencyKeyReused(idempotency.key)
+            return WriteResult(recorded, replayed=True)
+        if not version_matches(version, if_match):
+            raise VersionMismatch(version)
+        return WriteResult(written)
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None

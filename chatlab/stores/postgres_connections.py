@@ -72,7 +72,7 @@ class Connection:
 
     def __init__(self, store: PostgresChatHistoryStore) -> None:
         self._store = store
-        self._cm: Any = None
+        self._pool: Any = None
         self._conn: Any = None
         self._deadline: asyncio.TimerHandle | None = None
         self.expired = False
@@ -87,9 +87,10 @@ class Connection:
         store = self._store
         self._deadline = asyncio.get_running_loop().call_later(store.timeout, self._expire)
         try:
-            pool = await store._pools.get()
-            self._cm = pool.connection()
-            conn = self._conn = await self._cm.__aenter__()
+            # getconn/putconn, not pool.connection(): its connection block only commits, and the connection is
+            # in autocommit mode; putconn rolls back whatever a failed operation left open
+            self._pool = await store._pools.get()
+            conn = self._conn = await self._pool.getconn()
             if self.expired:  # the deadline passed while the pool handed it over
                 shut_down(conn)
         except Exception as exc:
@@ -106,7 +107,7 @@ class Connection:
         assert self._deadline is not None
         self._deadline.cancel()
         try:
-            await self._cm.__aexit__(exc_type, exc, tb)  # the pool discards a connection that is broken
+            await self._pool.putconn(self._conn)  # the pool discards a connection that is broken
         except Exception as exit_exc:
             if exc is None:
                 raise store_error(self._store, exit_exc, self.expired) from exit_exc

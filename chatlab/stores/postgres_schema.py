@@ -24,20 +24,13 @@ async def ensure_schema(store: PostgresChatHistoryStore, conn: Any) -> None:
     async with conn.transaction():
         # DDL only when the tables are missing: a role with no CREATE right can use a
         # schema that someone else created.
-        cur = await conn.execute(
-            "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = 'chatlab_meta'",
-            (store.schema,),
-        )
-        if await cur.fetchone() is None:
+        if not await _tables_exist(store, conn):
             # Serialize creation among processes starting together (CREATE ... IF NOT
-            # EXISTS alone can still collide on the catalog's unique indexes).
+            # EXISTS alone can still collide on the catalog's unique indexes), and look again
+            # after the wait: DDL on tables already in use could deadlock with their writers.
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"chatlab-schema:{store.schema}",))
-            cur = await conn.execute("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s", (store.schema,))
-            if await cur.fetchone() is None:
-                await conn.execute(q["create_schema"])
-            for statement in q["create"]:
-                await conn.execute(statement, {"now": store.clock()})
-            await conn.execute(q["version_set"], (str(SCHEMA_VERSION),))
+            if not await _tables_exist(store, conn):
+                await _create(store, conn)
         row = await (await conn.execute(q["version_get"])).fetchone()
         if row is not None and int(row[0]) in (1, 2):
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"chatlab-schema:{store.schema}",))
@@ -52,3 +45,20 @@ async def ensure_schema(store: PostgresChatHistoryStore, conn: Any) -> None:
             f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
         )
     store._schema_ready = True
+
+
+async def _tables_exist(store: PostgresChatHistoryStore, conn: Any) -> bool:
+    cur = await conn.execute(
+        "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = 'chatlab_meta'", (store.schema,)
+    )
+    return await cur.fetchone() is not None
+
+
+async def _create(store: PostgresChatHistoryStore, conn: Any) -> None:
+    q = store._queries
+    cur = await conn.execute("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s", (store.schema,))
+    if await cur.fetchone() is None:
+        await conn.execute(q["create_schema"])
+    for statement in q["create"]:
+        await conn.execute(statement, {"now": store.clock()})
+    await conn.execute(q["version_set"], (str(SCHEMA_VERSION),))

@@ -10,7 +10,7 @@ from typing import Any
 
 
 def build_queries(schema: str) -> dict[str, Any]:
-    """Every statement of the store, its tables named in ``schema``, as composed SQL (lists: run in order)."""
+    """Every statement of the store, its tables named in ``schema`` (quoted identifiers), as text (lists: in order)."""
     from psycopg import sql
 
     names = {
@@ -71,24 +71,36 @@ def build_queries(schema: str) -> dict[str, Any]:
         " FROM {conversations} c WHERE c.conversation_key = %s",
         "lock": "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
         "current": "SELECT version, message_count FROM {conversations} WHERE conversation_key = %s",
-        # an append's reads in one statement (after the lock: a fresh snapshot), its writes in one or two more
-        "append_current": "SELECT c.version, c.message_count, i.fingerprint, i.version FROM (SELECT) AS one"
-        " LEFT JOIN {conversations} c ON c.conversation_key = %s"
-        " LEFT JOIN {idempotency} i ON i.conversation_key = %s AND i.idempotency_key = %s AND i.expires_at > %s",
-        "append_write": "WITH c AS (INSERT INTO {conversations} AS c (conversation_key, message_count, version,"
-        " created_at, updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
-        " message_count = c.message_count + excluded.message_count, version = excluded.version,"
-        " updated_at = excluded.updated_at RETURNING message_count)"
-        " INSERT INTO {messages} (conversation_key, position, body)"
-        " SELECT %s, c.message_count - %s + t.ord - 1, t.body FROM c,"
-        " unnest(%s::bytea[]) WITH ORDINALITY AS t(body, ord)",
+        # an append in one statement, after the lock (a fresh snapshot): it reads the conversation and the
+        # idempotency record, and writes only if the record is missing and if_match holds; the version as
+        # appended_version() makes it (a generation is what precedes a trailing ".<digits>", else the whole
+        # version; %(generation)s is the new one for a conversation that does not exist)
+        "append": "WITH cur AS (SELECT c.version AS v, CASE WHEN c.version IS NULL THEN 0 ELSE c.message_count END"
+        " AS cnt, i.fingerprint AS fp, i.version AS recorded FROM (SELECT) AS one"
+        " LEFT JOIN {conversations} c ON c.conversation_key = %(key)s"
+        " LEFT JOIN {idempotency} i ON i.conversation_key = %(key)s AND i.idempotency_key = %(idem)s"
+        " AND i.expires_at > %(now)s),"
+        " ok AS (SELECT CASE WHEN %(n)s = 0 THEN coalesce(v, '0')"
+        " ELSE CASE WHEN v IS NULL OR v = '0' THEN %(generation)s::text WHEN v ~ '^.+[.][0-9]+$'"
+        " THEN regexp_replace(v, '[.][0-9]+$', '') ELSE v END || '.' || (cnt + %(n)s) END AS version FROM cur"
+        " WHERE fp IS NULL AND (%(if_match)s::text[] IS NULL OR coalesce(v, '0') = ANY(%(if_match)s::text[])"
+        " OR ('*' = ANY(%(if_match)s::text[]) AND coalesce(v, '0') <> '0'))),"
+        " c AS (INSERT INTO {conversations} AS c (conversation_key, message_count, version, created_at, updated_at)"
+        " SELECT %(key)s, %(n)s, version, %(written)s, %(written)s FROM ok WHERE %(n)s > 0"
+        " ON CONFLICT (conversation_key) DO UPDATE SET message_count = c.message_count + excluded.message_count,"
+        " version = excluded.version, updated_at = excluded.updated_at RETURNING message_count),"
+        " m AS (INSERT INTO {messages} (conversation_key, position, body)"
+        " SELECT %(key)s, c.message_count - %(n)s + t.ord - 1, t.body FROM c,"
+        " unnest(%(batch)s::bytea[]) WITH ORDINALITY AS t(body, ord)),"
         # the purge leaves the record being written alone: one statement must not touch a row twice
-        "idempotency_write": "WITH purged AS (DELETE FROM {idempotency} WHERE expires_at <= %s"
-        " AND NOT (conversation_key = %s AND idempotency_key = %s))"
-        " INSERT INTO {idempotency}"
-        " (conversation_key, idempotency_key, fingerprint, version, expires_at) VALUES (%s, %s, %s, %s, %s)"
+        " purged AS (DELETE FROM {idempotency} WHERE %(idem)s::text IS NOT NULL AND EXISTS (SELECT FROM ok)"
+        " AND expires_at <= %(now)s AND NOT (conversation_key = %(key)s AND idempotency_key = %(idem)s)),"
+        " rec AS (INSERT INTO {idempotency} (conversation_key, idempotency_key, fingerprint, version, expires_at)"
+        " SELECT %(key)s, %(idem)s::text, %(fingerprint)s::text, version, %(expires)s::float8 FROM ok"
+        " WHERE %(idem)s::text IS NOT NULL"
         " ON CONFLICT (conversation_key, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
-        " version = excluded.version, expires_at = excluded.expires_at",
+        " version = excluded.version, expires_at = excluded.expires_at)"
+        " SELECT cur.v, cur.fp, cur.recorded, ok.version FROM cur LEFT JOIN ok ON true",
         "replace_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version,"
         " created_at, updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
         " message_count = excluded.message_count, version = excluded.version, updated_at = excluded.updated_at",
@@ -118,10 +130,8 @@ def build_queries(schema: str) -> dict[str, Any]:
         ' WHERE conversation_key COLLATE "C" >= %s AND conversation_key COLLATE "C" < %s'
         ' ORDER BY conversation_key COLLATE "C"',
     }
-    built: dict[str, Any] = {}
-    for name, text in q.items():
-        if isinstance(text, list):
-            built[name] = [sql.SQL(t).format(**names) for t in text]
-        else:
-            built[name] = sql.SQL(text).format(**names)
-    return built
+
+    def render(text: str) -> str:  # once: psycopg then caches a text query's conversion, not a composed one's
+        return sql.SQL(text).format(**names).as_string(None)
+
+    return {name: [render(t) for t in text] if isinstance(text, list) else render(text) for name, text in q.items()}

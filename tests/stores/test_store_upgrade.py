@@ -113,3 +113,28 @@ def test_redis_version_1_layout(redis_url: str) -> None:
         assert client.hget(f"{prefix}meta", "schema_version") == b"3"
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("stored", ["g.2", "a.b.2", "tok", "abc.12x", "x.", ".5"])
+def test_postgres_append_versions_as_appended_version_does(postgres_url: str, stored: str) -> None:
+    """The append computes the new version in SQL: it must be what ``appended_version`` gives in Python,
+    for any version a conversation may hold (older layouts wrote bare tokens)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    import psycopg
+
+    from chatlab.stores.base import appended_version
+
+    schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
+    store = open_store(postgres_url)
+
+    async def work() -> str:
+        try:
+            await store.append("c", OLD)
+            with psycopg.connect(postgres_url.split("?", 1)[0], autocommit=True) as conn:
+                conn.execute(f'UPDATE "{schema}".chatlab_conversations SET version = %s', (stored,))
+            return (await store.append("c", [NEW], if_match=[stored])).version
+        finally:
+            await store.close()
+
+    assert asyncio.run(work()) == appended_version(stored, 3)
