@@ -138,3 +138,21 @@ def test_postgres_append_versions_as_appended_version_does(postgres_url: str, st
             await store.close()
 
     assert asyncio.run(work()) == appended_version(stored, 3)
+
+
+def test_postgres_schema_made_once_by_many_first_calls(postgres_url: str) -> None:
+    """30 first calls at once on a fresh schema, from two stores (as two processes would): each waits for the one
+    that makes the tables and then uses them; none makes them again (which deadlocked against its neighbours)."""
+
+    async def main() -> None:
+        stores = [open_store(postgres_url), open_store(postgres_url)]
+        try:
+            calls = [stores[i % 2].append(f"k{i}", [NEW]) for i in range(30)]
+            results = await asyncio.gather(*calls, return_exceptions=True)
+            assert [r for r in results if isinstance(r, BaseException)] == []
+            assert len(await stores[0].summaries()) == 30
+        finally:
+            for store in stores:
+                await store.close()
+
+    asyncio.run(main())
