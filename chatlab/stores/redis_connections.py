@@ -19,6 +19,7 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from functools import cache
+from operator import methodcaller
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -53,16 +54,26 @@ class RedisPool:
 
     def __init__(self, url: str, limit: int, connect_timeout: float) -> None:
         import redis.asyncio
+        from redis.asyncio.connection import AbstractConnection
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
-        from redis.exceptions import MaxConnectionsError, NoScriptError, ResponseError
+        from redis.exceptions import ConnectionError, NoScriptError, ResponseError
 
         # redis-py's pool only reads the URL (TLS, sockets, credentials, database) and makes connections
         self._factory: Callable[[], AbstractConnection] = redis.asyncio.ConnectionPool.from_url(
             url, socket_timeout=None, socket_connect_timeout=connect_timeout, retry=Retry(NoBackoff(), 0)
         ).make_connection  # no socket timeout: the store's deadline bounds the whole operation
         self._limit = limit
-        self._too_many, self._no_script, self._error_reply = MaxConnectionsError, NoScriptError, ResponseError
+        self._pack: Callable[[tuple[Any, ...]], bytes] | None = None
+        try:  # hiredis packs a command in C, several times faster than redis-py (chatlab[redis] installs it)
+            from hiredis import pack_command
+
+            self._pack = pack_command
+        except ImportError:  # pragma: no cover - depends on the install
+            pass
+        self._too_many, self._no_script, self._error_reply = ConnectionError, NoScriptError, ResponseError
+        # redis-py 8 checks without reading; older ones read (and drop) what a dirty connection holds
+        self._dirty = methodcaller("can_read" if hasattr(AbstractConnection, "can_read") else "can_read_destructive")
         self._idle: list[AbstractConnection] = []
         self._open: set[AbstractConnection] = set()
 
@@ -74,7 +85,7 @@ class RedisPool:
             self._open.add(connection)
             return connection
         connection = self._idle.pop()
-        if connection.is_connected and await connection.can_read():  # closed by the server, or dirty
+        if connection.is_connected and await self._dirty(connection):  # closed by the server, or unread bytes
             await connection.disconnect()
         return connection
 
@@ -82,7 +93,8 @@ class RedisPool:
         """One command's reply (an error reply raised as redis-py's ``ResponseError``)."""
         connection = await self._checkout()
         try:
-            await connection.send_packed_command(connection.pack_command(*args), check_health=False)
+            packed = self._pack(args) if self._pack else connection.pack_command(*args)
+            await connection.send_packed_command(packed, check_health=False)
             reply = await connection.read_response()
         except self._error_reply:
             self._idle.append(connection)  # the whole reply was read: the connection is in step
