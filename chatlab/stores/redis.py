@@ -130,8 +130,8 @@ class RedisChatHistoryStore(RedisConnections, RedisOperations, ChatHistoryStore)
 
     # -- the layout ---------------------------------------------------------------------
 
-    async def _client(self) -> RedisPool:
-        pool = await self._clients.get()
+    async def _check_layout(self, pool: RedisPool) -> None:
+        """Create the layout, or upgrade it, or refuse one this chatlab does not know (once per store)."""
         if not self._schema_ready:
             version = await pool.script(scripts.SCHEMA, [self._meta_key], [SCHEMA_VERSION])
             if version is not None and int(version) in (1, 2):
@@ -147,7 +147,6 @@ class RedisChatHistoryStore(RedisConnections, RedisOperations, ChatHistoryStore)
                     "(and upgrades versions 1 and 2) only"
                 )
             self._schema_ready = True
-        return pool
 
     # -- the store interface ----------------------------------------------------------
 

@@ -14,7 +14,6 @@ command at a time; idle ones are reused last in, first out, and checked on check
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -23,6 +22,8 @@ from operator import methodcaller
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from ._deadlines import Deadlines
+from ._loops import PerLoop
 from .base import StoreError
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def _digest(script: str) -> str:
 class RedisPool:
     """One event loop's connections to Redis: at most ``limit`` open, idle ones reused."""
 
-    def __init__(self, url: str, limit: int, connect_timeout: float) -> None:
+    def __init__(self, url: str, limit: int, timeout: float) -> None:
         import redis.asyncio
         from redis.asyncio.connection import AbstractConnection
         from redis.asyncio.retry import Retry
@@ -61,9 +62,10 @@ class RedisPool:
 
         # redis-py's pool only reads the URL (TLS, sockets, credentials, database) and makes connections
         self._factory: Callable[[], AbstractConnection] = redis.asyncio.ConnectionPool.from_url(
-            url, socket_timeout=None, socket_connect_timeout=connect_timeout, retry=Retry(NoBackoff(), 0)
+            url, socket_timeout=None, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
         ).make_connection  # no socket timeout: the store's deadline bounds the whole operation
         self._limit = limit
+        self.deadlines = Deadlines(timeout)
         self._pack: Callable[[tuple[Any, ...]], bytes] | None = None
         try:  # hiredis packs a command in C, several times faster than redis-py (chatlab[redis] installs it)
             from hiredis import pack_command
@@ -115,6 +117,7 @@ class RedisPool:
 
     async def close(self) -> None:
         """Close every connection, those in use included."""
+        self.deadlines.close()
         connections, self._open, self._idle = self._open, set(), []
         for connection in connections:
             await connection.disconnect(nowait=True)
@@ -127,7 +130,9 @@ class RedisConnections:
     timeout: float
     max_connections: int
     where: str
-    _client: Callable[[], Awaitable[RedisPool]]
+    _clients: PerLoop[RedisPool]
+    _schema_ready: bool
+    _check_layout: Callable[[RedisPool], Awaitable[None]]
 
     async def _open_client(self) -> RedisPool:
         return RedisPool(self.client_url, self.max_connections, self.timeout)
@@ -136,23 +141,35 @@ class RedisConnections:
     async def _close_client(pool: RedisPool) -> None:
         await pool.close()
 
+    async def _first(self, pool: RedisPool, work: Callable[[RedisPool], Awaitable[R]]) -> R:
+        await self._check_layout(pool)
+        return await work(pool)
+
     async def _guard(self, work: Callable[[RedisPool], Awaitable[R]]) -> R:
         """Await ``work(pool)``; redis-py and socket errors become StoreError."""
-        import redis.exceptions
-
         try:
-            async with asyncio.timeout(self.timeout):  # a cancelled command closes its connection
-                pool = await self._client()
-                return await work(pool)
+            pool = await self._clients.get()  # no I/O: connections open on first use
+            # a command cancelled at the deadline closes its connection
+            return await pool.deadlines.run(work(pool) if self._schema_ready else self._first(pool, work))
         except StoreError:
             raise
-        except TimeoutError:
-            message = f"Redis at {self.where} did not answer within {self.timeout:g} s (the store timeout)"
-        except redis.exceptions.TimeoutError as exc:
-            message = f"Redis at {self.where} timed out: {exc}"
-        except redis.exceptions.ConnectionError as exc:
-            message = f"Redis at {self.where} is unreachable: {exc}"
-        except (redis.exceptions.RedisError, OSError) as exc:
-            message = f"Redis at {self.where} failed: {exc}"
+        except Exception as exc:
+            message = self._failure(exc)
+            if message is None:
+                raise
         log.warning("%s", message)
         raise StoreError(message)
+
+    def _failure(self, exc: Exception) -> str | None:
+        """What a redis-py or socket error (or the deadline) says; None for any other exception."""
+        import redis.exceptions
+
+        if isinstance(exc, TimeoutError):
+            return f"Redis at {self.where} did not answer within {self.timeout:g} s (the store timeout)"
+        if isinstance(exc, redis.exceptions.TimeoutError):
+            return f"Redis at {self.where} timed out: {exc}"
+        if isinstance(exc, redis.exceptions.ConnectionError):
+            return f"Redis at {self.where} is unreachable: {exc}"
+        if isinstance(exc, (redis.exceptions.RedisError, OSError)):
+            return f"Redis at {self.where} failed: {exc}"
+        return None
