@@ -25,12 +25,11 @@ runs as one atomic step. So an append (``ZADD`` + ``RPUSH`` of the whole batch) 
 and in order, all or nothing, whatever other clients (other service processes included) append
 meanwhile; a replace (``DEL`` + ``RPUSH``) and a delete (``ZREM`` + ``DEL``) are whole too; and an
 ``if_match`` condition or an idempotency record is checked in the same step as the write and the
-record. Summaries run as one Lua script too, a consistent snapshot of every conversation with its
-``LLEN``.
+record. Reads and summaries run as one Lua script too, a consistent snapshot (every script by ``EVALSHA``).
 
 Every operation ends within ``timeout`` seconds, connecting included, even when Redis or the network
-stops answering; the connection it waited on is then closed, never reused. redis-py's own retries
-are off: a retried script that had run before its answer was lost would append twice (chatlab's
+stops answering; the connection it waited on is then closed, never reused. Nothing is retried: a
+retried script that had run before its answer was lost would append twice (chatlab's
 client retries with an ``Idempotency-Key`` instead). See :mod:`chatlab.stores.redis_connections`.
 
 Durability is Redis's own: with no persistence (``save ""``, ``appendonly no``) everything
