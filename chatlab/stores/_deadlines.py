@@ -69,9 +69,3 @@ class Deadlines:
             del self._running[key]
             self._expired[key] = cancelling
             task.cancel()
-
-    def close(self) -> None:
-        """Stop the timer (operations still running are then unbounded: call when none are)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None

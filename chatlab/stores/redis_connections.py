@@ -58,7 +58,7 @@ class RedisPool:
         from redis.asyncio.connection import AbstractConnection
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
-        from redis.exceptions import ConnectionError, NoScriptError, ResponseError
+        from redis.exceptions import ConnectionError, NoScriptError, RedisError, ResponseError
 
         # redis-py's pool only reads the URL (TLS, sockets, credentials, database) and makes connections
         self._factory: Callable[[], AbstractConnection] = redis.asyncio.ConnectionPool.from_url(
@@ -74,27 +74,36 @@ class RedisPool:
         except ImportError:  # pragma: no cover - depends on the install
             pass
         self._too_many, self._no_script, self._error_reply = ConnectionError, NoScriptError, ResponseError
+        self._redis_error = RedisError
         # redis-py 8 checks without reading; older ones read (and drop) what a dirty connection holds
         self._dirty = methodcaller("can_read" if hasattr(AbstractConnection, "can_read") else "can_read_destructive")
         self._idle: list[AbstractConnection] = []
         self._open: set[AbstractConnection] = set()
 
-    async def _checkout(self) -> AbstractConnection:
-        if not self._idle:
-            if len(self._open) >= self._limit:
-                raise self._too_many("Too many connections")  # as redis-py's pool
-            connection = self._factory()
-            self._open.add(connection)
-            return connection
-        connection = self._idle.pop()
-        if connection.is_connected and await self._dirty(connection):  # closed by the server, or unread bytes
-            await connection.disconnect()
+    def _checkout(self) -> AbstractConnection:
+        if self._idle:
+            return self._idle.pop()
+        if len(self._open) >= self._limit:
+            raise self._too_many("Too many connections")  # as redis-py's pool
+        connection = self._factory()
+        self._open.add(connection)
         return connection
+
+    async def _reopen_if_stale(self, connection: AbstractConnection) -> None:
+        """As redis-py's pool: a connection the server closed, or with bytes unread, is opened again."""
+        if connection.is_connected:
+            try:
+                if not await self._dirty(connection):
+                    return
+            except (OSError, self._redis_error):
+                pass
+            await connection.disconnect()
 
     async def call(self, *args: Any) -> Any:
         """One command's reply (an error reply raised as redis-py's ``ResponseError``)."""
-        connection = await self._checkout()
+        connection = self._checkout()
         try:
+            await self._reopen_if_stale(connection)
             packed = self._pack(args) if self._pack else connection.pack_command(*args)
             await connection.send_packed_command(packed, check_health=False)
             reply = await connection.read_response()
@@ -117,7 +126,6 @@ class RedisPool:
 
     async def close(self) -> None:
         """Close every connection, those in use included."""
-        self.deadlines.close()
         connections, self._open, self._idle = self._open, set(), []
         for connection in connections:
             await connection.disconnect(nowait=True)

@@ -23,7 +23,6 @@ def test_an_operation_past_its_deadline_raises_timeout_error_and_others_finish()
         with pytest.raises(TimeoutError):
             await later
         assert await deadlines.run(asyncio.sleep(0, "after")) == "after"  # the timer is set again
-        deadlines.close()
 
     asyncio.run(main())
 
@@ -36,7 +35,6 @@ def test_a_cancellation_from_elsewhere_stays_a_cancellation() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        deadlines.close()
 
     asyncio.run(main())
 
@@ -48,6 +46,5 @@ def test_a_timeout_inside_an_outer_one_is_the_inner_one_s() -> None:
             with pytest.raises(TimeoutError):
                 await deadlines.run(asyncio.sleep(10))
             assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
-        deadlines.close()
 
     asyncio.run(main())
