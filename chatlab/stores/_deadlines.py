@@ -60,9 +60,7 @@ class Deadlines:
     def _expire(self) -> None:
         self._timer = None
         now = self._loop.time()
-        while self._running:
-            key = next(iter(self._running))
-            deadline, task, cancelling = self._running[key]
+        for key, (deadline, task, cancelling) in list(self._running.items()):
             if deadline > now:
                 self._timer = self._loop.call_at(deadline, self._expire)
                 return
