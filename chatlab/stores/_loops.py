@@ -27,25 +27,34 @@ class PerLoop(Generic[T]):
         self._closer = closer
         self._lock = threading.Lock()
         self._tasks: dict[asyncio.AbstractEventLoop, asyncio.Task[T]] = {}
+        self._opened: dict[asyncio.AbstractEventLoop, T] = {}  # the fast path: no lock, no shield
 
     async def get(self) -> T:
         """The resource of the running loop, opened now if needed (concurrent callers share one opening)."""
         loop = asyncio.get_running_loop()
+        resource = self._opened.get(loop)
+        if resource is not None:
+            return resource
         with self._lock:
             for other in [other for other in self._tasks if other.is_closed()]:
                 del self._tasks[other]  # a loop that ended (a finished asyncio.run): nothing left to close
+                self._opened.pop(other, None)
             task = self._tasks.get(loop)
             if task is None:
                 task = loop.create_task(self._opener())
                 self._tasks[loop] = task
         try:
-            return await asyncio.shield(task)
+            resource = await asyncio.shield(task)
         except BaseException:
             if task.done() and (task.cancelled() or task.exception() is not None):
                 with self._lock:  # a failed opening is retried by the next call
                     if self._tasks.get(loop) is task:
                         del self._tasks[loop]
             raise
+        with self._lock:
+            if self._tasks.get(loop) is task:  # not closed meanwhile
+                self._opened[loop] = resource
+        return resource
 
     async def close(self, timeout: float = 10.0) -> None:
         """Close every instance: this loop's here, another running loop's in that loop.
@@ -55,6 +64,7 @@ class PerLoop(Generic[T]):
         """
         with self._lock:
             tasks, self._tasks = self._tasks, {}
+            self._opened = {}
         current = asyncio.get_running_loop()
         for loop, task in tasks.items():
             try:

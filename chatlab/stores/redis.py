@@ -25,12 +25,11 @@ runs as one atomic step. So an append (``ZADD`` + ``RPUSH`` of the whole batch) 
 and in order, all or nothing, whatever other clients (other service processes included) append
 meanwhile; a replace (``DEL`` + ``RPUSH``) and a delete (``ZREM`` + ``DEL``) are whole too; and an
 ``if_match`` condition or an idempotency record is checked in the same step as the write and the
-record. Summaries run as one Lua script too, a consistent snapshot of every conversation with its
-``LLEN``.
+record. Reads and summaries run as one Lua script too, a consistent snapshot (every script by ``EVALSHA``).
 
 Every operation ends within ``timeout`` seconds, connecting included, even when Redis or the network
-stops answering; the connection it waited on is then closed, never reused. redis-py's own retries
-are off: a retried script that had run before its answer was lost would append twice (chatlab's
+stops answering; the connection it waited on is then closed, never reused. Nothing is retried: a
+retried script that had run before its answer was lost would append twice (chatlab's
 client retries with an ``Idempotency-Key`` instead). See :mod:`chatlab.stores.redis_connections`.
 
 Durability is Redis's own: with no persistence (``save ""``, ``appendonly no``) everything
@@ -43,13 +42,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from . import redis_scripts as scripts
 from ._loops import PerLoop
 from ._urls import split_url
 from .base import (
-    ABSENT,
     ChatHistoryStore,
     Conversation,
     ConversationSlice,
@@ -65,14 +63,9 @@ from .base import (
     new_version,
     prefix_upper_bound,
 )
-from .redis_connections import RedisConnections, redacted
+from .redis_connections import RedisConnections, RedisPool, redacted
 from .redis_operations import RedisOperations, summary
 from .redis_scripts import UNVERSIONED as UNVERSIONED  # where it was before
-
-if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
-R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 
@@ -82,14 +75,6 @@ DEFAULT_PREFIX = "chatlab:"
 
 #: Query parameters of a store URL that chatlab reads itself (redis-py would refuse them).
 CHATLAB_PARAMETERS = ("prefix",)
-
-
-def _current_version(version: bytes | None, score: object, present: bool) -> str:
-    """The version a conversation is at: its own, an old one's placeholder, or absent (also when its keys
-    expired with a retention and only its index entry is left: ``present`` says whether its list exists)."""
-    if version is not None:
-        return version.decode()
-    return UNVERSIONED if score is not None and present else ABSENT
 
 
 class RedisChatHistoryStore(RedisConnections, RedisOperations, ChatHistoryStore):
@@ -123,7 +108,7 @@ class RedisChatHistoryStore(RedisConnections, RedisOperations, ChatHistoryStore)
         self._idempotency_prefix = f"{self.prefix}idempotency:"
         self._times_prefix = f"{self.prefix}times:"
         self._updated_key = f"{self.prefix}updated"
-        self._clients: PerLoop[Redis] = PerLoop(self._open_client, self._close_client)
+        self._clients: PerLoop[RedisPool] = PerLoop(self._open_client, self._close_client)
         self._schema_ready = False
 
     def __repr__(self) -> str:
@@ -144,18 +129,15 @@ class RedisChatHistoryStore(RedisConnections, RedisOperations, ChatHistoryStore)
 
     # -- the layout ---------------------------------------------------------------------
 
-    async def _client(self) -> Redis:
-        client = await self._clients.get()
+    async def _check_layout(self, pool: RedisPool) -> None:
+        """Create the layout, or upgrade it, or refuse one this chatlab does not know (once per store)."""
         if not self._schema_ready:
-            pipe = client.pipeline(transaction=True)
-            pipe.hsetnx(self._meta_key, "schema_version", str(SCHEMA_VERSION))
-            pipe.hget(self._meta_key, "schema_version")
-            _, version = await pipe.execute()
+            version = await pool.script(scripts.SCHEMA, [self._meta_key], [SCHEMA_VERSION])
             if version is not None and int(version) in (1, 2):
                 # Layout 2 only adds keys (conversations without a version read as unversioned);
                 # layout 3 gives each conversation times (marking it keeps older chatlab versions away).
-                await self._upgrade_to_3(client)
-                await client.hset(self._meta_key, "schema_version", str(SCHEMA_VERSION))
+                await self._upgrade_to_3(pool)
+                await pool.call("HSET", self._meta_key, "schema_version", SCHEMA_VERSION)
                 version = str(SCHEMA_VERSION).encode()
             if version is None or int(version) != SCHEMA_VERSION:
                 raise StoreError(
@@ -164,44 +146,38 @@ class RedisChatHistoryStore(RedisConnections, RedisOperations, ChatHistoryStore)
                     "(and upgrades versions 1 and 2) only"
                 )
             self._schema_ready = True
-        return client
 
     # -- the store interface ----------------------------------------------------------
 
     async def get(self, conversation_key: str) -> list[EncodedMessage]:
-        async def work(client: Redis) -> list[EncodedMessage]:
-            messages: list[Any] = await client.lrange(self._list_key(conversation_key), 0, -1)
+        async def work(pool: RedisPool) -> list[EncodedMessage]:
+            messages: list[Any] = await pool.call("LRANGE", self._list_key(conversation_key), 0, -1)
             return messages
 
         return await self._guard(work)
 
-    async def read(self, conversation_key: str) -> Conversation:
-        async def work(client: Redis) -> Conversation:
-            pipe = client.pipeline(transaction=True)  # MULTI/EXEC: one snapshot
-            pipe.get(self._version_key(conversation_key))
-            pipe.zscore(self._index_key, conversation_key.encode("utf-8"))
-            pipe.lrange(self._list_key(conversation_key), 0, -1)
-            version, score, messages = await pipe.execute()
-            current = _current_version(version, score, bool(messages))
-            return Conversation(list(messages), current)
+    async def _read(self, conversation_key: str, first: int | str, last: int | str) -> tuple[str, int, list[Any]]:
+        """Version, count and the messages from ``first`` to ``last`` (``""``: none), in one script."""
+        keys = [self._version_key(conversation_key), self._index_key, self._list_key(conversation_key)]
+        args = [conversation_key.encode("utf-8"), first, last]
 
-        return await self._guard(work)
+        async def work(pool: RedisPool) -> list[Any]:
+            reply: list[Any] = await pool.script(scripts.READ, keys, args)
+            return reply
+
+        version, count, messages = await self._guard(work)
+        return version.decode(), count, messages
+
+    async def read(self, conversation_key: str) -> Conversation:
+        version, _, messages = await self._read(conversation_key, 0, -1)
+        return Conversation(messages, version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         check_slice(after, limit)
-
-        async def work(client: Redis) -> ConversationSlice:
-            pipe = client.pipeline(transaction=True)  # MULTI/EXEC: one snapshot
-            pipe.get(self._version_key(conversation_key))
-            pipe.zscore(self._index_key, conversation_key.encode("utf-8"))
-            pipe.llen(self._list_key(conversation_key))
-            if limit != 0:  # LRANGE walks from the nearer end of the list: the newest messages are cheap
-                pipe.lrange(self._list_key(conversation_key), after, -1 if limit is None else after + limit - 1)
-            version, score, count, *messages = await pipe.execute()
-            current = _current_version(version, score, bool(count))
-            return ConversationSlice(list(messages[0]) if messages else [], after, int(count), current)
-
-        return await self._guard(work)
+        # LRANGE walks from the nearer end of the list: the newest messages are cheap
+        last = "" if limit == 0 else -1 if limit is None else after + limit - 1
+        version, count, messages = await self._read(conversation_key, "" if limit == 0 else after, last)
+        return ConversationSlice(messages, after, count, version)
 
     @staticmethod
     def _conditions(if_match: Collection[str] | None) -> list[str | int]:
@@ -237,8 +213,8 @@ class RedisChatHistoryStore(RedisConnections, RedisOperations, ChatHistoryStore)
             *batch,
         ]
 
-        async def work(client: Redis) -> list[bytes]:
-            result: list[bytes] = await client.eval(scripts.APPEND, len(keys), *keys, *args)
+        async def work(pool: RedisPool) -> list[bytes]:
+            result: list[bytes] = await pool.script(scripts.APPEND, keys, args)
             return result
 
         status, value = await self._guard(work)
@@ -257,8 +233,8 @@ class RedisChatHistoryStore(RedisConnections, RedisOperations, ChatHistoryStore)
             *batch,
         ]
 
-        async def work(client: Redis) -> list[bytes]:
-            result: list[bytes] = await client.eval(scripts.REPLACE, len(keys), *keys, *args)
+        async def work(pool: RedisPool) -> list[bytes]:
+            result: list[bytes] = await pool.script(scripts.REPLACE, keys, args)
             return result
 
         status, value = await self._guard(work)
@@ -276,30 +252,22 @@ class RedisChatHistoryStore(RedisConnections, RedisOperations, ChatHistoryStore)
         keys: list[Any] = self._conversation_keys(conversation_key)
         args: list[Any] = [conversation_key.encode("utf-8"), *self._conditions(if_match)]
 
-        async def work(client: Redis) -> list[bytes]:
-            result: list[bytes] = await client.eval(scripts.DELETE, len(keys), *keys, *args)
+        async def work(pool: RedisPool) -> list[bytes]:
+            result: list[bytes] = await pool.script(scripts.DELETE, keys, args)
             return result
 
         status, value = await self._guard(work)
         self._outcome(status, value, None)
 
     async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
-        async def work(client: Redis) -> list[ConversationSummary]:
+        async def work(pool: RedisPool) -> list[ConversationSummary]:
             low, high = b"-", b"+"
             if prefix:
                 upper = prefix_upper_bound(prefix)
                 low = b"[" + prefix.encode("utf-8")
                 high = b"(" + upper.encode("utf-8") if upper is not None else b"+"
-            flat: list[Any] = await client.eval(
-                scripts.SUMMARIES,
-                1,
-                self._index_key,
-                self._list_prefix,
-                low,
-                high,
-                self._version_prefix,
-                self._times_prefix,
-            )
+            args = [self._list_prefix, low, high, self._version_prefix, self._times_prefix]
+            flat: list[Any] = await pool.script(scripts.SUMMARIES, [self._index_key], args)
             return [summary(*flat[i : i + 4]) for i in range(0, len(flat), 4)]
 
         return await self._guard(work)

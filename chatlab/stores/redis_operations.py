@@ -16,7 +16,7 @@ from . import redis_scripts as scripts
 from .base import ConversationRecord, ConversationSummary, StoreError, VersionMismatch
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
+    from .redis_connections import RedisPool
 
 
 def summary(key: bytes, count: int, version: bytes, times: bytes) -> ConversationSummary:
@@ -70,14 +70,14 @@ class RedisOperations:
         return [repr(now), self._expire_at(now)]
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
-        async def work(client: Redis) -> None:
+        async def work(pool: RedisPool) -> None:
             for record in records:
                 key = record.conversation_key
                 keys = self._conversation_keys(key)
                 times = f"{record.created_at!r} {record.updated_at!r}"
                 args: list[Any] = [key.encode(), record.expected, record.version, times, repr(record.updated_at)]
                 args.append(str(self._expire_at(record.updated_at)))
-                current = await client.eval(scripts.RESTORE, len(keys), *keys, *args, *record.messages)
+                current = await pool.script(scripts.RESTORE, keys, [*args, *record.messages])
                 if current is not None:
                     raise VersionMismatch(current.decode())
 
@@ -89,10 +89,10 @@ class RedisOperations:
             return 0
         prefixes = (self._list_prefix, self._version_prefix, self._times_prefix)
 
-        async def work(client: Redis) -> int:
+        async def work(pool: RedisPool) -> int:
             deleted = 0
             while count := int(
-                await client.eval(scripts.SWEEP, 2, self._index_key, self._updated_key, cutoff, *prefixes)
+                await pool.script(scripts.SWEEP, [self._index_key, self._updated_key], [cutoff, *prefixes])
             ):
                 deleted += count
             return deleted
@@ -100,13 +100,13 @@ class RedisOperations:
         result: int = await self._guard(work)
         return result
 
-    async def _upgrade_to_3(self, client: Redis) -> None:
+    async def _upgrade_to_3(self, pool: RedisPool) -> None:
         """Give every conversation of an older layout times (now) and a place in ``{prefix}updated``."""
         now, offset = repr(self.clock()), 0
         try:
             while count := int(
-                await client.eval(
-                    scripts.UPGRADE, 2, self._index_key, self._updated_key, now, self._times_prefix, offset
+                await pool.script(
+                    scripts.UPGRADE, [self._index_key, self._updated_key], [now, self._times_prefix, offset]
                 )
             ):
                 offset += count
