@@ -24,6 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from ..stores import ChatHistoryStore, InMemoryChatHistoryStore, StoreError
 from ..stores.base import (
     Conversation,
+    ConversationArray,
     ConversationRecord,
     ConversationSlice,
     ConversationSummary,
@@ -118,6 +119,10 @@ class MeteredStore(ChatHistoryStore):
     async def read(self, conversation_key: str) -> Conversation:
         async with self.metrics.timed("read"):
             return await self.inner.read(conversation_key)
+
+    async def read_array(self, conversation_key: str) -> ConversationArray:
+        async with self.metrics.timed("read"):
+            return await self.inner.read_array(conversation_key)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         async with self.metrics.timed("read_slice"):

@@ -142,9 +142,9 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
     ) -> Response:
         stored = caller.stored_key(key)
         if after is None and limit is None:
-            conversation = await store.read(stored)
-            headers = {"ETag": etag(conversation.version), "X-Message-Count": str(len(conversation.messages))}
-            return _messages_response(conversation.messages, headers)
+            whole = await store.read_array(stored)
+            headers = {"ETag": etag(whole.version), "X-Message-Count": str(whole.count)}
+            return Response(whole.array, media_type=JSON, headers=headers)
         part = await store.read_slice(stored, after or 0, limit)
         headers = {"ETag": etag(part.version), "X-Message-Count": str(part.count)}
         end = part.start + len(part.messages)

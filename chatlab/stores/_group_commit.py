@@ -29,6 +29,8 @@ T = TypeVar("T")
 
 Work = Callable[[sqlite3.Connection], Any]
 _Item = tuple[Work, asyncio.AbstractEventLoop, "asyncio.Future[Any]", float]
+Answer = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Any, BaseException | None]
+"""A caller's loop and future, and what to answer: a result, or an exception."""
 
 MAX_GROUP = 256
 """At most this many writes share a transaction (bounds how long the write lock is held)."""
@@ -91,8 +93,7 @@ class GroupCommitter:
                     self._commit(conn, group)
                 except Exception as exc:  # the whole group failed: nothing of it was committed
                     error = self._failure(exc) if isinstance(exc, sqlite3.Error | OSError) else exc
-                    for _, loop, future, _ in group:
-                        _settle(loop, future, None, error)
+                    settle([(loop, future, None, error) for _, loop, future, _ in group])
                     if conn is not None:
                         conn.close()
                         conn = None  # a fresh connection for the next group
@@ -119,9 +120,8 @@ class GroupCommitter:
 
     def _commit(self, conn: sqlite3.Connection, group: list[_Item]) -> None:
         now = time.monotonic()
-        for _, loop, future, deadline in group:
-            if deadline <= now:
-                _settle(loop, future, None, self._failure(TimeoutError("the write waited past the store timeout")))
+        late = TimeoutError("the write waited past the store timeout")
+        settle([(loop, future, None, self._failure(late)) for _, loop, future, deadline in group if deadline <= now])
         group = [item for item in group if item[3] > now]
         if not group:
             return
@@ -144,22 +144,25 @@ class GroupCommitter:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        for (_, loop, future, _), (result, error) in zip(group, outcomes, strict=True):
-            _settle(loop, future, result, error)
+        settle([(loop, future, *outcome) for (_, loop, future, _), outcome in zip(group, outcomes, strict=True)])
 
 
-def _settle(
-    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, error: BaseException | None
-) -> None:
-    """Answer a caller on its own loop (a caller that gave up, or a closed loop, is not waiting)."""
+def settle(answers: list[Answer]) -> None:
+    """Answer callers on their own loops, one call per loop (a caller that gave up, or a closed loop, is not
+    waiting): one wake-up of the loop for a whole group."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[Answer]] = {}
+    for answer in answers:
+        by_loop.setdefault(answer[0], []).append(answer)
+    for loop, some in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # the loop is closed
+            loop.call_soon_threadsafe(_answer, some)
 
-    def answer() -> None:
+
+def _answer(answers: list[Answer]) -> None:
+    for _, future, result, error in answers:
         if future.done():
-            return
+            continue
         if error is not None:
             future.set_exception(error)
         else:
             future.set_result(result)
-
-    with contextlib.suppress(RuntimeError):  # the loop is closed
-        loop.call_soon_threadsafe(answer)

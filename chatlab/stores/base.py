@@ -42,6 +42,7 @@ __all__ = [
     "ANY",
     "ChatHistoryStore",
     "Conversation",
+    "ConversationArray",
     "ConversationRecord",
     "ConversationSlice",
     "ConversationSummary",
@@ -135,6 +136,15 @@ class Conversation:
 
 
 @dataclass(frozen=True, slots=True)
+class ConversationArray:
+    """A consistent snapshot as a read answers it: the messages as one JSON array, how many, their version."""
+
+    array: bytes
+    count: int
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
 class ConversationSlice:
     """Part of a conversation as one snapshot: the messages from position ``start`` on (at most the
     limit asked for), how many messages the whole conversation holds, and its version."""
@@ -213,6 +223,14 @@ class ChatHistoryStore(ABC):
     @abstractmethod
     async def read(self, conversation_key: str) -> Conversation:
         """The messages and version of a conversation, as one snapshot (``[]``/:data:`ABSENT` if unknown)."""
+
+    async def read_array(self, conversation_key: str) -> ConversationArray:
+        """:meth:`read` with the messages joined into the JSON array a ``GET`` answers (one snapshot).
+
+        A store that can join them where it keeps them (one value to fetch) overrides this."""
+        conversation = await self.read(conversation_key)
+        messages = conversation.messages
+        return ConversationArray(b"[" + b",".join(messages) + b"]", len(messages), conversation.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         """The messages after the first ``after`` (at most ``limit``; ``0`` for none), the count and the version.

@@ -1,8 +1,8 @@
 """Chat history in a SQLite file: embedded, persistent, no server to run.
 
 Uses the standard library's ``sqlite3`` in threads, so the event loop never waits on the disk:
-reads in worker threads (``asyncio.to_thread``), each a whole transaction on a connection of its
-own; writes in one writer thread that commits the writes waiting at one moment together
+reads in reader threads (:mod:`._readers`, each with a connection of its own), each read a whole
+transaction; writes in one writer thread that commits the writes waiting at one moment together
 (:mod:`._group_commit`: one fsync for many appends, each answered only once committed).
 
 Guarantees:
@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import queue
 import sqlite3
 import threading
 import time
@@ -43,11 +42,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from ._group_commit import GroupCommitter
+from ._readers import Readers
 from ._urls import path_from_url as path_from_url  # where it was before; open_store uses it
 from .base import (
     ABSENT,
     ChatHistoryStore,
     Conversation,
+    ConversationArray,
     ConversationSlice,
     ConversationSummary,
     EncodedMessage,
@@ -67,6 +68,15 @@ from .sqlite_schema import SCHEMA_VERSION, ensure_schema, rollback
 
 log = logging.getLogger(__name__)
 
+#: A conversation's version, count and messages as one JSON array (positions are the primary key's order, which
+#: the subquery's ORDER BY keeps: an aggregate's subquery is not flattened); bodies are UTF-8, joined byte for byte.
+READ_ARRAY = (
+    "SELECT version, message_count, CAST(coalesce((SELECT '[' || group_concat(body, ',') || ']' FROM (SELECT body "
+    "FROM chatlab_messages WHERE conversation_key = ?1 ORDER BY position)), '[]') AS BLOB) "
+    "FROM chatlab_conversations WHERE conversation_key = ?1"
+)
+EMPTY_ARRAY = ConversationArray(b"[]", 0, ABSENT)
+
 T = TypeVar("T")
 
 
@@ -76,17 +86,14 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
     schema_version = SCHEMA_VERSION
 
     def __init__(
-        self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0, max_idle_connections: int | None = None
+        self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0, reader_threads: int | None = None
     ) -> None:
         self.path = Path(path).expanduser().absolute()
         self.busy_timeout = busy_timeout
         self.description = f"Chat history is stored in the SQLite file {self.path} and exposed over HTTP."
-        self._idle: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
-        # as many idle connections as asyncio's default executor has threads, so that a busy service
-        # reuses its connections instead of opening (and switching to WAL) one per request
-        self._max_idle = (
-            max_idle_connections if max_idle_connections is not None else min(32, (os.cpu_count() or 1) + 4)
-        )
+        # as many as asyncio's default executor has (where reads ran before), each with its connection
+        threads = reader_threads if reader_threads is not None else min(32, (os.cpu_count() or 1) + 4)
+        self._readers = Readers(self._connect, self._failure, self._too_slow, threads)
         self._writer = GroupCommitter(self._connect, self._failure, (VersionMismatch, IdempotencyKeyReused))
         self._schema_lock = threading.Lock()
         self._schema_ready = False
@@ -128,36 +135,8 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
                     raise
             time.sleep(0.01)
 
-    def _run(self, work: Callable[[sqlite3.Connection], T], deadline: float) -> T:
-        """Run ``work`` on an idle connection (in the calling worker thread) if ``deadline`` has not passed
-        (it waited for a thread); errors become StoreError."""
-        if time.monotonic() >= deadline:
-            raise self._too_slow()
-        try:
-            try:
-                conn = self._idle.get_nowait()
-            except queue.Empty:
-                conn = self._connect()
-            healthy = False
-            try:
-                result = work(conn)
-                healthy = True
-                return result
-            except (VersionMismatch, IdempotencyKeyReused):
-                healthy = True  # an answer, not a failure: the connection is fine
-                raise
-            finally:
-                if healthy and self._idle.qsize() < self._max_idle:
-                    self._idle.put(conn)
-                else:
-                    conn.close()
-        except (StoreError, VersionMismatch, IdempotencyKeyReused):
-            raise
-        except (sqlite3.Error, OSError) as exc:
-            raise self._failure(exc) from exc
-
     async def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.to_thread(self._run, work, time.monotonic() + self.busy_timeout)
+        return await self._readers.submit(work, time.monotonic() + self.busy_timeout)
 
     def _too_slow(self) -> StoreError:
         return StoreError(f"SQLite store {self.path} is busy: no answer within {self.busy_timeout:g} s")
@@ -182,6 +161,16 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
             finally:
                 rollback(conn)
             return Conversation([bytes(r[0]) for r in rows], row[0] if row is not None else ABSENT)
+
+        return await self._call(work)
+
+    async def read_array(self, conversation_key: str) -> ConversationArray:
+        """One statement (its own snapshot) joins the array in SQLite: Python touches one value, and the thread
+        lets go of the GIL once instead of once per message."""
+
+        def work(conn: sqlite3.Connection) -> ConversationArray:
+            row = conn.execute(READ_ARRAY, (conversation_key,)).fetchone()
+            return ConversationArray(row[2], row[1], row[0]) if row is not None else EMPTY_ARRAY
 
         return await self._call(work)
 
@@ -324,12 +313,4 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
     async def close(self) -> None:
         """End the writer thread and close the idle connections (a later call opens new ones)."""
         await asyncio.to_thread(self._writer.stop)
-
-        def close_idle() -> None:
-            while True:
-                try:
-                    self._idle.get_nowait().close()
-                except queue.Empty:
-                    return
-
-        await asyncio.to_thread(close_idle)
+        await asyncio.to_thread(self._readers.stop)

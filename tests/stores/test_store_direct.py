@@ -10,6 +10,7 @@ import pytest
 from store_helpers import batch, batches_present, check_batches
 
 from chatlab.stores import ChatHistoryStore, ConversationSummary, InMemoryChatHistoryStore, StoreError, open_store
+from chatlab.stores.base import ABSENT, ConversationArray
 from chatlab.stores.sqlite import SqliteChatHistoryStore, path_from_url
 from tests.missing import require_module
 
@@ -48,6 +49,20 @@ def test_round_trip_is_byte_for_byte_and_in_order(store_url):
         assert got == ODD_MESSAGES
         assert all(type(m) is bytes for m in got)
         assert await store.summaries() == [ConversationSummary("c1", 4)]
+
+    run(_use(store_url, work))
+
+
+def test_read_array_is_the_messages_joined_as_one_snapshot(store_url):
+    async def work(store: ChatHistoryStore):
+        assert await store.read_array("none") == ConversationArray(b"[]", 0, ABSENT)
+        await store.replace("empty", [])  # exists, with no messages
+        empty = await store.read_array("empty")
+        assert (empty.array, empty.count, empty.version) == (b"[]", 0, (await store.read("empty")).version)
+        for i in range(3):  # positions past 9: joined in position order, not text order
+            await store.append("c", ODD_MESSAGES + batch(0, i, 2))
+        whole, read = await store.read_array("c"), await store.read("c")
+        assert whole == ConversationArray(b"[" + b",".join(read.messages) + b"]", len(read.messages), read.version)
 
     run(_use(store_url, work))
 

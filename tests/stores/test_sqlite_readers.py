@@ -1,0 +1,70 @@
+"""SQLite's reader threads: many reads answered in batches, each with its own outcome; a late read does nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from chatlab.stores import StoreError
+from chatlab.stores.sqlite import SqliteChatHistoryStore
+
+
+def test_concurrent_reads_each_get_their_own_answer_and_errors_stay_theirs(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        store = SqliteChatHistoryStore(tmp_path / "h.db", reader_threads=2)
+        try:
+            for i in range(20):
+                await store.append(f"k{i}", [b'{"n":%d}' % i] * (i + 1))
+
+            def broken(conn: sqlite3.Connection) -> None:
+                conn.execute("SELECT * FROM no_such_table")
+
+            reads = [store.read_array(f"k{i % 20}") for i in range(200)]
+            results = await asyncio.gather(*reads, store._call(broken), return_exceptions=True)
+            for i, whole in enumerate(results[:200]):
+                assert not isinstance(whole, BaseException)
+                assert (
+                    whole.count == i % 20 + 1
+                    and whole.array == b"[" + b",".join([b'{"n":%d}' % (i % 20)] * (i % 20 + 1)) + b"]"
+                )
+            assert isinstance(results[200], StoreError) and "no_such_table" in str(results[200])
+            assert (await store.read_array("k3")).count == 4  # the failed read's thread reads on (a fresh connection)
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_read_that_waits_past_its_deadline_fails_without_running(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        store = SqliteChatHistoryStore(tmp_path / "h.db", reader_threads=1)
+        ran: list[int] = []
+        try:
+            await store.read("k")  # the thread and its connection exist
+            slow = store._readers.submit(lambda conn: time.sleep(0.3), time.monotonic() + 10)
+            late = store._readers.submit(lambda conn: ran.append(1), time.monotonic() + 0.1)  # queued behind it
+            results = await asyncio.gather(slow, late, return_exceptions=True)
+            assert results[0] is None and isinstance(results[1], StoreError) and "busy" in str(results[1])
+            assert ran == []
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_close_ends_the_threads_and_a_later_read_starts_them_again(tmp_path: Path, threads: int) -> None:
+    async def scenario() -> None:
+        store = SqliteChatHistoryStore(tmp_path / "h.db", reader_threads=threads)
+        await store.append("k", [b"{}"])
+        await store.read_array("k")
+        await store.close()
+        assert store._readers._threads == []
+        assert (await store.read_array("k")).array == b"[{}]"
+        await store.close()
+
+    asyncio.run(scenario())
