@@ -56,6 +56,24 @@ def test_an_idle_keep_alive_connection_is_closed() -> None:
         server.stop()
 
 
+def test_a_busy_connection_outlives_the_header_deadline(fast: BackgroundServer) -> None:
+    """The header deadline runs from each answer, not from the connection's opening: requests on one keep-alive
+    connection for three times ``header_timeout`` are all answered."""
+    with connect(fast) as sock:
+        started = time.monotonic()
+        answers = 0
+        while time.monotonic() - started < 3 * FAST.header_timeout:
+            sock.sendall(GET)
+            answer = b""
+            while not answer.endswith(b"[]"):
+                chunk = sock.recv(65536)
+                assert chunk, f"closed after {answers} answers"
+                answer += chunk
+            answers += 1
+            time.sleep(0.1)
+    assert answers >= 5
+
+
 def test_headers_sent_a_byte_at_a_time_time_out_with_408(fast: BackgroundServer) -> None:
     with connect(fast) as sock:
         sock.sendall(b"GET /chat-history HTTP/1.1\r\nHost: 127.0.0.1\r\n")
