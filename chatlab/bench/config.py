@@ -69,7 +69,7 @@ def _choices(what: str, text: str, known: tuple[str, ...]) -> tuple[str, ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The bench's options, on ``python -m chatlab bench`` and ``python -m chatlab.bench``."""
-    parser.add_argument("--quick", action="store_true", help="short runs for CI (about a minute)")
+    parser.add_argument("--quick", action="store_true", help="short runs for CI (a few minutes)")
     parser.add_argument("--seconds", type=float, default=None, help="seconds per load run (default 3; quick 1)")
     parser.add_argument(
         "--repeats", type=int, default=None, help="back-to-back pairs per ratio, median taken (default 5; quick 3)"
