@@ -287,3 +287,35 @@ def test_openapi_documents_real_schemas_and_examples(http: httpx.Client) -> None
     )
     assert "ValidationError" not in schemas
     assert "swagger" in http.get("/docs").text.lower()
+
+
+def test_a_router_of_the_callers_own_is_served_beside_the_service() -> None:
+    """FastAPI's idle layers are pruned from the service's stack, but the AsyncExitStack its own handler needs stays
+    when a plain route is added (here from an APIRouter, by include_router), and the service answers as before."""
+    from fastapi import APIRouter
+
+    from chatlab.runner import BackgroundServer
+    from chatlab.service import create_app
+    from chatlab.stores import InMemoryChatHistoryStore
+
+    def layers(app: object) -> list[str]:
+        names, layer = [], getattr(app, "middleware_stack", None)
+        while layer is not None:
+            names.append(type(layer).__name__)
+            layer = getattr(layer, "app", None)
+        return names
+
+    plain, extended = create_app(InMemoryChatHistoryStore()), create_app(InMemoryChatHistoryStore())
+    router = APIRouter()
+
+    @router.get("/extra/{name}")
+    async def extra(name: str) -> dict[str, str]:
+        return {"hello": name}
+
+    extended.include_router(router)
+    with BackgroundServer(plain, name="plain") as one, BackgroundServer(extended, name="extended") as two:
+        assert httpx.get(f"{one.url}/chat-history/k").json() == []
+        assert httpx.get(f"{two.url}/extra/you").json() == {"hello": "you"}
+        assert httpx.post(f"{two.url}/chat-history/k", json={"messages": []}).status_code == 202
+    assert "AsyncExitStackMiddleware" not in layers(plain) and "AppBodyLimitMiddleware" not in layers(plain)
+    assert "AsyncExitStackMiddleware" in layers(extended)

@@ -7,6 +7,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from fastapi.telemetry import TelemetryConfig
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
@@ -34,18 +35,31 @@ class ServiceApp(FastAPI):
     """FastAPI without the middleware layers the service never uses.
 
     Every layer a request passes through costs it a coroutine and a frame or two; these three were a
-    sixth of a read's CPU in the app. A layer of another name, or of a later FastAPI, stays.
+    sixth of a read's CPU in the app. A layer of another name, or of a later FastAPI, stays; so does the
+    ``AsyncExitStack`` when a route of another class was added (say from a router of the caller's, by
+    ``include_router``): FastAPI's own handler needs it.
     """
 
     def build_middleware_stack(self) -> ASGIApp:
+        idle = IDLE_LAYERS
+        if any(_needs_exit_stack(route) for route in self.routes):
+            idle = IDLE_LAYERS - {"AsyncExitStackMiddleware"}
         outer = stack = super().build_middleware_stack()  # FastAPI's own, then pruned
         while hasattr(stack, "app"):
             inner: Any = stack.app
-            if type(inner).__name__ in IDLE_LAYERS:
+            if type(inner).__name__ in idle:
                 stack.app = inner.app
             else:
                 stack = inner
         return outer
+
+
+def _needs_exit_stack(route: Any) -> bool:
+    """Whether FastAPI may serve ``route`` with its own handler (an ``APIRoute`` or another route of FastAPI's, such
+    as an included router), which needs the ``AsyncExitStack`` its middleware gives; a direct route has its own."""
+    if isinstance(route, DirectRoute):
+        return False
+    return isinstance(route, APIRoute) or type(route).__module__.startswith("fastapi")
 
 
 def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
