@@ -95,13 +95,11 @@ def error_docs(settings: ServiceSettings) -> ErrorDocs:
 def complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
     """Make OpenAPI say what the service does: bodies are parsed by hand, errors are problem JSON, 400 not 422."""
     build = app.openapi
-    declared = [getattr(route, "path", "") for route in app.routes]  # the router's order may change after
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema:
             return app.openapi_schema
         schema = build()
-        schema["paths"] = dict(sorted(schema["paths"].items(), key=lambda item: declared.index(item[0])))
         _add_body_schemas(schema, settings)
         for operation in (op for path in schema["paths"].values() for op in path.values()):
             _answer_errors_as_problems(operation["responses"])
