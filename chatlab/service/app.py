@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from fastapi.telemetry import TelemetryConfig
 from starlette.middleware.cors import CORSMiddleware
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..stores import ChatHistoryStore, open_store
 from .direct_routes import DirectRoute
@@ -19,8 +19,9 @@ from .health import add_health_routes
 from .openapi import complete_openapi
 from .problems import add_error_handlers
 from .retention import sweeping
-from .routes import add_routes, serve_conversations_first
+from .routes import add_routes
 from .settings import ServiceSettings
+from .shortcut import ConversationShortcut
 from .ui import add_viewer
 
 #: FastAPI's native OpenTelemetry, off: asking OpenTelemetry on every request whether a provider is
@@ -37,8 +38,12 @@ class ServiceApp(FastAPI):
     Every layer a request passes through costs it a coroutine and a frame or two; these three were a
     sixth of a read's CPU in the app. A layer of another name, or of a later FastAPI, stays; so does the
     ``AsyncExitStack`` when a route of another class was added (say from a router of the caller's, by
-    ``include_router``): FastAPI's own handler needs it.
+    ``include_router``): FastAPI's own handler needs it. A conversation's request goes past the layers
+    altogether when the shortcut knows them all (:mod:`.shortcut`).
     """
+
+    #: the way past the layers for a conversation's requests (:mod:`.shortcut`), made with the layers
+    shortcut: ConversationShortcut | None = None
 
     def build_middleware_stack(self) -> ASGIApp:
         idle = IDLE_LAYERS
@@ -51,7 +56,17 @@ class ServiceApp(FastAPI):
                 stack.app = inner.app
             else:
                 stack = inner
+        self.shortcut = ConversationShortcut.of(self.routes, self.user_middleware, self.exception_handlers)
         return outer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        shortcut = self.shortcut
+        if shortcut is not None and scope["type"] == "http":
+            handler = shortcut.handler(scope)
+            if handler is not None:
+                scope["app"] = self
+                return await shortcut.serve(handler, scope, receive, send)
+        await super().__call__(scope, receive, send)
 
 
 def _needs_exit_stack(route: Any) -> bool:
@@ -91,7 +106,6 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     if settings.viewer:
         add_viewer(app)
     complete_openapi(app, settings)
-    serve_conversations_first(app)
     if settings.cors_origins:
         _allow_cross_origin(app, settings.cors_origins)
     app.add_middleware(RequestGuard, allowed_hosts=settings.allowed_hosts)  # the outermost: before CORS too

@@ -33,8 +33,11 @@ class DirectRoute(APIRoute):
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         super().__init__(path, endpoint, **kwargs)
+        #: the handler of a direct endpoint, which :mod:`.shortcut` may call itself
+        self.direct_handler: Callable[[Request], Coroutine[Any, Any, Response]] | None = None
         if getattr(endpoint, "direct_arguments", None) is not None and kwargs.get("max_body_size") is None:
-            self.app = _served(self.get_route_handler())
+            self.direct_handler = self.get_route_handler()
+            self.app = _served(self.direct_handler)
         else:  # FastAPI's handler closes uploaded files on the stack its middleware used to give every request
             self.app = AsyncExitStackMiddleware(self.app)
 

@@ -25,7 +25,11 @@ class RequestGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            refusal = self.hosts.refusal(scope) or head_refusal(scope)
+            refusal = self.refusal(scope)
             if refusal is not None:
                 return await problem_response(*refusal)(scope, receive, send)
         await self.app(scope, receive, send)
+
+    def refusal(self, scope: Scope) -> tuple[int, str] | None:
+        """The status and detail of this request's refusal, or ``None`` to serve it."""
+        return self.hosts.refusal(scope) or head_refusal(scope)
