@@ -233,3 +233,12 @@ def test_concurrent_retries_of_one_append_store_it_once(service: BackgroundServe
         t.join()
     assert statuses == [202] * 6
     assert texts(http.get(URL)) == [f"m{i}" for i in range(5)]
+
+
+def test_the_request_fingerprint_is_the_one_stored_records_hold() -> None:
+    """Idempotency records outlive a restart (database stores): a retry after an upgrade must still match the
+    fingerprint the record was written with (sha256 of the operation, then each message after its 8-byte length)."""
+    from chatlab.service.security.conditions import fingerprint
+
+    messages = [b'{"role":"user"}', '{"role":"assistant","text":"é"}'.encode()]
+    assert fingerprint("append", messages) == "9c55ee5e9b689e0d5b85db3e18673cfbf944fcf1e6fd82768d32d4427a162727"

@@ -45,8 +45,9 @@ class BodyReader:
 
     async def __call__(self, request: Request) -> list[bytes]:
         """The checked, encoded messages of a JSON body (415 for another type), within every size limit."""
-        _check_json(request)
-        body = await self._read(request)
+        content_type, declared = _content_headers(request.scope["headers"])
+        _check_json(content_type)
+        body = await self._read(request, declared)
         if len(body) <= INLINE_BYTES:
             return self._decode(body)
         if self._limiter is None:  # made here, on the loop that serves the app
@@ -70,7 +71,7 @@ class BodyReader:
                 if enabled:
                     gc.enable()
 
-    async def _read(self, request: Request) -> bytes:
+    async def _read(self, request: Request, declared: str) -> bytes:
         """The request body, refused with 413 as soon as it is known to exceed the limit.
 
         A body that does not all arrive within ``body_timeout`` is answered 408 by the connection
@@ -79,7 +80,7 @@ class BodyReader:
         """
         limit = self._settings.max_body_bytes
         # 19 digits or more are over any limit, and are not made an int (of thousands of digits, int() raises)
-        declared = request.headers.get("content-length", "").lstrip("0")
+        declared = declared.lstrip("0")
         if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
             raise self._too_large()
         chunks, size, receive = [], 0, request.receive
@@ -101,10 +102,22 @@ class BodyReader:
         return Refused(413, f"the body is larger than {limit} bytes: send fewer or smaller messages per request")
 
 
-def _check_json(request: Request) -> None:
+def _content_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str | None, str]:
+    """The first ``Content-Type`` (``None`` if there is none) and ``Content-Length`` (``""``), as Starlette's
+    ``request.headers.get`` reads them, in one pass over the raw headers (not a ``Headers`` object per request)."""
+    content_type = content_length = None
+    for name, value in headers:
+        if name == b"content-type":
+            if content_type is None:
+                content_type = value.decode("latin-1")
+        elif name == b"content-length" and content_length is None:
+            content_length = value.decode("latin-1")
+    return content_type, content_length or ""
+
+
+def _check_json(content_type: str | None) -> None:
     """415 for a body that is not JSON: what a cross-site form or a preflight-free ``fetch`` sends
     (:mod:`.security.browser`)."""
-    content_type = request.headers.get("content-type")
     if not is_json(content_type or ""):
         raise Refused(
             415, f"a write's body must be JSON: send Content-Type: application/json, not {content_type or 'none'}"

@@ -111,19 +111,34 @@ class Arguments:
         return arguments
 
     async def for_append(self, request: Request) -> dict[str, Any]:
-        arguments = await self.for_replace(request)
+        arguments = await self.caller_and_key(request)
+        arguments["request"] = request
+        if_match, keys = _condition_headers(request.scope["headers"])
+        arguments["if_match"] = if_match
         # several header lines are one list (RFC 9110 section 5.3), which is not the one String the header holds
-        values = request.headers.getlist("idempotency-key")
-        arguments["idempotency_key"] = ", ".join(values) if values else None  # an empty one is there, and malformed
+        arguments["idempotency_key"] = ", ".join(keys) if keys else None  # an empty one is there, and malformed
         return arguments
 
     async def for_replace(self, request: Request) -> dict[str, Any]:
         arguments = await self.caller_and_key(request)
         arguments["request"] = request
-        arguments["if_match"] = request.headers.get("if-match")
+        arguments["if_match"] = _condition_headers(request.scope["headers"])[0]
         return arguments
 
     async def for_delete(self, request: Request) -> dict[str, Any]:
         arguments = await self.caller_and_key(request)
-        arguments["if_match"] = request.headers.get("if-match")
+        arguments["if_match"] = _condition_headers(request.scope["headers"])[0]
         return arguments
+
+
+def _condition_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str | None, list[str]]:
+    """The first ``If-Match`` (as ``request.headers.get`` reads it) and every ``Idempotency-Key`` line, in one pass
+    over the raw headers: a ``Headers`` object per request, asked for a header it lacks, was dearer than the pass."""
+    if_match, keys = None, []
+    for name, value in headers:
+        if name == b"if-match":
+            if if_match is None:
+                if_match = value.decode("latin-1")
+        elif name == b"idempotency-key":
+            keys.append(value.decode("latin-1"))
+    return if_match, keys

@@ -87,8 +87,6 @@ def parse_idempotency_key(value: str | None) -> str | None:
 
 def fingerprint(operation: str, messages: Sequence[EncodedMessage]) -> str:
     """A digest of a request's meaning: the operation and its encoded messages (whitespace-independent)."""
-    h = hashlib.sha256(operation.encode() + b"\n")
-    for message in messages:
-        h.update(len(message).to_bytes(8, "big"))
-        h.update(message)
-    return h.hexdigest()
+    # each message after its length: the same bytes hashed as one update per part did, in one call
+    framed = b"".join([len(message).to_bytes(8, "big") + message for message in messages])
+    return hashlib.sha256(operation.encode() + b"\n" + framed).hexdigest()
