@@ -6,7 +6,7 @@ driver fails at once (psycopg's own cancellation would wait for the frozen serve
 discards the broken connection. Driver errors become :class:`~chatlab.stores.base.StoreError`.
 
 Operations beyond ``max_size`` wait in line at the pool's gate (a semaphore of ``max_size``) rather than in the
-pool: psycopg_pool's wait (a waiter object, a condition and an ``asyncio.wait_for`` task each) cost about a third
+pool: psycopg_pool's wait (a waiter object, a condition and an ``asyncio.wait_for`` task each) cost about a fifth
 of a read's client CPU with 16 concurrent operations on 10 connections; a semaphore's wait is one future.
 """
 
