@@ -64,7 +64,7 @@ def test_a_wait_at_the_gate_past_the_timeout_is_the_store_error_of_no_connection
             started = asyncio.get_running_loop().time()
             with pytest.raises(StoreError, match=r"is unreachable: no connection within 0\.5 s"):
                 await store.read("k")
-            assert asyncio.get_running_loop().time() - started < 0.7
+            assert asyncio.get_running_loop().time() - started < 2.0  # its own deadline (0.5 s), not the pool's 5 s
             await holder
             assert (await store.read("k")).messages == []  # both places given back
         finally:
