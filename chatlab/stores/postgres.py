@@ -18,7 +18,8 @@ Guarantees:
   transaction-scoped advisory lock on its conversation key, then checks ``if_match`` and the
   idempotency record, writes, and records, all in one transaction; so a check and its write
   are one atomic step across processes, also for a conversation that does not exist yet. An append
-  is one round trip: the lock and one statement that checks and writes, pipelined up to one Sync.
+  is one statement, one round trip: the call of a server-side function that takes the lock, then checks and
+  writes (the function is created beside the tables where it is missing; the tables stay version 3).
   A read of messages and version is one statement, one snapshot. A version 1 schema is
   upgraded in place on first use (each conversation gets a version).
 * Timestamps (schema version 3): ``created_at`` and ``updated_at`` (seconds since the epoch, the
@@ -171,24 +172,23 @@ class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
         if not batch and if_match is None and idempotency is None:
             return WriteResult((await self.read(conversation_key)).version)
         now = time.time()
-        params = {
-            "key": conversation_key,
-            "now": now,
-            "n": len(batch),
-            "batch": batch,
-            "generation": new_generation(),  # the version's if the conversation does not exist yet
-            "written": self.clock(),
-            "if_match": None if if_match is None else list(if_match),
-            "idem": None if idempotency is None else idempotency.key,
-            "fingerprint": None if idempotency is None else idempotency.fingerprint,
-            "expires": None if idempotency is None else now + idempotency.ttl,
-        }
-        # the lock, then the statement that checks and writes, pipelined up to one Sync: one round trip and
-        # one implicit transaction, committed before the pipeline's exit returns
+        params = (
+            f"chatlab:{self.schema}:{conversation_key}",  # the conversation's write lock, as replace and delete take it
+            conversation_key,
+            now,
+            len(batch),
+            batch,
+            new_generation(),  # the version's if the conversation does not exist yet
+            self.clock(),
+            None if if_match is None else list(if_match),
+            None if idempotency is None else idempotency.key,
+            None if idempotency is None else idempotency.fingerprint,
+            None if idempotency is None else now + idempotency.ttl,
+        )
+        # one statement, the append function's call (the lock, then the statement that checks and writes): one
+        # round trip and one implicit transaction, committed before execute returns
         async with self._connection() as conn:
-            async with conn.pipeline():
-                await conn.execute(self._queries["lock"], (f"chatlab:{self.schema}:{conversation_key}",))
-                cur = await conn.execute(self._queries["append"], params)
+            cur = await conn.execute(self._queries["append"], params, binary=True)
             version, fingerprint, recorded, written = await cur.fetchone()
         version = version if version is not None else ABSENT
         if idempotency is not None and fingerprint is not None:

@@ -1,4 +1,5 @@
-"""The PostgreSQL store's tables: created on first use, or upgraded in place from schema versions 1 and 2.
+"""The PostgreSQL store's tables and append function: created on first use, or upgraded in place from schema
+versions 1 and 2 (the function is added to a version 3 schema that lacks it).
 
 The statements are in :mod:`chatlab.stores.postgres_sql`; this is when and how they run, among processes
 that may start together.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .base import StoreError
+from .postgres_sql import APPEND_FUNCTION
 
 if TYPE_CHECKING:
     from .postgres import PostgresChatHistoryStore
@@ -44,7 +46,25 @@ async def ensure_schema(store: PostgresChatHistoryStore, conn: Any) -> None:
             f"PostgreSQL store {store.where} schema {store.schema} has schema version {row and row[0]}; "
             f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
         )
+    await _ensure_append_function(store, conn)
     store._schema_ready = True
+
+
+async def _ensure_append_function(store: PostgresChatHistoryStore, conn: Any) -> None:
+    """Create the append's function where it is missing (a schema that an older chatlab created): the tables
+    stay as they are, so older chatlab processes can still share the database."""
+    q = store._queries
+
+    async def exists() -> bool:
+        cur = await conn.execute(q["append_function_exists"], (store.schema, APPEND_FUNCTION))
+        return await cur.fetchone() is not None
+
+    if await exists():
+        return
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"chatlab-schema:{store.schema}",))
+        if not await exists():
+            await conn.execute(q["create_append_function"])
 
 
 async def _tables_exist(store: PostgresChatHistoryStore, conn: Any) -> bool:

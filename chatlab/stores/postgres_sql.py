@@ -8,6 +8,54 @@ from __future__ import annotations
 
 from typing import Any
 
+APPEND_FUNCTION = "chatlab_append_1"
+"""The append's server-side function, created beside the tables of schema version 3 where it is missing. Its
+name changes with its body (a new name, never a changed body under the same name), so processes of different
+chatlab versions can share a database, each calling the function it was written for."""
+
+
+PURGE_BATCH = 16
+"""At most this many expired idempotency records are deleted by one append (each append writes at most one)."""
+
+# The append, after the conversation's lock (a fresh snapshot): one statement that reads the conversation and the
+# idempotency record, and writes only if the record is missing and if_match holds; the version as
+# appended_version() makes it (a generation is what precedes a trailing ".<digits>", else the whole version; $6 is
+# the new one for a conversation that does not exist). Parameters: $1 lock key, $2 conversation key, $3 now,
+# $4 batch size, $5 batch, $6 generation, $7 written (the store's clock), $8 if_match, $9 idempotency key,
+# $10 fingerprint, $11 expiry.
+APPEND_STATEMENT = (
+    "WITH cur AS (SELECT c.version AS v, CASE WHEN c.version IS NULL THEN 0 ELSE c.message_count END"
+    " AS cnt, i.fingerprint AS fp, i.version AS recorded FROM (SELECT) AS one"
+    " LEFT JOIN {conversations} c ON c.conversation_key = $2"
+    " LEFT JOIN {idempotency} i ON i.conversation_key = $2 AND i.idempotency_key = $9"
+    " AND i.expires_at > $3),"
+    " ok AS (SELECT CASE WHEN $4 = 0 THEN coalesce(v, '0')"
+    " ELSE CASE WHEN v IS NULL OR v = '0' THEN $6 WHEN v ~ '^.+[.][0-9]+$'"
+    " THEN regexp_replace(v, '[.][0-9]+$', '') ELSE v END || '.' || (cnt + $4) END AS version FROM cur"
+    " WHERE fp IS NULL AND ($8 IS NULL OR coalesce(v, '0') = ANY($8)"
+    " OR ('*' = ANY($8) AND coalesce(v, '0') <> '0'))),"
+    " c AS (INSERT INTO {conversations} AS c (conversation_key, message_count, version, created_at, updated_at)"
+    " SELECT $2, $4, version, $7, $7 FROM ok WHERE $4 > 0"
+    " ON CONFLICT (conversation_key) DO UPDATE SET message_count = c.message_count + excluded.message_count,"
+    " version = excluded.version, updated_at = excluded.updated_at RETURNING message_count),"
+    " m AS (INSERT INTO {messages} (conversation_key, position, body)"
+    " SELECT $2, c.message_count - $4 + t.ord - 1, t.body FROM c,"
+    " unnest($5) WITH ORDINALITY AS t(body, ord)),"
+    # the purge: up to PURGE_BATCH expired records, the oldest, through the expiry index whatever the plan (a
+    # generic plan of "expires_at <= $3" alone scans the whole table), skipping those a concurrent append is
+    # deleting; it leaves the record being written alone: one statement must not touch a row twice
+    " purged AS (DELETE FROM {idempotency} d USING (SELECT conversation_key, idempotency_key FROM {idempotency}"
+    " WHERE $9 IS NOT NULL AND EXISTS (SELECT FROM ok) AND expires_at <= $3"
+    " AND NOT (conversation_key = $2 AND idempotency_key = $9)"
+    f" ORDER BY expires_at LIMIT {PURGE_BATCH} FOR UPDATE SKIP LOCKED) e"
+    " WHERE d.conversation_key = e.conversation_key AND d.idempotency_key = e.idempotency_key),"
+    " rec AS (INSERT INTO {idempotency} (conversation_key, idempotency_key, fingerprint, version, expires_at)"
+    " SELECT $2, $9, $10, version, $11 FROM ok WHERE $9 IS NOT NULL"
+    " ON CONFLICT (conversation_key, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
+    " version = excluded.version, expires_at = excluded.expires_at)"
+    " SELECT cur.v, cur.fp, cur.recorded, ok.version FROM cur LEFT JOIN ok ON true"
+)
+
 
 def build_queries(schema: str) -> dict[str, Any]:
     """Every statement of the store, its tables named in ``schema`` (quoted identifiers), as text (lists: in order)."""
@@ -21,6 +69,7 @@ def build_queries(schema: str) -> dict[str, Any]:
         "idempotency": sql.Identifier(schema, "chatlab_idempotency"),
         "idempotency_expiry": sql.Identifier("chatlab_idempotency_expiry"),
         "updated_index": sql.Identifier("chatlab_conversations_updated"),
+        "append_function": sql.Identifier(schema, APPEND_FUNCTION),
     }
     timestamps = [  # schema version 3
         "ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS created_at double precision",
@@ -71,36 +120,19 @@ def build_queries(schema: str) -> dict[str, Any]:
         " FROM {conversations} c WHERE c.conversation_key = %s",
         "lock": "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
         "current": "SELECT version, message_count FROM {conversations} WHERE conversation_key = %s",
-        # an append in one statement, after the lock (a fresh snapshot): it reads the conversation and the
-        # idempotency record, and writes only if the record is missing and if_match holds; the version as
-        # appended_version() makes it (a generation is what precedes a trailing ".<digits>", else the whole
-        # version; %(generation)s is the new one for a conversation that does not exist)
-        "append": "WITH cur AS (SELECT c.version AS v, CASE WHEN c.version IS NULL THEN 0 ELSE c.message_count END"
-        " AS cnt, i.fingerprint AS fp, i.version AS recorded FROM (SELECT) AS one"
-        " LEFT JOIN {conversations} c ON c.conversation_key = %(key)s"
-        " LEFT JOIN {idempotency} i ON i.conversation_key = %(key)s AND i.idempotency_key = %(idem)s"
-        " AND i.expires_at > %(now)s),"
-        " ok AS (SELECT CASE WHEN %(n)s = 0 THEN coalesce(v, '0')"
-        " ELSE CASE WHEN v IS NULL OR v = '0' THEN %(generation)s::text WHEN v ~ '^.+[.][0-9]+$'"
-        " THEN regexp_replace(v, '[.][0-9]+$', '') ELSE v END || '.' || (cnt + %(n)s) END AS version FROM cur"
-        " WHERE fp IS NULL AND (%(if_match)s::text[] IS NULL OR coalesce(v, '0') = ANY(%(if_match)s::text[])"
-        " OR ('*' = ANY(%(if_match)s::text[]) AND coalesce(v, '0') <> '0'))),"
-        " c AS (INSERT INTO {conversations} AS c (conversation_key, message_count, version, created_at, updated_at)"
-        " SELECT %(key)s, %(n)s, version, %(written)s, %(written)s FROM ok WHERE %(n)s > 0"
-        " ON CONFLICT (conversation_key) DO UPDATE SET message_count = c.message_count + excluded.message_count,"
-        " version = excluded.version, updated_at = excluded.updated_at RETURNING message_count),"
-        " m AS (INSERT INTO {messages} (conversation_key, position, body)"
-        " SELECT %(key)s, c.message_count - %(n)s + t.ord - 1, t.body FROM c,"
-        " unnest(%(batch)s::bytea[]) WITH ORDINALITY AS t(body, ord)),"
-        # the purge leaves the record being written alone: one statement must not touch a row twice
-        " purged AS (DELETE FROM {idempotency} WHERE %(idem)s::text IS NOT NULL AND EXISTS (SELECT FROM ok)"
-        " AND expires_at <= %(now)s AND NOT (conversation_key = %(key)s AND idempotency_key = %(idem)s)),"
-        " rec AS (INSERT INTO {idempotency} (conversation_key, idempotency_key, fingerprint, version, expires_at)"
-        " SELECT %(key)s, %(idem)s::text, %(fingerprint)s::text, version, %(expires)s::float8 FROM ok"
-        " WHERE %(idem)s::text IS NOT NULL"
-        " ON CONFLICT (conversation_key, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
-        " version = excluded.version, expires_at = excluded.expires_at)"
-        " SELECT cur.v, cur.fp, cur.recorded, ok.version FROM cur LEFT JOIN ok ON true",
+        # an append: one statement, the call of the schema's append function (APPEND_FUNCTION), binary parameters
+        "append": "SELECT * FROM {append_function}(%b::text, %b::text, %b::float8, %b::int4, %b::bytea[], %b::text,"
+        " %b::float8, %b::text[], %b::text, %b::text, %b::float8)",
+        "append_function_exists": "SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"
+        " ON n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname = %s",
+        # the lock, then APPEND_STATEMENT: a fresh snapshot, as plpgsql takes one per statement of a volatile function
+        "create_append_function": "CREATE OR REPLACE FUNCTION {append_function}(text, text, float8, int4, bytea[],"
+        " text, float8, text[], text, text, float8)"
+        " RETURNS TABLE (o_version text, o_fingerprint text, o_recorded text, o_written text)"
+        " LANGUAGE plpgsql VOLATILE AS $fn$ BEGIN"
+        " PERFORM pg_advisory_xact_lock(hashtextextended($1, 0)); RETURN QUERY " + APPEND_STATEMENT + "; END $fn$",
+        # the append function's statement alone (tests prepare it to see its plan)
+        "append_statement": APPEND_STATEMENT,
         "replace_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version,"
         " created_at, updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (conversation_key) DO UPDATE SET"
         " message_count = excluded.message_count, version = excluded.version, updated_at = excluded.updated_at",

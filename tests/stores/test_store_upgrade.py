@@ -161,3 +161,50 @@ def test_postgres_schema_made_once_by_many_first_calls(postgres_url: str) -> Non
                 await store.close()
 
     asyncio.run(main())
+
+
+def test_postgres_version_3_schema_gains_the_append_function(postgres_url: str) -> None:
+    """A version 3 schema that an older chatlab made (tables only) gets the append function on first use, once,
+    and keeps its tables and data: the function is created beside them, nothing is altered."""
+    from urllib.parse import parse_qs, urlsplit
+
+    import psycopg
+
+    from chatlab.stores.postgres_sql import APPEND_FUNCTION
+
+    schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
+    base = postgres_url.split("?", 1)[0]
+
+    async def write_then_drop_the_function() -> str:
+        store = open_store(postgres_url)
+        try:
+            return (await store.append("old", OLD)).version
+        finally:
+            await store.close()
+
+    version = asyncio.run(write_then_drop_the_function())
+
+    def functions() -> list[str]:
+        with psycopg.connect(base, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s",
+                (schema,),
+            ).fetchall()
+            return [row[0] for row in rows]
+
+    assert functions() == [APPEND_FUNCTION]
+    with psycopg.connect(base, autocommit=True) as conn:  # the schema as the chatlab before the function left it
+        conn.execute(f'DROP FUNCTION "{schema}"."{APPEND_FUNCTION}"')
+
+    async def use() -> None:
+        store = open_store(postgres_url)
+        try:
+            assert (await store.read("old")).version == version
+            written = await store.append("old", [NEW], if_match=[version], idempotency=Idempotency("k", "fp"))
+            assert (await store.append("old", [NEW], idempotency=Idempotency("k", "fp"))).replayed
+            assert (await store.read("old")).messages == [*OLD, NEW] and written.version != version
+        finally:
+            await store.close()
+
+    asyncio.run(use())
+    assert functions() == [APPEND_FUNCTION]
