@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 Work = Callable[[sqlite3.Connection], Any]
-_Item = tuple[Work, asyncio.AbstractEventLoop, "asyncio.Future[Any]", float]
+_Item = tuple[Work, asyncio.AbstractEventLoop, "asyncio.Future[Any]", float, bool]
 Answer = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Any, BaseException | None]
 """A caller's loop and future, and what to answer: a result, or an exception."""
 
@@ -57,12 +57,18 @@ class GroupCommitter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    async def submit(self, work: Callable[[sqlite3.Connection], T], deadline: float = float("inf")) -> T:
-        """Run ``work`` inside the next group's transaction; return once that transaction is committed."""
+    async def submit(
+        self, work: Callable[[sqlite3.Connection], T], deadline: float = float("inf"), *, savepoint: bool = True
+    ) -> T:
+        """Run ``work`` inside the next group's transaction; return once that transaction is committed.
+
+        ``savepoint=False`` is for a write that refuses (raises one of ``answers``) only before it writes
+        anything: it runs without a savepoint of its own (two statements fewer), as nothing would need undoing.
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._ensure_thread()
-        self._queue.put((work, loop, future, deadline))
+        self._queue.put((work, loop, future, deadline, savepoint))
         return await future
 
     def _ensure_thread(self) -> None:
@@ -93,7 +99,7 @@ class GroupCommitter:
                     self._commit(conn, group)
                 except Exception as exc:  # the whole group failed: nothing of it was committed
                     error = self._failure(exc) if isinstance(exc, sqlite3.Error | OSError) else exc
-                    settle([(loop, future, None, error) for _, loop, future, _ in group])
+                    settle([(loop, future, None, error) for _, loop, future, _, _ in group])
                     if conn is not None:
                         conn.close()
                         conn = None  # a fresh connection for the next group
@@ -121,7 +127,7 @@ class GroupCommitter:
     def _commit(self, conn: sqlite3.Connection, group: list[_Item]) -> None:
         now = time.monotonic()
         late = TimeoutError("the write waited past the store timeout")
-        settle([(loop, future, None, self._failure(late)) for _, loop, future, deadline in group if deadline <= now])
+        settle([(loop, future, None, self._failure(late)) for _, loop, future, deadline, _ in group if deadline <= now])
         group = [item for item in group if item[3] > now]
         if not group:
             return
@@ -131,7 +137,13 @@ class GroupCommitter:
         conn.execute("BEGIN IMMEDIATE")
         outcomes: list[tuple[Any, BaseException | None]] = []
         try:
-            for work, _, _, _ in group:
+            for work, _, _, _, savepoint in group:
+                if not savepoint:
+                    try:
+                        outcomes.append((work(conn), None))
+                    except self._answers as refused:  # raised before it wrote anything
+                        outcomes.append((None, refused))
+                    continue
                 conn.execute("SAVEPOINT chatlab_write")
                 try:
                     outcomes.append((work(conn), None))
@@ -144,7 +156,7 @@ class GroupCommitter:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        settle([(loop, future, *outcome) for (_, loop, future, _), outcome in zip(group, outcomes, strict=True)])
+        settle([(loop, future, *outcome) for (_, loop, future, _, _), outcome in zip(group, outcomes, strict=True)])
 
 
 def settle(answers: list[Answer]) -> None:

@@ -77,6 +77,37 @@ READ_ARRAY = (
 )
 EMPTY_ARRAY = ConversationArray(b"[]", 0, ABSENT)
 
+#: An append's view of its conversation in one statement: the live idempotency record for the key (if any, else
+#: NULLs), the version and the count (NULLs for a conversation that does not exist).
+APPEND_STATE = (
+    "SELECT i.fingerprint, i.version, c.version, c.message_count FROM (SELECT ?1 AS k) AS q "
+    "LEFT JOIN chatlab_idempotency AS i ON i.conversation_key = q.k AND i.idempotency_key = ?2 AND i.expires_at > ?3 "
+    "LEFT JOIN chatlab_conversations AS c ON c.conversation_key = q.k"
+)
+#: Creates the conversation or sets its new count and version (the count read in the same transaction).
+UPSERT_COUNT = (
+    "INSERT INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at) "
+    "VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT (conversation_key) DO UPDATE SET "
+    "message_count = excluded.message_count, version = excluded.version, updated_at = excluded.updated_at"
+)
+ROWS_PER_INSERT = 64
+"""Messages per INSERT statement: one statement (one step) for a usual batch, within SQLite's bound on parameters."""
+EXPIRY_INTERVAL = 1.0
+"""Seconds between deletions of expired idempotency records (a lookup ignores them meanwhile)."""
+
+
+def insert_messages(conn: sqlite3.Connection, conversation_key: str, start: int, batch: Sequence[bytes]) -> None:
+    """Insert ``batch`` at positions ``start``..., up to :data:`ROWS_PER_INSERT` rows per statement (each size's
+    statement stays prepared in the connection's cache)."""
+    for first in range(0, len(batch), ROWS_PER_INSERT):
+        chunk = batch[first : first + ROWS_PER_INSERT]
+        values = ",".join(["(?,?,?)"] * len(chunk))
+        params: list[object] = []
+        for i, body in enumerate(chunk, start + first):
+            params += (conversation_key, i, body)
+        conn.execute(f"INSERT INTO chatlab_messages (conversation_key, position, body) VALUES {values}", params)
+
+
 T = TypeVar("T")
 
 
@@ -97,6 +128,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
         self._writer = GroupCommitter(self._connect, self._failure, (VersionMismatch, IdempotencyKeyReused))
         self._schema_lock = threading.Lock()
         self._schema_ready = False
+        self._next_expiry = 0.0  # when the writer thread next deletes expired idempotency records
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.path}>"
@@ -223,35 +255,26 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
             return WriteResult((await self.read(conversation_key)).version)
 
         def body(conn: sqlite3.Connection) -> WriteResult:
+            # Few statements (each is a GIL hand-off in the writer thread): one read of the record, version and
+            # count; every refusal before the first write (so no savepoint); one insert of the whole batch.
             now = time.time()
-            if idempotency is not None:
-                row = conn.execute(
-                    "SELECT fingerprint, version FROM chatlab_idempotency "
-                    "WHERE conversation_key = ? AND idempotency_key = ? AND expires_at > ?",
-                    (conversation_key, idempotency.key, now),
-                ).fetchone()
-                if row is not None:
-                    if row[0] != idempotency.fingerprint:
-                        raise IdempotencyKeyReused(idempotency.key)
-                    return WriteResult(row[1], replayed=True)
-            version, count = self._current(conn, conversation_key, if_match)
+            key = None if idempotency is None else idempotency.key
+            fingerprint, recorded, current, count = conn.execute(APPEND_STATE, (conversation_key, key, now)).fetchone()
+            if fingerprint is not None and idempotency is not None:
+                if fingerprint != idempotency.fingerprint:
+                    raise IdempotencyKeyReused(idempotency.key)
+                return WriteResult(recorded, replayed=True)
+            version = ABSENT if current is None else current
+            if not version_matches(version, if_match):
+                raise VersionMismatch(version)
             if batch:
+                count = count or 0
                 version = appended_version(version, count + len(batch))
                 written = self.clock()
-                (new_count,) = conn.execute(
-                    "INSERT INTO chatlab_conversations (conversation_key, message_count, version, created_at, "
-                    "updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (conversation_key) DO UPDATE SET "
-                    "message_count = message_count + excluded.message_count, version = excluded.version, "
-                    "updated_at = excluded.updated_at RETURNING message_count",
-                    (conversation_key, len(batch), version, written, written),
-                ).fetchone()
-                start = new_count - len(batch)
-                conn.executemany(
-                    "INSERT INTO chatlab_messages (conversation_key, position, body) VALUES (?, ?, ?)",
-                    [(conversation_key, start + i, m) for i, m in enumerate(batch)],
-                )
+                conn.execute(UPSERT_COUNT, (conversation_key, count + len(batch), version, written))
+                insert_messages(conn, conversation_key, count, batch)
             if idempotency is not None:
-                conn.execute("DELETE FROM chatlab_idempotency WHERE expires_at <= ?", (now,))
+                self._expire_records(conn, now)
                 conn.execute(
                     "INSERT OR REPLACE INTO chatlab_idempotency "
                     "(conversation_key, idempotency_key, fingerprint, version, expires_at) VALUES (?, ?, ?, ?, ?)",
@@ -259,7 +282,13 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
                 )
             return WriteResult(version)
 
-        return await self._writer.submit(body, time.monotonic() + self.busy_timeout)
+        return await self._writer.submit(body, time.monotonic() + self.busy_timeout, savepoint=False)
+
+    def _expire_records(self, conn: sqlite3.Connection, now: float) -> None:
+        """Delete expired idempotency records, at most once per :data:`EXPIRY_INTERVAL` (the writer thread's)."""
+        if now >= self._next_expiry:
+            conn.execute("DELETE FROM chatlab_idempotency WHERE expires_at <= ?", (now,))
+            self._next_expiry = now + EXPIRY_INTERVAL
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
