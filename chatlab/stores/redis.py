@@ -25,7 +25,8 @@ runs as one atomic step. So an append (``ZADD`` + ``RPUSH`` of the whole batch) 
 and in order, all or nothing, whatever other clients (other service processes included) append
 meanwhile; a replace (``DEL`` + ``RPUSH``) and a delete (``ZREM`` + ``DEL``) are whole too; and an
 ``if_match`` condition or an idempotency record is checked in the same step as the write and the
-record. Reads and summaries run as one Lua script too, a consistent snapshot (every script by ``EVALSHA``).
+record (every script by ``EVALSHA``). Summaries run as one Lua script too, and a read as one ``MULTI``/``EXEC`` of
+plain commands: each a consistent snapshot.
 
 Every operation ends within ``timeout`` seconds, connecting included, even when Redis or the network
 stops answering; the connection it waited on is then closed, never reused. Nothing is retried: a
@@ -48,6 +49,7 @@ from . import redis_scripts as scripts
 from ._loops import PerLoop
 from ._urls import split_url
 from .base import (
+    ABSENT,
     ChatHistoryStore,
     Conversation,
     ConversationSlice,
@@ -156,17 +158,33 @@ class RedisChatHistoryStore(RedisConnections, RedisOperations, ChatHistoryStore)
 
         return await self._guard(work)
 
-    async def _read(self, conversation_key: str, first: int | str, last: int | str) -> tuple[str, int, list[Any]]:
-        """Version, count and the messages from ``first`` to ``last`` (``""``: none), in one script."""
-        keys = [self._version_key(conversation_key), self._index_key, self._list_key(conversation_key)]
-        args = [conversation_key.encode("utf-8"), first, last]
+    async def _read(self, conversation_key: str, first: int | None, last: int) -> tuple[str, int, list[Any]]:
+        """Version, count and the messages from ``first`` to ``last`` (LRANGE's; ``first`` None: none), one snapshot.
+
+        One ``MULTI``/``EXEC`` of plain commands, not a script: Redis spends about half as much on it. A conversation
+        without a version is one of layout 1 (unversioned) if it has messages and is in the index, else absent
+        (never written, deleted, or its keys expired).
+        """
+        list_key = self._list_key(conversation_key)
+        commands: list[tuple[Any, ...]] = [
+            ("GET", self._version_key(conversation_key)),
+            ("ZSCORE", self._index_key, conversation_key.encode("utf-8")),
+        ]
+        whole = first == 0 and last == -1
+        if first is not None:
+            commands.append(("LRANGE", list_key, first, last))
+        if not whole:
+            commands.append(("LLEN", list_key))
 
         async def work(pool: RedisPool) -> list[Any]:
-            reply: list[Any] = await pool.script(scripts.READ, keys, args)
-            return reply
+            return await pool.transaction(*commands)
 
-        version, count, messages = await self._guard(work)
-        return version.decode(), count, messages
+        version, indexed, *rest = await self._guard(work)
+        messages: list[Any] = rest[0] if first is not None else []
+        count: int = len(messages) if whole else rest[-1]
+        if version is not None:
+            return version.decode(), count, messages
+        return UNVERSIONED if count and indexed is not None else ABSENT, count, messages
 
     async def read(self, conversation_key: str) -> Conversation:
         version, _, messages = await self._read(conversation_key, 0, -1)
@@ -175,8 +193,8 @@ class RedisChatHistoryStore(RedisConnections, RedisOperations, ChatHistoryStore)
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         check_slice(after, limit)
         # LRANGE walks from the nearer end of the list: the newest messages are cheap
-        last = "" if limit == 0 else -1 if limit is None else after + limit - 1
-        version, count, messages = await self._read(conversation_key, "" if limit == 0 else after, last)
+        last = -1 if limit is None else after + limit - 1
+        version, count, messages = await self._read(conversation_key, None if limit == 0 else after, last)
         return ConversationSlice(messages, after, count, version)
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""The Lua scripts of the Redis store: a read, each write, the summaries, a restore, a sweep, an upgrade.
+"""The Lua scripts of the Redis store: each write, the summaries, a restore, a sweep, an upgrade.
 
 Redis runs a script as one atomic step, so each is a check and its write together (see
 :mod:`chatlab.stores.redis` for the layout of the keys they read and write). Every script says
@@ -33,25 +33,6 @@ for _, key in ipairs(keys) do
     end
 end
 return result
-"""
-)
-
-# KEYS: version, index, list. ARGV: member, first and last position (LRANGE's; '' '': none, the count only).
-# One snapshot: the version (of a layout 1 conversation: unversioned; absent, or expired: ABSENT), count, messages.
-READ = (
-    """
-local count = redis.call('LLEN', KEYS[3])
-local messages = {}
-if ARGV[2] ~= '' then messages = redis.call('LRANGE', KEYS[3], ARGV[2], ARGV[3]) end
-local version = redis.call('GET', KEYS[1])
-if not version then
-    if count > 0 and redis.call('ZSCORE', KEYS[2], ARGV[1]) then version = '"""
-    + UNVERSIONED
-    + """' else version = '"""
-    + ABSENT
-    + """' end
-end
-return {version, count, messages}
 """
 )
 
