@@ -1,15 +1,16 @@
-"""The Redis store's connections: one small pool per event loop, and a deadline on every operation.
+"""The Redis store's connections: one per event loop, pipelined, and a deadline on every operation.
 
-Every operation ends within the store's ``timeout``, connecting included, even when Redis or the network
-stops answering; the connection it waited on is then closed, never reused. Nothing is retried: a retried
-script that had run before its answer was lost would append twice (chatlab's client retries with an
-``Idempotency-Key`` instead). redis-py and socket errors become :class:`~chatlab.stores.base.StoreError`.
+Every operation ends within the store's ``timeout``, connecting included, even when Redis or the network stops
+answering; the connection it waited on then takes no new operation and is closed once those on it ended. Nothing
+is retried: a retried script that had run before its answer was lost would append twice (chatlab's client retries
+with an ``Idempotency-Key`` instead). redis-py and socket errors become :class:`~chatlab.stores.base.StoreError`.
 
-The pool is chatlab's, the connections and the protocol (hiredis) redis-py's: redis-py's client and pool
-cost several times a command's own work per call (a pool lock, observability hooks, a response callback
-table, a timeout object per reply, a task per send with ``socket_timeout``). Here a connection carries one
-command at a time; idle ones are reused last in, first out, and checked on checkout as redis-py's pool does
-(one the server closed, or with unread bytes, is reconnected before anything is sent).
+redis-py opens the connection (URL, TLS, sockets, credentials, database, handshake); the rest is chatlab's:
+redis-py's client, pool and connection cost several times a command's own work per call (a pool lock,
+observability hooks, a response callback table, a timeout object per reply, a stream reader and a system call
+or two per command). Here one connection per event loop carries every operation, pipelined: the commands of one
+turn of the loop go in one write, hiredis packs them and parses the replies as the transport delivers them. One
+the server closed, or that got bytes nobody asked for, is replaced before anything more is sent.
 """
 
 from __future__ import annotations
@@ -53,24 +54,30 @@ def _digest(script: str) -> str:
 
 _NOT_ENOUGH_DATA = object()  # what hiredis answers while a reply is incomplete
 _CLOSED = "Connection closed by server."  # redis-py's words
+_MULTI, _EXEC = b"*1\r\n$5\r\nMULTI\r\n", b"*1\r\n$4\r\nEXEC\r\n"
 
 
 class _Link(asyncio.Protocol):
-    """One connection after redis-py's handshake: requests written whole, replies parsed by hiredis as they arrive.
+    """One connection after redis-py's handshake, shared by every request of its event loop (pipelined).
 
-    redis-py's connection reads a reply through a stream reader and several coroutines, each of them a good part of
-    what a short command costs; here the transport hands the bytes to hiredis and each reply completes its request's
-    future. A request is one command or a transaction (its replies counted, the last one answered). Bytes no request
-    asked for, or the end of the connection, leave it ``broken``: never used again.
+    redis-py's connection reads a reply through a stream reader and several coroutines, and carries one command at
+    a time, each with a system call to send it and one to read its reply. Here the requests made in one turn of the
+    event loop are written together (one ``send``, and Redis reads them with one ``read`` and answers with one
+    ``write``), the transport hands the replies to hiredis, and each completes its request's future, in order. A
+    request is one command or a transaction (its replies counted, the last one answered). Bytes no request asked
+    for, or the end of the connection, leave it ``broken``; a request given up (its deadline) leaves it
+    ``retired``: no new request goes to it, and it is closed once the requests on it have ended.
     """
 
     def __init__(self, connection: AbstractConnection, reader: Any, lost: type[Exception]) -> None:
         self.connection = connection  # redis-py's, kept to close it as redis-py does
         self._reader = reader
         self._lost = lost
-        self._waiting: deque[tuple[asyncio.Future[Any], int]] = deque()
-        self._got = 0  # replies of the oldest request received so far
-        self.broken = False
+        self._loop = asyncio.get_running_loop()
+        self._waiting: deque[asyncio.Future[Any]] = deque()  # one per reply; None for all but a request's last
+        self._unsent: list[bytes] = []
+        self.active = 0  # requests awaiting a reply on it
+        self.broken = self.retired = False
         writer = connection._writer  # redis-py's stream: its transport is taken over
         if writer is None:  # pragma: no cover - connect() opened it
             raise ConnectionError("redis-py opened no stream")
@@ -78,26 +85,34 @@ class _Link(asyncio.Protocol):
         self._transport.set_protocol(self)
 
     def request(self, packed: bytes, replies: int) -> asyncio.Future[Any]:
-        """Send ``packed``; the future gets its last reply of ``replies`` (an error reply as its exception object)."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting.append((future, replies))
-        self._transport.write(packed)
+        """Send ``packed`` (with the other requests of this turn of the loop); the future gets the last of its
+        ``replies`` replies (an error reply as its exception object)."""
+        future = self._loop.create_future()
+        waiting = self._waiting
+        for _ in range(replies - 1):
+            waiting.append(None)  # type: ignore[arg-type]
+        waiting.append(future)
+        if not self._unsent:
+            self._loop.call_soon(self._send)
+        self._unsent.append(packed)
         return future
+
+    def _send(self) -> None:
+        unsent, self._unsent = self._unsent, []
+        if not self.broken:
+            self._transport.write(b"".join(unsent))
 
     def data_received(self, data: bytes) -> None:
         self._reader.feed(data)
+        waiting = self._waiting
         while (reply := self._reader.gets()) is not _NOT_ENOUGH_DATA:
-            if not self._waiting:
+            if not waiting:
                 self.broken = True  # nothing asked for it: out of step
                 self._transport.close()
                 return
-            self._got += 1
-            future, replies = self._waiting[0]
-            if self._got == replies:
-                self._waiting.popleft()
-                self._got = 0
-                if not future.done():
-                    future.set_result(reply)
+            future = waiting.popleft()
+            if future is not None and not future.done():  # done: given up (its deadline)
+                future.set_result(reply)
 
     def eof_received(self) -> bool:
         return False  # closes the transport: connection_lost follows
@@ -105,20 +120,27 @@ class _Link(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.broken = True
         waiting, self._waiting = self._waiting, deque()
-        for future, _ in waiting:
-            if not future.done():
+        for future in waiting:
+            if future is not None and not future.done():
                 future.set_exception(self._lost(f"Connection to Redis lost: {exc}" if exc else _CLOSED))
 
 
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """A connecting task's failure is its waiters' (when every one gave up, nobody's)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class RedisPool:
-    """One event loop's connections to Redis: at most ``limit`` open, idle ones reused."""
+    """One event loop's connection to Redis, shared by its operations (at most ``limit`` open, retired ones
+    still in use included)."""
 
     def __init__(self, url: str, limit: int, timeout: float) -> None:
         import redis.asyncio
         from redis._parsers.base import BaseParser
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
-        from redis.exceptions import ConnectionError, NoScriptError, RedisError, ResponseError
+        from redis.exceptions import ConnectionError, NoScriptError, ResponseError
 
         try:  # hiredis packs commands and parses replies in C (chatlab[redis] installs it)
             from hiredis import Reader, pack_command
@@ -131,46 +153,71 @@ class RedisPool:
             url, socket_timeout=None, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
         ).make_connection  # no socket timeout: the store's deadline bounds the whole operation
         self._limit = limit
+        self._timeout = timeout
         self.deadlines = Deadlines(timeout)
         self._pack: Callable[[tuple[Any, ...]], bytes] = pack_command
         self._reader_class, self._parse_error = Reader, BaseParser.parse_error
         self._too_many, self._no_script, self._error_reply = ConnectionError, NoScriptError, ResponseError
-        self._redis_error = RedisError
-        self._idle: list[_Link] = []
-        self._open: set[AbstractConnection] = set()  # connecting ones included
+        self._link: _Link | None = None  # where new requests go
+        self._connecting: asyncio.Task[_Link] | None = None
+        self._open: set[AbstractConnection] = set()  # connecting and retired ones included
 
-    async def _checkout(self) -> _Link:
-        """An idle connection (last in, first out), or a new one; one that was closed meanwhile is dropped."""
-        while self._idle:
-            link = self._idle.pop()
-            if not link.broken:
-                return link
+    async def _current(self) -> _Link:
+        """The connection new requests go to: one the server closed is dropped, a new one opened (once, whoever
+        waits for it; an operation giving up does not stop it, its own ``timeout`` does)."""
+        link = self._link
+        if link is not None:
+            self._link = None
+            link.retired = True
+            if not link.active:
+                await self._close(link)
+        connecting = self._connecting
+        if connecting is None:
+            connecting = self._connecting = asyncio.get_running_loop().create_task(self._connect())
+            connecting.add_done_callback(_retrieve)
+        return await asyncio.shield(connecting)
+
+    async def _connect(self) -> _Link:
+        try:
+            if len(self._open) >= self._limit:
+                raise self._too_many("Too many connections")  # as redis-py's pool
+            connection = self._factory()
+            self._open.add(connection)
+            try:
+                async with asyncio.timeout(self._timeout):
+                    await connection.connect()  # type: ignore[no-untyped-call]
+                reader = self._reader_class(replyError=self._parse_error, notEnoughData=_NOT_ENOUGH_DATA)
+                link = self._link = _Link(connection, reader, self._too_many)
+            except BaseException:
+                self._open.discard(connection)
+                await connection.disconnect(nowait=True)
+                raise
+            return link
+        finally:
+            self._connecting = None
+
+    async def _close(self, link: _Link) -> None:
+        if link.connection in self._open:
             self._open.discard(link.connection)
             await link.connection.disconnect(nowait=True)
-        if len(self._open) >= self._limit:
-            raise self._too_many("Too many connections")  # as redis-py's pool
-        connection = self._factory()
-        self._open.add(connection)
-        try:
-            await connection.connect()  # type: ignore[no-untyped-call]
-            reader = self._reader_class(replyError=self._parse_error, notEnoughData=_NOT_ENOUGH_DATA)
-            return _Link(connection, reader, self._too_many)
-        except BaseException:
-            self._open.discard(connection)
-            await connection.disconnect(nowait=True)
-            raise
 
     async def _request(self, packed: bytes, replies: int) -> Any:
         """The last of the ``replies`` replies to ``packed`` (an error reply is returned, not raised)."""
-        link = await self._checkout()
+        link = self._link
+        if link is None or link.broken:
+            link = await self._current()
+        link.active += 1
         try:
-            reply = await link.request(packed, replies)
-        except BaseException:  # a cancellation (the deadline) included: out of step, never reused
-            self._open.discard(link.connection)
-            await link.connection.disconnect(nowait=True)
+            return await link.request(packed, replies)
+        except BaseException:  # a cancellation (the deadline) included: no new request goes to this connection
+            link.retired = True
+            if self._link is link:
+                self._link = None
             raise
-        self._idle.append(link)  # every reply was read: the connection is in step
-        return reply
+        finally:
+            link.active -= 1
+            if link.retired and not link.active:
+                await self._close(link)
 
     async def call(self, *args: Any) -> Any:
         """One command's reply (an error reply raised as redis-py's ``ResponseError``)."""
@@ -185,8 +232,7 @@ class RedisPool:
         Plain commands cost Redis about half of what the same commands in a Lua script cost (no script call, no
         conversion of every value to Lua and back).
         """
-        pack = self._pack
-        packed = b"".join([pack(("MULTI",)), *map(pack, commands), pack(("EXEC",))])
+        packed = b"".join([_MULTI, *map(self._pack, commands), _EXEC])
         replies = await self._request(packed, len(commands) + 2)
         if isinstance(replies, self._error_reply):  # EXECABORT: a command was refused, none ran
             raise replies
@@ -198,14 +244,16 @@ class RedisPool:
 
     async def script(self, script: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """A Lua script's reply, run by its digest; its text is sent only when Redis has not cached it yet."""
-        try:
-            return await self.call("EVALSHA", _digest(script), len(keys), *keys, *args)
-        except self._no_script:  # not run: sending it whole is safe
-            return await self.call("EVAL", script, len(keys), *keys, *args)
+        reply = await self._request(self._pack(("EVALSHA", _digest(script), len(keys), *keys, *args)), 1)
+        if isinstance(reply, self._no_script):  # not run: sending it whole is safe
+            reply = await self._request(self._pack(("EVAL", script, len(keys), *keys, *args)), 1)
+        if isinstance(reply, self._error_reply):
+            raise reply
+        return reply
 
     async def close(self) -> None:
         """Close every connection, those in use included."""
-        connections, self._open, self._idle = self._open, set(), []
+        connections, self._open, self._link = self._open, set(), None
         for connection in connections:
             await connection.disconnect(nowait=True)
 

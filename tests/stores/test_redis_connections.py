@@ -17,14 +17,15 @@ def test_a_connection_the_server_closed_is_opened_again_before_use(redis_url: st
         try:
             await store.append("k", [b'{"n":1}'])
             pool = await store._clients.get()
-            (idle,) = pool._idle  # one operation at a time: one connection
+            idle = pool._link
+            assert idle is not None
             client_id = await pool.call("CLIENT", "ID")
             with redis.Redis.from_url(split_url(redis_url, CHATLAB_PARAMETERS)[0]) as admin:
                 assert admin.client_kill_filter(_id=client_id) == 1  # as a Redis restart or its idle timeout does
             await asyncio.sleep(0.2)  # the end of the stream arrives
             assert (await store.read("k")).messages == [b'{"n":1}']  # not a StoreError
-            (fresh,) = pool._idle  # the closed one was dropped at checkout, a new one opened
-            assert fresh is not idle and idle.broken and not idle.connection.is_connected
+            fresh = pool._link  # the closed one was dropped before use, a new one opened
+            assert fresh is not None and fresh is not idle and idle.broken and not idle.connection.is_connected
             assert pool._open == {fresh.connection}
         finally:
             await store.close()
@@ -32,17 +33,36 @@ def test_a_connection_the_server_closed_is_opened_again_before_use(redis_url: st
     asyncio.run(main())
 
 
-def test_too_many_concurrent_operations_fail_as_redis_py_s_pool_did(redis_url: str) -> None:
+def test_concurrent_operations_share_one_connection_and_a_given_up_one_retires_it(redis_url: str) -> None:
+    import redis
+
     from chatlab.stores import StoreError
 
     async def main() -> None:
-        store = RedisChatHistoryStore(redis_url, timeout=5.0, max_connections=2)
+        store = RedisChatHistoryStore(redis_url, timeout=5.0, max_connections=1)
         try:
             await store.append("k", [b'{"n":1}'])
-            results = await asyncio.gather(*(store.read("k") for _ in range(3)), return_exceptions=True)
-            failed = [r for r in results if isinstance(r, StoreError)]
-            assert len(failed) == 1 and "Too many connections" in str(failed[0])
-            assert (await store.read("k")).messages == [b'{"n":1}']
+            pool = await store._clients.get()
+            link = pool._link
+            reads = await asyncio.gather(*(store.read("k") for _ in range(20)))
+            assert all(r.messages == [b'{"n":1}'] for r in reads) and pool._link is link  # pipelined on one
+            assert pool._open == {link.connection}
+            # a command that holds the connection, and one behind it that is given up (as at its deadline)
+            blocked = store._list_key("blocked")
+            first = asyncio.ensure_future(pool.call("BLPOP", blocked, 5))
+            second = asyncio.ensure_future(pool.call("BLPOP", blocked, 5))
+            await asyncio.sleep(0.1)
+            second.cancel()
+            await asyncio.sleep(0)
+            assert link.retired and pool._link is None and link.connection.is_connected  # first still waits on it
+            with pytest.raises(StoreError, match="Too many connections"):  # retired but open: the limit holds
+                await store.read("k")
+            with redis.Redis.from_url(split_url(redis_url, CHATLAB_PARAMETERS)[0]) as admin:
+                admin.rpush(blocked, b"x")
+            assert await first == [blocked, b"x"]
+            assert not link.connection.is_connected and pool._open == set()  # closed once nothing waits on it
+            assert (await store.read("k")).messages == [b'{"n":1}']  # on a new connection
+            assert pool._link is not link and pool._open == {pool._link.connection}
         finally:
             await store.close()
 
@@ -61,12 +81,12 @@ def test_an_error_reply_in_a_read_is_raised_and_the_connection_stays_in_step(red
             with redis.Redis.from_url(split_url(redis_url, CHATLAB_PARAMETERS)[0]) as admin:
                 admin.set(store._list_key("bad"), "not a list")
             pool = await store._clients.get()
-            (idle,) = pool._idle
+            link = pool._link
             for read in (store.read("bad"), store.read_slice("bad", 1, 1)):
                 with pytest.raises(StoreError, match="WRONGTYPE"):
                     await read
             assert (await store.read("k")).messages == [b'{"n":1}']  # the replies after the error are k's
-            assert pool._idle == [idle]  # every reply of the failed read was read: kept
+            assert pool._link is link and not link.retired  # every reply of the failed read was read: kept
         finally:
             await store.close()
 
@@ -79,11 +99,12 @@ def test_bytes_nobody_asked_for_break_the_connection(redis_url: str) -> None:
         try:
             await store.append("k", [b'{"n":1}'])
             pool = await store._clients.get()
-            (idle,) = pool._idle
-            idle.data_received(b"+OK\r\n")  # as a reply arriving after its request was given up
-            assert idle.broken
+            link = pool._link
+            assert link is not None
+            link.data_received(b"+OK\r\n")  # as a reply arriving with no request waiting
+            assert link.broken
             assert (await store.read("k")).messages == [b'{"n":1}']
-            assert idle not in pool._idle and idle.connection not in pool._open
+            assert pool._link is not link and link.connection not in pool._open
         finally:
             await store.close()
 
