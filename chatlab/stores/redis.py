@@ -29,7 +29,8 @@ record (every script by ``EVALSHA``). Summaries run as one Lua script too, and a
 plain commands: each a consistent snapshot.
 
 Every operation ends within ``timeout`` seconds, connecting included, even when Redis or the network
-stops answering; the connection it waited on is then closed, never reused. Nothing is retried: a
+stops answering; the connection it waited on then takes no new command and is closed once the commands
+on it ended. Nothing is retried: a
 retried script that had run before its answer was lost would append twice (chatlab's
 client retries with an ``Idempotency-Key`` instead). See :mod:`chatlab.stores.redis_connections`.
 
@@ -84,7 +85,8 @@ class RedisChatHistoryStore(RedisConnections, RedisOperations, ChatHistoryStore)
 
     ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS); the extra
     query parameter ``prefix=...`` (or the ``prefix`` argument) namespaces every key.
-    ``timeout`` bounds each operation, connecting included.
+    ``timeout`` bounds each operation, connecting included. Each event loop's operations share one connection
+    (pipelined); ``max_connections`` bounds those open, including ones that timed out and still drain.
     """
 
     schema_version = SCHEMA_VERSION
