@@ -140,7 +140,7 @@ class RedisPool:
         from redis._parsers.base import BaseParser
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
-        from redis.exceptions import ConnectionError, NoScriptError, ResponseError
+        from redis.exceptions import ConnectionError, NoScriptError, RedisError
 
         try:  # hiredis packs commands and parses replies in C (chatlab[redis] installs it)
             from hiredis import Reader, pack_command
@@ -157,7 +157,8 @@ class RedisPool:
         self.deadlines = Deadlines(timeout)
         self._pack: Callable[[tuple[Any, ...]], bytes] = pack_command
         self._reader_class, self._parse_error = Reader, BaseParser.parse_error
-        self._too_many, self._no_script, self._error_reply = ConnectionError, NoScriptError, ResponseError
+        # an error reply is what redis-py's parser makes of it: a ResponseError, NoScriptError, ...
+        self._too_many, self._no_script, self._error_reply = ConnectionError, NoScriptError, RedisError
         self._link: _Link | None = None  # where new requests go
         self._connecting: asyncio.Task[_Link] | None = None
         self._open: set[AbstractConnection] = set()  # connecting and retired ones included
@@ -220,7 +221,7 @@ class RedisPool:
                 await self._close(link)
 
     async def call(self, *args: Any) -> Any:
-        """One command's reply (an error reply raised as redis-py's ``ResponseError``)."""
+        """One command's reply (an error reply raised as redis-py raises it: ``ResponseError``, ...)."""
         reply = await self._request(self._pack(args), 1)
         if isinstance(reply, self._error_reply):
             raise reply
@@ -252,7 +253,9 @@ class RedisPool:
         return reply
 
     async def close(self) -> None:
-        """Close every connection, those in use included."""
+        """Close every connection, those in use and one being opened included."""
+        if self._connecting is not None:
+            self._connecting.cancel()
         connections, self._open, self._link = self._open, set(), None
         for connection in connections:
             await connection.disconnect(nowait=True)

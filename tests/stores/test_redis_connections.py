@@ -150,3 +150,33 @@ def test_reads_tell_absent_unversioned_and_versioned_conversations_apart(redis_u
             await store.close()
 
     asyncio.run(main())
+
+
+def test_closing_the_store_stops_a_connection_being_opened() -> None:
+    """A server that accepts and never answers: the handshake hangs until ``close()`` stops it."""
+
+    async def main() -> None:
+        accepted: list[asyncio.StreamWriter] = []
+
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            accepted.append(writer)
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        store = RedisChatHistoryStore(f"redis://127.0.0.1:{port}/0", timeout=30.0)
+        try:
+            read = asyncio.ensure_future(store.read("k"))
+            await asyncio.sleep(0.2)
+            pool = await store._clients.get()
+            connecting = pool._connecting
+            assert accepted and connecting is not None and not connecting.done()
+            await store.close()
+            await asyncio.sleep(0)
+            assert connecting.cancelled() and pool._link is None and pool._open == set()
+            read.cancel()
+        finally:
+            server.close()
+            for writer in accepted:
+                writer.close()
+
+    asyncio.run(main())
