@@ -137,3 +137,12 @@ def test_limits_and_refusals_are_the_full_parses() -> None:
     repeated = b'{"messages":[{"role":"user","role":"user","contents":[]}]}'
     assert schema._already_stored_form(repeated, 10, None) is None
     assert isinstance(_full_parse(repeated), (Refused, jsontext.InvalidJson))
+
+
+def test_a_repeated_messages_key_goes_to_the_full_parse() -> None:
+    """The body is decoded whole: with ``"messages"`` twice, what it holds last may be anything (not a list)."""
+    message = b'{"role":"user","contents":[]}'
+    for tail in (b'5,"z":[]', b'{"k":1},"z":[]', b"[]", b"[" + message + b"," + message + b"]"):
+        body = b'{"messages":[' + message + b'],"messages":' + tail + b"}"
+        assert schema._already_stored_form(body, 10, None) is None
+        assert isinstance(_full_parse(body), jsontext.InvalidJson)  # refused: a key sent twice

@@ -259,30 +259,29 @@ def decode_messages_body(
 
 #: What a compact body starts and ends with: the provider's, and any client's that writes compact JSON.
 _COMPACT_HEAD, _COMPACT_TAIL = b'{"messages":[', b"]}"
-_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def _already_stored_form(body: bytes, max_messages: int, max_message_bytes: int | None) -> list[bytes] | None:
     """The messages of a compact, valid body, each as sent; ``None``: let the full parse decide.
 
-    A message whose JSON msgspec decodes and encodes back to the very bytes sent is already what the
-    full parse would store: compact, no repeated key (one would be dropped), every number in the text
-    msgspec writes (``1.10``, ``-0`` or ``1E2`` would come back otherwise), strings escaped as msgspec
-    escapes them. Such a body, whose messages are certainly valid, needs neither the number-keeping
+    A body that is exactly ``{"messages":[`` and its messages as msgspec encodes them, joined by commas, and
+    ``]}`` holds each message as the full parse would store it: compact, no repeated key (one would be
+    dropped), every number in the text msgspec writes (``1.10``, ``-0`` or ``1E2`` would come back
+    otherwise), strings escaped as msgspec escapes them (JSON values delimit themselves, so each message's
+    text is its encoding). Such a body, whose messages are certainly valid, needs neither the number-keeping
     parse nor an encoding: a third of an append's CPU. Any doubt goes to the full parse, which answers
     exactly as without this path (the same bytes, or the same refusal).
     """
     if not (body.startswith(_COMPACT_HEAD) and body.endswith(_COMPACT_TAIL)):
         return None
     try:
-        raws = _RAW_LIST.decode(body[len(_COMPACT_HEAD) - 1 : -1])
-        if len(raws) > max_messages:
+        messages = msgspec.json.decode(body)["messages"]  # the last "messages", if the body repeats the key
+        if not isinstance(messages, list) or len(messages) > max_messages:
             return None
-        sent = [bytes(raw) for raw in raws]
+        sent = [msgspec.json.encode(message) for message in messages]
+        if _COMPACT_HEAD + b",".join(sent) + _COMPACT_TAIL != body:
+            return None
         if max_message_bytes is not None and any(len(message) > max_message_bytes for message in sent):
-            return None
-        messages = [msgspec.json.decode(message) for message in sent]
-        if [msgspec.json.encode(message) for message in messages] != sent:
             return None
         if not precheck.valid(messages, _PRECHECKED):
             return None
