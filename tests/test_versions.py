@@ -242,3 +242,23 @@ def test_the_request_fingerprint_is_the_one_stored_records_hold() -> None:
 
     messages = [b'{"role":"user"}', '{"role":"assistant","text":"é"}'.encode()]
     assert fingerprint("append", messages) == "9c55ee5e9b689e0d5b85db3e18673cfbf944fcf1e6fd82768d32d4427a162727"
+
+
+@pytest.mark.parametrize(
+    ("version", "tag"),
+    [
+        ("0", '"0"'),
+        ("5f0c.4", '"5f0c.4"'),
+        ("5f0c.10", '"5f0c.10"'),
+        ("5f0c.0", '"5f0c.0"'),
+        ("5f0c.007", '"5f0c.7"'),
+        ("a.b.00", '"a.b.0"'),
+        ("legacy-token", '"legacy-token"'),
+        ("x.0y", '"x.0y"'),
+        (".01", '".01"'),
+    ],
+)
+def test_an_etag_is_the_version_its_count_without_leading_zeros(version: str, tag: str) -> None:
+    from chatlab.service.security.conditions import etag
+
+    assert etag(version) == tag

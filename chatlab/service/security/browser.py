@@ -59,7 +59,11 @@ class ServedHosts:
 
     def refusal(self, scope: Scope) -> tuple[int, str] | None:
         """The status and detail of a refusal, or ``None`` to serve the request."""
-        raw = next((value for name, value in scope["headers"] if name == b"host"), None)
+        raw = None
+        for name, value in scope["headers"]:  # a loop, not next() of a generator: every request's check
+            if name == b"host":
+                raw = value
+                break
         if raw is None:
             return 400, "the request has no Host header: send the host name you reach the service by"
         if self.any_host or raw in self.served:  # the Host value of nearly every request, known served
