@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from chatlab.stores import ConversationSummary, InMemoryChatHistoryStore
 
 
@@ -36,3 +38,23 @@ def test_threads_appending_deleting_and_replacing_never_split_a_batch() -> None:
     assert len(messages) % 10 == 0
     assert messages == batch * (len(messages) // 10)
     assert asyncio.run(store.summaries()) in ([], [ConversationSummary("k", len(messages))])
+
+
+@pytest.mark.parametrize(
+    ("current", "appended"),
+    [
+        ("5f0c.4", "5f0c.9"),
+        ("5f0c.007", "5f0c.9"),
+        ("a.b.3", "a.b.9"),
+        ("legacy", "legacy.9"),
+        (".4", ".4.9"),
+        ("g.x", "g.x.9"),
+        ("g.", "g..9"),
+    ],
+)
+def test_an_append_keeps_the_generation(current: str, appended: str) -> None:
+    """The generation is what comes before a trailing ``.<digits>``; otherwise the whole version (one written before
+    versions had a count, see ``Version.parse``)."""
+    from chatlab.stores.base import appended_version
+
+    assert appended_version(current, 9) == appended

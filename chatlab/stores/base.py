@@ -85,8 +85,10 @@ def appended_version(current: str, count: int) -> str:
     """
     if current == ABSENT:
         return new_version(count)
-    parsed = Version.parse(current)
-    return str(Version(current if parsed is None else parsed.generation, count))
+    generation, dot, old = current.rpartition(".")  # as Version.parse reads it, without making Versions
+    if not (dot and generation and old.isdigit() and old.isascii()):
+        generation = current
+    return f"{generation}.{count}"
 
 
 def version_matches(current: str, if_match: Collection[str] | None) -> bool:
