@@ -293,8 +293,7 @@ def _already_stored_form(body: bytes, max_messages: int, max_message_bytes: int 
 
 
 def _cut(body: bytes, encoded: list[bytes]) -> list[bytes]:
-    """Each message's bytes cut out of the body (the same bytes as ``encoded``), to be stored: an encoding keeps
-    its buffer's spare room (about 50 bytes a message), a slice is exactly its size."""
+    """Each message's bytes as a slice of the body (``encoded``'s bytes): an encoding keeps ~50 spare bytes."""
     start, stored = len(_COMPACT_HEAD), []
     for message in encoded:
         end = start + len(message)
