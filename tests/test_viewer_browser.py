@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -243,8 +244,11 @@ async def article_run(url: str) -> str:
     return keys[0]
 
 
-def test_the_article_conversation_screenshot(chromium: webdriver.Chrome, service: BackgroundServer) -> None:
-    """The article's first session in the viewer, saved as docs/viewer.png (shown in the README)."""
+def test_the_article_conversation_screenshot(
+    chromium: webdriver.Chrome, service: BackgroundServer, tmp_path: Path
+) -> None:
+    """The article's first session in the viewer, as one picture: saved as docs/viewer.png (shown in the README)
+    when ``CHATLAB_UPDATE_SCREENSHOT=1``, else in the test's temporary folder (a test run leaves the clone clean)."""
     key = asyncio.run(article_run(service.url))
     open_page(chromium, f"{service.url}/ui#/c/{key}")
     wait_for(chromium, lambda d: len(messages_shown(d)) == 10, "the article's 10 messages")
@@ -261,8 +265,8 @@ def test_the_article_conversation_screenshot(chromium: webdriver.Chrome, service
     finally:
         chromium.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     assert png.startswith(b"\x89PNG")
-    SCREENSHOT.parent.mkdir(exist_ok=True)
-    SCREENSHOT.write_bytes(png)
+    target = SCREENSHOT if os.environ.get("CHATLAB_UPDATE_SCREENSHOT") == "1" else tmp_path / SCREENSHOT.name
+    target.write_bytes(png)
 
 
 def test_the_page_reads_the_api_only(chromium: webdriver.Chrome, service: BackgroundServer) -> None:
