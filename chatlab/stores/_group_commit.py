@@ -28,7 +28,11 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 Work = Callable[[sqlite3.Connection], Any]
-_Item = tuple[Work, asyncio.AbstractEventLoop, "asyncio.Future[Any]", float, bool]
+Batch = Callable[[sqlite3.Connection, list[Any]], list[tuple[Any, BaseException | None]]]
+"""Runs several requests at once: one (result, refusal) per request, in order (:meth:`GroupCommitter.submit_batch`)."""
+SAVEPOINT, PLAIN, BATCH = 0, 1, 2
+"""How a queued write runs: a work in a savepoint of its own, a work without one, or a request of a batch."""
+_Item = tuple[Work | Batch, asyncio.AbstractEventLoop, "asyncio.Future[Any]", float, int, Any]
 Answer = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Any, BaseException | None]
 """A caller's loop and future, and what to answer: a result, or an exception."""
 
@@ -68,7 +72,17 @@ class GroupCommitter:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._ensure_thread()
-        self._queue.put((work, loop, future, deadline, savepoint))
+        self._queue.put((work, loop, future, deadline, SAVEPOINT if savepoint else PLAIN, None))
+        return await future
+
+    async def submit_batch(self, batch: Batch, request: Any, deadline: float = float("inf")) -> Any:
+        """Run ``request`` in the next group, with the requests for the same ``batch`` queued next to it: one call
+        ``batch(conn, requests)`` for all. ``batch`` refuses a request by giving its exception (one of ``answers``)
+        instead of a result, and must decide that before writing anything for it: there is no savepoint."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._ensure_thread()
+        self._queue.put((batch, loop, future, deadline, BATCH, request))
         return await future
 
     def _ensure_thread(self) -> None:
@@ -99,7 +113,7 @@ class GroupCommitter:
                     self._commit(conn, group)
                 except Exception as exc:  # the whole group failed: nothing of it was committed
                     error = self._failure(exc) if isinstance(exc, sqlite3.Error | OSError) else exc
-                    settle([(loop, future, None, error) for _, loop, future, _, _ in group])
+                    settle([(loop, future, None, error) for _, loop, future, *_ in group])
                     if conn is not None:
                         conn.close()
                         conn = None  # a fresh connection for the next group
@@ -127,7 +141,7 @@ class GroupCommitter:
     def _commit(self, conn: sqlite3.Connection, group: list[_Item]) -> None:
         now = time.monotonic()
         late = TimeoutError("the write waited past the store timeout")
-        settle([(loop, future, None, self._failure(late)) for _, loop, future, deadline, _ in group if deadline <= now])
+        settle([(item[1], item[2], None, self._failure(late)) for item in group if item[3] <= now])
         group = [item for item in group if item[3] > now]
         if not group:
             return
@@ -137,26 +151,40 @@ class GroupCommitter:
         conn.execute("BEGIN IMMEDIATE")
         outcomes: list[tuple[Any, BaseException | None]] = []
         try:
-            for work, _, _, _, savepoint in group:
-                if not savepoint:
-                    try:
-                        outcomes.append((work(conn), None))
-                    except self._answers as refused:  # raised before it wrote anything
-                        outcomes.append((None, refused))
+            at = 0
+            while at < len(group):
+                work, mode = group[at][0], group[at][4]
+                if mode == BATCH:  # with the requests of the same batch queued right behind it
+                    end = at + 1
+                    while end < len(group) and group[end][4] == BATCH and group[end][0] == work:
+                        end += 1
+                    outcomes += work(conn, [item[5] for item in group[at:end]])  # type: ignore[call-arg]
+                    at = end
                     continue
-                conn.execute("SAVEPOINT chatlab_write")
-                try:
-                    outcomes.append((work(conn), None))
-                except self._answers as refused:
-                    conn.execute("ROLLBACK TO chatlab_write")
-                    outcomes.append((None, refused))
-                conn.execute("RELEASE chatlab_write")
+                outcomes.append(self._run(conn, work, mode == SAVEPOINT))  # type: ignore[arg-type]
+                at += 1
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        settle([(loop, future, *outcome) for (_, loop, future, _, _), outcome in zip(group, outcomes, strict=True)])
+        settle([(loop, future, *outcome) for (_, loop, future, *_), outcome in zip(group, outcomes, strict=True)])
+
+    def _run(self, conn: sqlite3.Connection, work: Work, savepoint: bool) -> tuple[Any, BaseException | None]:
+        """One work's (result, refusal); in a savepoint unless it refuses only before writing."""
+        if not savepoint:
+            try:
+                return work(conn), None
+            except self._answers as refused:  # raised before it wrote anything
+                return None, refused
+        conn.execute("SAVEPOINT chatlab_write")
+        try:
+            outcome: tuple[Any, BaseException | None] = (work(conn), None)
+        except self._answers as refused:
+            conn.execute("ROLLBACK TO chatlab_write")
+            outcome = (None, refused)
+        conn.execute("RELEASE chatlab_write")
+        return outcome
 
 
 def settle(answers: list[Answer]) -> None:

@@ -57,12 +57,12 @@ from .base import (
     StoreError,
     VersionMismatch,
     WriteResult,
-    appended_version,
     check_slice,
     new_version,
     prefix_upper_bound,
     version_matches,
 )
+from .sqlite_append import Outcome, Request, append_group
 from .sqlite_operations import SqliteOperations
 from .sqlite_schema import SCHEMA_VERSION, ensure_schema, rollback
 
@@ -77,35 +77,8 @@ READ_ARRAY = (
 )
 EMPTY_ARRAY = ConversationArray(b"[]", 0, ABSENT)
 
-#: An append's view of its conversation in one statement: the live idempotency record for the key (if any, else
-#: NULLs), the version and the count (NULLs for a conversation that does not exist).
-APPEND_STATE = (
-    "SELECT i.fingerprint, i.version, c.version, c.message_count FROM (SELECT ?1 AS k) AS q "
-    "LEFT JOIN chatlab_idempotency AS i ON i.conversation_key = q.k AND i.idempotency_key = ?2 AND i.expires_at > ?3 "
-    "LEFT JOIN chatlab_conversations AS c ON c.conversation_key = q.k"
-)
-#: Creates the conversation or sets its new count and version (the count read in the same transaction).
-UPSERT_COUNT = (
-    "INSERT INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at) "
-    "VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT (conversation_key) DO UPDATE SET "
-    "message_count = excluded.message_count, version = excluded.version, updated_at = excluded.updated_at"
-)
-ROWS_PER_INSERT = 64
-"""Messages per INSERT statement: one statement (one step) for a usual batch, within SQLite's bound on parameters."""
 EXPIRY_INTERVAL = 1.0
 """Seconds between deletions of expired idempotency records (a lookup ignores them meanwhile)."""
-
-
-def insert_messages(conn: sqlite3.Connection, conversation_key: str, start: int, batch: Sequence[bytes]) -> None:
-    """Insert ``batch`` at positions ``start``..., up to :data:`ROWS_PER_INSERT` rows per statement (each size's
-    statement stays prepared in the connection's cache)."""
-    for first in range(0, len(batch), ROWS_PER_INSERT):
-        chunk = batch[first : first + ROWS_PER_INSERT]
-        values = ",".join(["(?,?,?)"] * len(chunk))
-        params: list[object] = []
-        for i, body in enumerate(chunk, start + first):
-            params += (conversation_key, i, body)
-        conn.execute(f"INSERT INTO chatlab_messages (conversation_key, position, body) VALUES {values}", params)
 
 
 T = TypeVar("T")
@@ -254,35 +227,16 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
         if not batch and if_match is None and idempotency is None:
             return WriteResult((await self.read(conversation_key)).version)
 
-        def body(conn: sqlite3.Connection) -> WriteResult:
-            # Few statements (each is a GIL hand-off in the writer thread): one read of the record, version and
-            # count; every refusal before the first write (so no savepoint); one insert of the whole batch.
-            now = time.time()
-            key = None if idempotency is None else idempotency.key
-            fingerprint, recorded, current, count = conn.execute(APPEND_STATE, (conversation_key, key, now)).fetchone()
-            if fingerprint is not None and idempotency is not None:
-                if fingerprint != idempotency.fingerprint:
-                    raise IdempotencyKeyReused(idempotency.key)
-                return WriteResult(recorded, replayed=True)
-            version = ABSENT if current is None else current
-            if not version_matches(version, if_match):
-                raise VersionMismatch(version)
-            if batch:
-                count = count or 0
-                version = appended_version(version, count + len(batch))
-                written = self.clock()
-                conn.execute(UPSERT_COUNT, (conversation_key, count + len(batch), version, written))
-                insert_messages(conn, conversation_key, count, batch)
-            if idempotency is not None:
-                self._expire_records(conn, now)
-                conn.execute(
-                    "INSERT OR REPLACE INTO chatlab_idempotency "
-                    "(conversation_key, idempotency_key, fingerprint, version, expires_at) VALUES (?, ?, ?, ?, ?)",
-                    (conversation_key, idempotency.key, idempotency.fingerprint, version, now + idempotency.ttl),
-                )
-            return WriteResult(version)
+        request: Request = (conversation_key, batch, if_match, idempotency)
+        result: WriteResult = await self._writer.submit_batch(
+            self._append_group, request, time.monotonic() + self.busy_timeout
+        )
+        return result
 
-        return await self._writer.submit(body, time.monotonic() + self.busy_timeout, savepoint=False)
+    def _append_group(self, conn: sqlite3.Connection, requests: list[Request]) -> list[Outcome]:
+        """The appends queued together, in the writer thread: a few statements for all (:mod:`.sqlite_append`)."""
+        now = time.time()
+        return append_group(conn, requests, now, self.clock(), lambda: self._expire_records(conn, now))
 
     def _expire_records(self, conn: sqlite3.Connection, now: float) -> None:
         """Delete expired idempotency records, at most once per :data:`EXPIRY_INTERVAL` (the writer thread's)."""
