@@ -60,6 +60,7 @@ class GroupCommitter:
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._patience = 0  # ms a write without a deadline waits for the lock: the connection's busy_timeout
 
     async def submit(
         self, work: Callable[[sqlite3.Connection], T], deadline: float = float("inf"), *, savepoint: bool = True
@@ -109,7 +110,7 @@ class GroupCommitter:
                 if group is None:
                     return
                 try:
-                    conn = conn or self._connect()
+                    conn = conn or self._open()
                     self._commit(conn, group)
                 except Exception as exc:  # the whole group failed: nothing of it was committed
                     error = self._failure(exc) if isinstance(exc, sqlite3.Error | OSError) else exc
@@ -138,6 +139,30 @@ class GroupCommitter:
             group.append(item)
         return group
 
+    def _open(self) -> sqlite3.Connection:
+        """The writer's connection, with no busy wait of its own: :meth:`_begin` sets one when the lock is taken."""
+        conn = self._connect()
+        self._patience = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+        conn.execute("PRAGMA busy_timeout = 0")
+        return conn
+
+    def _begin(self, conn: sqlite3.Connection, deadline: float) -> None:
+        """``BEGIN IMMEDIATE``, waiting for another process's write lock until ``deadline`` (none: the connection's
+        busy timeout). One statement when the lock is free: no ``PRAGMA busy_timeout`` per group (a statement
+        prepared anew each time, as its text held the wait)."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+        wait = deadline - time.monotonic()
+        conn.execute(f"PRAGMA busy_timeout = {self._patience if wait == float('inf') else max(0, int(wait * 1000))}")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        finally:
+            conn.execute("PRAGMA busy_timeout = 0")
+
     def _commit(self, conn: sqlite3.Connection, group: list[_Item]) -> None:
         now = time.monotonic()
         late = TimeoutError("the write waited past the store timeout")
@@ -145,10 +170,7 @@ class GroupCommitter:
         group = [item for item in group if item[3] > now]
         if not group:
             return
-        wait = min(item[3] for item in group) - now
-        if wait != float("inf"):  # another process's write lock is waited for until the earliest deadline
-            conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
-        conn.execute("BEGIN IMMEDIATE")
+        self._begin(conn, min(item[3] for item in group))
         outcomes: list[tuple[Any, BaseException | None]] = []
         try:
             at = 0

@@ -101,3 +101,36 @@ def test_a_batch_longer_than_one_insert_keeps_its_order_and_expired_records_are_
         assert keys == ["new"]
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("deadline", [True, False])
+def test_a_group_waits_for_another_connection_s_write_lock(tmp_path: Path, deadline: bool) -> None:
+    """The writer tries the lock without waiting, then waits until the group's deadline (or, for writes without
+    one, the connection's busy timeout): a lock let go meanwhile is taken, not answered as busy."""
+    path = tmp_path / "h.db"
+
+    async def scenario() -> None:
+        store = open_store(f"sqlite:///{path}")
+        try:
+            await store.append("k", [_message(0)])
+            holder = sqlite3.connect(path, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.3, holder.execute, "ROLLBACK")
+            if deadline:
+                result = await store.append("k", [_message(1)])
+                assert result.version.endswith(".2")
+            else:
+
+                def work(conn: sqlite3.Connection) -> None:
+                    conn.execute("INSERT INTO chatlab_messages VALUES ('k', 1, ?)", (_message(1),))
+                    conn.execute("UPDATE chatlab_conversations SET message_count = 2")
+
+                await store._writer.submit(work)  # type: ignore[attr-defined]  # open_store is typed as the base store
+            assert (await store.read("k")).messages == [_message(0), _message(1)]
+            holder.close()
+            await store.append("k", [_message(2)])  # and the lock is free again without a wait
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
