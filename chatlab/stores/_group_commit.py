@@ -164,33 +164,65 @@ class GroupCommitter:
             conn.execute("PRAGMA busy_timeout = 0")
 
     def _commit(self, conn: sqlite3.Connection, group: list[_Item]) -> None:
-        now = time.monotonic()
-        late = TimeoutError("the write waited past the store timeout")
-        settle([(item[1], item[2], None, self._failure(late)) for item in group if item[3] <= now])
-        group = [item for item in group if item[3] > now]
+        """Run ``group`` (and the writes queued while it runs: :meth:`_absorb`) in one transaction; answer once
+        committed. ``group`` is extended in place, so whoever called sees every write that was in it."""
+        self._drop_late(group)
         if not group:
             return
         self._begin(conn, min(item[3] for item in group))
         outcomes: list[tuple[Any, BaseException | None]] = []
         try:
-            at = 0
-            while at < len(group):
-                work, mode = group[at][0], group[at][4]
-                if mode == BATCH:  # with the requests of the same batch queued right behind it
-                    end = at + 1
-                    while end < len(group) and group[end][4] == BATCH and group[end][0] == work:
-                        end += 1
-                    outcomes += work(conn, [item[5] for item in group[at:end]])  # type: ignore[call-arg]
-                    at = end
-                    continue
-                outcomes.append(self._run(conn, work, mode == SAVEPOINT))  # type: ignore[arg-type]
-                at += 1
+            self._run_from(conn, group, outcomes)
+            while self._absorb(group):
+                self._run_from(conn, group, outcomes)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
         settle([(loop, future, *outcome) for (_, loop, future, *_), outcome in zip(group, outcomes, strict=True)])
+
+    def _drop_late(self, items: list[_Item]) -> None:
+        """Answer the writes whose deadline passed before their group began (a timeout) and remove them."""
+        now = time.monotonic()
+        if any(item[3] <= now for item in items):
+            late = self._failure(TimeoutError("the write waited past the store timeout"))
+            settle([(item[1], item[2], None, late) for item in items if item[3] <= now])
+            items[:] = [item for item in items if item[3] > now]
+
+    def _absorb(self, group: list[_Item]) -> bool:
+        """Writes queued while the group ran join it before its COMMIT, up to :data:`MAX_GROUP` (those already
+        queued only: no wait). In the service the statements take a while (the writer thread waits for the GIL
+        after each): writes that came meanwhile share this fsync instead of waiting for the next."""
+        more: list[_Item] = []
+        while len(group) + len(more) < MAX_GROUP:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                self._queue.put(None)  # stop after this group
+                break
+            more.append(item)
+        self._drop_late(more)
+        group += more
+        return bool(more)
+
+    def _run_from(self, conn: sqlite3.Connection, group: list[_Item], outcomes: list[Any]) -> None:
+        """Run the writes of ``group`` from ``len(outcomes)`` on: each batch's requests queued side by side in one
+        call, any other write alone."""
+        at = len(outcomes)
+        while at < len(group):
+            work, mode = group[at][0], group[at][4]
+            if mode == BATCH:
+                end = at + 1
+                while end < len(group) and group[end][4] == BATCH and group[end][0] == work:
+                    end += 1
+                outcomes += work(conn, [item[5] for item in group[at:end]])  # type: ignore[call-arg]
+                at = end
+                continue
+            outcomes.append(self._run(conn, work, mode == SAVEPOINT))  # type: ignore[arg-type]
+            at += 1
 
     def _run(self, conn: sqlite3.Connection, work: Work, savepoint: bool) -> tuple[Any, BaseException | None]:
         """One work's (result, refusal); in a savepoint unless it refuses only before writing."""

@@ -36,25 +36,27 @@ def _message(i: int) -> bytes:
 
 
 async def _one_group(store: ChatHistoryStore, calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
-    """Run ``calls`` (each starts one write) queued behind a write that holds the writer thread: one group."""
+    """Run ``calls`` (each starts one write) queued while a write holds the writer thread: they join its group (one
+    transaction) and run there in queue order after it."""
     writer = store._writer  # type: ignore[attr-defined]  # open_store is typed as the base store
+    groups: list[list[Any]] = []
+    commit = type(writer)._commit
+
+    def counting(conn: sqlite3.Connection, group: list[Any]) -> None:
+        groups.append(group)  # extended in place by the writes that join it, before their answers
+        commit(writer, conn, group)
+
+    writer._commit = counting
     release = threading.Event()
     held = asyncio.ensure_future(writer.submit(lambda conn: release.wait(10)))
     await asyncio.sleep(0.05)  # the writer thread is now inside the blocking write
     tasks = [asyncio.ensure_future(call()) for call in calls]
     await asyncio.sleep(0)  # each task queued its write (in creation order)
-    sizes: list[int] = []
-    commit = type(writer)._commit
-
-    def counting(conn: sqlite3.Connection, group: list[Any]) -> None:
-        sizes.append(len(group))
-        commit(writer, conn, group)
-
-    writer._commit = counting
     release.set()
     await held
     results = await asyncio.gather(*tasks, return_exceptions=True)
-    assert sizes == [len(calls)]  # one group, every append in it
+    assert [len(group) for group in groups] == [1 + len(calls)]  # one group: the blocking write, then every call
+    del writer._commit
     return results
 
 
