@@ -73,3 +73,15 @@ def test_new_files_keep_rows_in_written_order_and_old_files_their_layout(tmp_pat
     after = _layout(old)
     assert after["chatlab_messages"] == before["chatlab_messages"] and "chatlab_messages_position" not in after
     assert after["chatlab_idempotency"] == before["chatlab_idempotency"] and "chatlab_idempotency_key" not in after
+
+
+def test_connections_checkpoint_the_wal_every_wal_checkpoint_pages(tmp_path: Path) -> None:
+    from chatlab.stores.sqlite import WAL_CHECKPOINT_PAGES, SqliteChatHistoryStore
+
+    store = SqliteChatHistoryStore(tmp_path / "h.db")
+    conn = store._connect()
+    try:
+        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (WAL_CHECKPOINT_PAGES,)
+        assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL, as before
+    finally:
+        conn.close()
