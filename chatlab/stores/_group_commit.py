@@ -5,9 +5,11 @@ the disk. Writing each request in a transaction of its own caps a service at one
 append. :class:`GroupCommitter` has one writer thread: it takes every write queued while the
 previous commit ran, runs each in a savepoint of one ``BEGIN IMMEDIATE`` transaction (a write
 that refuses, a failed ``If-Match`` or a reused idempotency key, rolls back to its savepoint and
-touches nothing of the others), commits once, and only then answers each caller. So an
-acknowledged write is as durable as before (committed and fsync'ed before its answer); what
-changes is that sixteen concurrent appends cost one fsync instead of sixteen.
+touches nothing of the others), takes in the writes queued meanwhile, commits once, and only then
+answers each caller. So an acknowledged write is as durable as before (committed and fsync'ed
+before its answer); what changes is that sixteen concurrent appends cost one fsync instead of
+sixteen. Requests of a batch (:meth:`GroupCommitter.submit_batch`, the store's appends) queued side
+by side run in one call, which checks each before writing anything for it (no savepoints).
 
 A write may carry a deadline (``submit(work, deadline=...)``, :func:`time.monotonic` seconds): one whose
 group has not begun by then fails without running (the store's timeout), and a group waits for another

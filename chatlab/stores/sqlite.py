@@ -12,9 +12,12 @@ Guarantees:
   survive a process crash too, but may lose the last transactions on a power cut.)
 * Writes start with ``BEGIN IMMEDIATE``: they take SQLite's write lock before reading the
   message count, so a batch gets contiguous positions even when several processes append
-  to the same file. Writes of one process go through its writer thread, one savepoint
-  each (a refused write rolls back alone), and other processes are waited for up to
-  ``busy_timeout``.
+  to the same file. Writes of one process go through its writer thread: appends queued together
+  as one batch (:mod:`.sqlite_append`: each checked before anything of it is written), other
+  writes one savepoint each (a refused write rolls back alone); other processes are waited for
+  up to ``busy_timeout``.
+* New files keep messages and idempotency records in written order (rowid tables with unique
+  indexes, :mod:`.sqlite_schema`): a group commit writes fewer pages. Older files keep their tables.
 * Every operation ends within ``busy_timeout`` seconds of its call, waits included (for a worker
   thread, for the writer thread, for another connection's or process's write lock): past it, an
   operation that has not started fails (503) and writes nothing.

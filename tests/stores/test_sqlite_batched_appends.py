@@ -28,7 +28,7 @@ from chatlab.stores.base import (
     version_matches,
 )
 
-KEYS = ["a", "b", "c", "d"]
+KEYS = ["a", "b", 'c\x00\u2028é🙂"\\', "d"]  # keys and records go through a JSON array: any text
 
 
 def _message(i: int) -> bytes:
