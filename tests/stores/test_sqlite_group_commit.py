@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,30 @@ def test_a_group_waits_for_another_connection_s_write_lock(tmp_path: Path, deadl
             assert (await store.read("k")).messages == [_message(0), _message(1)]
             holder.close()
             await store.append("k", [_message(2)])  # and the lock is free again without a wait
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_write_that_would_join_a_group_past_its_deadline_fails_and_writes_nothing(tmp_path: Path) -> None:
+    from chatlab.stores import StoreError
+    from chatlab.stores.sqlite import SqliteChatHistoryStore
+
+    async def scenario() -> None:
+        store = SqliteChatHistoryStore(tmp_path / "h.db", busy_timeout=0.2)
+        try:
+            await store.append("k", [_message(0)])
+            release = threading.Event()
+            held = asyncio.ensure_future(store._writer.submit(lambda conn: release.wait(10)))
+            await asyncio.sleep(0.05)  # the writer thread is inside the blocking write
+            late = asyncio.ensure_future(store.append("k", [_message(1)]))
+            await asyncio.sleep(0.3)  # past the append's deadline, still queued
+            release.set()
+            await held
+            with pytest.raises(StoreError, match="waited past the store timeout"):
+                await late
+            assert await store.get("k") == [_message(0)]
         finally:
             await store.close()
 
