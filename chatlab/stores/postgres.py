@@ -37,6 +37,7 @@ The SQL is in :mod:`chatlab.stores.postgres_sql`, the creation and in-place upgr
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,7 @@ from .base import (
     prefix_upper_bound,
     version_matches,
 )
+from .postgres_batches import Batches, batches_of
 from .postgres_connections import Connection, close_pool, open_pool, redacted
 from .postgres_operations import PostgresOperations
 from .postgres_schema import SCHEMA_VERSION
@@ -115,6 +117,7 @@ class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
         self._pools: PerLoop[AsyncConnectionPool] = PerLoop(lambda: open_pool(self), close_pool)
         self._schema_ready = False
         self._queries = build_queries(self.schema)
+        self._batches: dict[asyncio.AbstractEventLoop, Batches] = {}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.where} schema={self.schema}>"
@@ -126,23 +129,18 @@ class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
     # -- the store interface ----------------------------------------------------------
 
     async def get(self, conversation_key: str) -> list[EncodedMessage]:
-        async with self._connection() as conn:
-            cur = await conn.execute(self._queries["get"], (conversation_key,), binary=True)
-            return [bytes(row[0]) for row in await cur.fetchall()]
+        row = await batches_of(self).reads.submit((conversation_key, 0, None))
+        return [] if row is None else [bytes(m) for m in row[2]]
 
     async def read(self, conversation_key: str) -> Conversation:
-        async with self._connection() as conn:
-            cur = await conn.execute(self._queries["read"], (conversation_key,), binary=True)
-            row = await cur.fetchone()
+        row = await batches_of(self).reads.submit((conversation_key, 0, None))
         if row is None:
             return Conversation([], ABSENT)
-        return Conversation([bytes(m) for m in row[1]], row[0])
+        return Conversation([bytes(m) for m in row[2]], row[1])
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         check_slice(after, limit)
-        async with self._connection() as conn:
-            cur = await conn.execute(self._queries["read_slice"], (after, limit, conversation_key), binary=True)
-            row = await cur.fetchone()
+        row = await batches_of(self).reads.submit((conversation_key, after, limit))
         if row is None:
             return ConversationSlice([], after, 0, ABSENT)
         return ConversationSlice([bytes(m) for m in row[2]], after, row[0], row[1])
@@ -185,11 +183,9 @@ class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
             None if idempotency is None else idempotency.fingerprint,
             None if idempotency is None else now + idempotency.ttl,
         )
-        # one statement, the append function's call (the lock, then the statement that checks and writes): one
-        # round trip and one implicit transaction, committed before execute returns
-        async with self._connection() as conn:
-            cur = await conn.execute(self._queries["append"], params, binary=True)
-            version, fingerprint, recorded, written = await cur.fetchone()
+        # the append function's call (the lock, then the statement that checks and writes), alone or in a batch's
+        # statement: one round trip and one implicit transaction, committed before the answer
+        version, fingerprint, recorded, written = await batches_of(self).appends.submit(params)
         version = version if version is not None else ABSENT
         if idempotency is not None and fingerprint is not None:
             if fingerprint != idempotency.fingerprint:
@@ -235,4 +231,5 @@ class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
 
     async def close(self) -> None:
         """Close the connection pools (a later call opens new ones)."""
+        self._batches.clear()
         await self._pools.close()

@@ -94,10 +94,15 @@ async def close_pool(pool: AsyncConnectionPool) -> None:
 
 
 class Connection:
-    """``async with``: a pooled connection with the schema in place; driver errors become StoreError."""
+    """``async with``: a pooled connection with the schema in place; driver errors become StoreError.
 
-    def __init__(self, store: PostgresChatHistoryStore) -> None:
+    ``deadline`` (:func:`time.monotonic` seconds) ends the operation earlier than the store's timeout from now: a
+    batch of operations ends by the earliest deadline among them.
+    """
+
+    def __init__(self, store: PostgresChatHistoryStore, deadline: float | None = None) -> None:
         self._store = store
+        self._given = deadline
         self._pool: Any = None
         self._gate: Gate | None = None  # set while this operation holds a place at the gate
         self._conn: Any = None
@@ -112,8 +117,9 @@ class Connection:
 
     async def __aenter__(self) -> Any:
         store = self._store
-        deadline = time.monotonic() + store.timeout
-        self._deadline = asyncio.get_running_loop().call_later(store.timeout, self._expire)
+        now = time.monotonic()
+        deadline = now + store.timeout if self._given is None else self._given
+        self._deadline = asyncio.get_running_loop().call_later(deadline - now, self._expire)
         try:
             # getconn/putconn, not pool.connection(): its connection block only commits, and the connection is
             # in autocommit mode; putconn rolls back whatever a failed operation left open

@@ -1,5 +1,5 @@
-"""The PostgreSQL store's tables and append function: created on first use, or upgraded in place from schema
-versions 1 and 2 (the function is added to a version 3 schema that lacks it).
+"""The PostgreSQL store's tables and append functions: created on first use, or upgraded in place from schema
+versions 1 and 2 (the functions are added to a version 3 schema that lacks them).
 
 The statements are in :mod:`chatlab.stores.postgres_sql`; this is when and how they run, among processes
 that may start together.
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .base import StoreError
-from .postgres_sql import APPEND_FUNCTION
+from .postgres_sql import APPEND_FUNCTION, APPEND_MANY_FUNCTION
 
 if TYPE_CHECKING:
     from .postgres import PostgresChatHistoryStore
@@ -46,17 +46,18 @@ async def ensure_schema(store: PostgresChatHistoryStore, conn: Any) -> None:
             f"PostgreSQL store {store.where} schema {store.schema} has schema version {row and row[0]}; "
             f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
         )
-    await _ensure_append_function(store, conn)
+    await _ensure_function(store, conn, APPEND_FUNCTION, "create_append_function")
+    await _ensure_function(store, conn, APPEND_MANY_FUNCTION, "create_append_many_function")  # calls the first
     store._schema_ready = True
 
 
-async def _ensure_append_function(store: PostgresChatHistoryStore, conn: Any) -> None:
-    """Create the append's function where it is missing (a schema that an older chatlab created): the tables
+async def _ensure_function(store: PostgresChatHistoryStore, conn: Any, name: str, create: str) -> None:
+    """Create an append function where it is missing (a schema that an older chatlab created): the tables
     stay as they are, so older chatlab processes can still share the database."""
     q = store._queries
 
     async def exists() -> bool:
-        cur = await conn.execute(q["append_function_exists"], (store.schema, APPEND_FUNCTION))
+        cur = await conn.execute(q["append_function_exists"], (store.schema, name))
         return await cur.fetchone() is not None
 
     if await exists():
@@ -64,7 +65,7 @@ async def _ensure_append_function(store: PostgresChatHistoryStore, conn: Any) ->
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"chatlab-schema:{store.schema}",))
         if not await exists():
-            await conn.execute(q["create_append_function"])
+            await conn.execute(q[create])
 
 
 async def _tables_exist(store: PostgresChatHistoryStore, conn: Any) -> bool:

@@ -163,17 +163,20 @@ def test_postgres_schema_made_once_by_many_first_calls(postgres_url: str) -> Non
     asyncio.run(main())
 
 
-def test_postgres_version_3_schema_gains_the_append_function(postgres_url: str) -> None:
-    """A version 3 schema that an older chatlab made (tables only) gets the append function on first use, once,
-    and keeps its tables and data: the function is created beside them, nothing is altered."""
+@pytest.mark.parametrize("dropped", ["both", "grouped"])
+def test_postgres_version_3_schema_gains_the_append_functions(postgres_url: str, dropped: str) -> None:
+    """A version 3 schema that an older chatlab made (tables only, or tables and the single append's function)
+    gets the missing functions on first use, once, and keeps its tables and data: the functions are created beside
+    them, nothing is altered; grouped appends then run through the new function."""
     from urllib.parse import parse_qs, urlsplit
 
     import psycopg
 
-    from chatlab.stores.postgres_sql import APPEND_FUNCTION
+    from chatlab.stores.postgres_sql import APPEND_FUNCTION, APPEND_MANY_FUNCTION
 
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]
+    both = sorted([APPEND_FUNCTION, APPEND_MANY_FUNCTION])
 
     async def write_then_drop_the_function() -> str:
         store = open_store(postgres_url)
@@ -190,11 +193,13 @@ def test_postgres_version_3_schema_gains_the_append_function(postgres_url: str) 
                 "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s",
                 (schema,),
             ).fetchall()
-            return [row[0] for row in rows]
+            return sorted(row[0] for row in rows)
 
-    assert functions() == [APPEND_FUNCTION]
-    with psycopg.connect(base, autocommit=True) as conn:  # the schema as the chatlab before the function left it
-        conn.execute(f'DROP FUNCTION "{schema}"."{APPEND_FUNCTION}"')
+    assert functions() == both
+    with psycopg.connect(base, autocommit=True) as conn:  # the schema as an older chatlab left it
+        conn.execute(f'DROP FUNCTION "{schema}"."{APPEND_MANY_FUNCTION}"')
+        if dropped == "both":
+            conn.execute(f'DROP FUNCTION "{schema}"."{APPEND_FUNCTION}"')
 
     async def use() -> None:
         store = open_store(postgres_url)
@@ -203,8 +208,10 @@ def test_postgres_version_3_schema_gains_the_append_function(postgres_url: str) 
             written = await store.append("old", [NEW], if_match=[version], idempotency=Idempotency("k", "fp"))
             assert (await store.append("old", [NEW], idempotency=Idempotency("k", "fp"))).replayed
             assert (await store.read("old")).messages == [*OLD, NEW] and written.version != version
+            await asyncio.gather(*(store.append(f"new{i % 3}", [NEW]) for i in range(12)))  # grouped
+            assert [len((await store.read(f"new{i}")).messages) for i in range(3)] == [4, 4, 4]
         finally:
             await store.close()
 
     asyncio.run(use())
-    assert functions() == [APPEND_FUNCTION]
+    assert functions() == both
