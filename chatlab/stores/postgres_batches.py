@@ -75,18 +75,37 @@ class Batcher(Generic[A]):
         self._busy = 0
         self._starting: asyncio.Task[None] | None = None  # a drainer on its way: it takes what is queued by then
         self._drainers: set[asyncio.Task[None]] = set()  # referenced while they run
+        self._timer: asyncio.TimerHandle | None = None  # while calls wait with every drainer busy
+        self.statements = self.members = 0  # batches run, and the calls they answered (for tests and profiles)
 
     def submit(self, args: A) -> asyncio.Future[Any]:
         """Queue a call; its future holds its outcome once its batch's statement returned."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._queue.append((args, future, time.monotonic() + self._timeout()))
+        now = time.monotonic()
+        self._queue.append((args, future, now + self._timeout()))
         if self._starting is None and self._busy < self._inflight:
             self._busy += 1
             task = self._starting = loop.create_task(self._drain())
             self._drainers.add(task)
             task.add_done_callback(self._ended)
+        elif self._timer is None:  # at most one armed: under load, one a timeout
+            self._timer = loop.call_later(self._queue[0][2] - now, self._expire)
         return future
+
+    def _expire(self) -> None:
+        """Answer the calls whose deadline passed in the queue (the store's error of a wait for a connection:
+        they ran nothing); wait again for the next deadline while calls are left waiting."""
+        self._timer = None
+        now = time.monotonic()
+        waiting = [item for item in self._queue if not item[1].done()]
+        for item in waiting:
+            if item[2] <= now:
+                item[1].set_exception(self._late())
+        self._queue = deque(item for item in waiting if item[2] > now)
+        if self._queue:
+            deadline = min(item[2] for item in self._queue)
+            self._timer = asyncio.get_running_loop().call_later(deadline - now, self._expire)
 
     async def _drain(self) -> None:
         self._starting = None
@@ -122,6 +141,8 @@ class Batcher(Generic[A]):
         return batch
 
     async def _run_batch(self, batch: list[_Item[A]]) -> None:
+        self.statements += 1
+        self.members += len(batch)
         try:
             outcomes = await self._run([item[0] for item in batch], min(item[2] for item in batch))
         except asyncio.CancelledError:
@@ -155,7 +176,9 @@ class Batches:
         inflight = max(1, min(INFLIGHT, store.max_size))
 
         def late() -> StoreError:
-            return store_error(store, TimeoutError("waited past the store timeout"), expired=True)
+            from psycopg_pool import PoolTimeout
+
+            return store_error(store, PoolTimeout(f"no connection available within {store.timeout:g} s"))
 
         def timeout() -> float:
             return store.timeout

@@ -25,6 +25,8 @@ class PostgresOperations:
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         q = self._queries
         async with self._connection() as conn, conn.transaction():
+            # every lock first, in the one order of all takers of several (appends' batches, the sweep): no deadlock
+            await conn.execute(q["lock_many"], ([f"chatlab:{self.schema}:{r.conversation_key}" for r in records],))
             for record in records:
                 key = record.conversation_key
                 await self._lock_and_check(conn, key, [record.expected])
