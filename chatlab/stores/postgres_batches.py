@@ -3,10 +3,10 @@
 Most of what a short PostgreSQL operation costs is per statement, not per row: psycopg's protocol handling in
 the service's process (~80 µs of client CPU per read, ~150 µs per append) and the backend's parse, plan, and for a
 write its commit and WAL flush, on a machine whose CPUs the service shares. A :class:`Batcher` queues the calls of
-one event loop; a few drainers (at most :data:`INFLIGHT` statements of a kind at once) each take everything queued
-(at most :data:`MAX_BATCH`) and run it as one statement: reads as one ``SELECT`` over the array of keys, appends as
-one call of the grouped append function, one transaction. A lone call does not wait: when a drainer is free it
-starts at once (no timer); a batch of one runs the single operation's statement.
+one event loop; its drainers (at most :data:`READ_INFLIGHT` read and :data:`APPEND_INFLIGHT` append statements at
+once) take everything queued (at most :data:`MAX_BATCH`) and run it as one statement: reads as one ``SELECT`` over
+the array of keys, appends as one call of the grouped append function, one transaction. A lone call does not wait:
+when a drainer is free it starts at once (no timer); a batch of one runs the single operation's statement.
 
 What each caller sees is what the single operation gives:
 
@@ -17,9 +17,8 @@ What each caller sees is what the single operation gives:
   only after the statement returned, committed (autocommit: one implicit transaction); a failure of the database
   fails every member, and nothing of the batch is written.
 * Deadlines: each call's is the store's ``timeout`` from when it called; a batch ends by its members' earliest (the
-  connection's socket shut down then), and a member whose deadline passed while it waited in the queue fails
-  without running. Queued calls are taken first come first served, so a waiting call's deadline is never before
-  those of the batches it waits behind.
+  connection's socket shut down then), and a call whose deadline passes while it waits in the queue fails then,
+  without running (one timer per batcher, armed while calls wait).
 """
 
 from __future__ import annotations
@@ -38,8 +37,15 @@ if TYPE_CHECKING:
 
 A = TypeVar("A")
 
-INFLIGHT = 4
-"""At most this many statements of a kind (reads, appends) at once per event loop (and at most the pool's size)."""
+READ_INFLIGHT = 2
+"""At most this many read statements at once per event loop: a long read (a large conversation) does not hold up the
+others. More in flight made smaller batches; on 2 CPUs shared with the database, 1, 2 and 4 served about as many
+reads over HTTP (1 and 2 at ~25 µs of backend CPU a read, 4 at ~30)."""
+APPEND_INFLIGHT = 1
+"""At most this many append statements at once per event loop: the next batch gathers while one commits. Over HTTP
+(16 connections, 2 CPUs shared with the database) 1 served ~20% more appends than 2 or 4 (batches of 8 members
+against 6, ~120 against ~140 µs of the service's CPU and ~135 against ~160 of the backend's per append); a batch
+waiting for a conversation's lock (a replace, the sweep) holds the others up, each still within its timeout."""
 MAX_BATCH = 64
 """At most this many calls share a statement (bounds its size and how long an append batch holds its locks)."""
 
@@ -65,7 +71,7 @@ class Batcher(Generic[A]):
         run: Callable[[list[A], float], Awaitable[Sequence[Any]]],
         timeout: Callable[[], float],
         late: Callable[[], BaseException],
-        inflight: int = INFLIGHT,
+        inflight: int = 1,
     ) -> None:
         self._run = run
         self._timeout = timeout
@@ -173,7 +179,7 @@ class Batches:
 
     def __init__(self, store: PostgresChatHistoryStore) -> None:
         self._store = store
-        inflight = max(1, min(INFLIGHT, store.max_size))
+        reads = max(1, min(READ_INFLIGHT, store.max_size))
 
         def late() -> StoreError:
             from psycopg_pool import PoolTimeout
@@ -183,8 +189,8 @@ class Batches:
         def timeout() -> float:
             return store.timeout
 
-        self.reads: Batcher[ReadArgs] = Batcher(self._read, timeout, late, inflight)
-        self.appends: Batcher[AppendArgs] = Batcher(self._append, timeout, late, inflight)
+        self.reads: Batcher[ReadArgs] = Batcher(self._read, timeout, late, reads)
+        self.appends: Batcher[AppendArgs] = Batcher(self._append, timeout, late, APPEND_INFLIGHT)
 
     async def _read(self, members: list[ReadArgs], deadline: float) -> list[ReadRow]:
         q = self._store._queries
