@@ -6,7 +6,8 @@ Guarantees:
 
 * Each write is one transaction, committed before the call returns: a crash of the
   service process afterwards loses nothing (PostgreSQL's own durability then applies:
-  ``fsync`` and ``synchronous_commit`` on, as by default).
+  ``fsync`` and ``synchronous_commit`` on, as by default). Concurrent appends of one process may
+  share a transaction (group appends, below): still committed before any of them returns.
 * An append first upserts the conversation's row (``INSERT ... ON CONFLICT DO UPDATE``
   adding the batch size to ``message_count``). That takes the row's lock until commit,
   so concurrent appends to one conversation, from any process, get disjoint contiguous
@@ -22,17 +23,25 @@ Guarantees:
   writes (the function is created beside the tables where it is missing; the tables stay version 3).
   A read of messages and version is one statement, one snapshot. A version 1 schema is
   upgraded in place on first use (each conversation gets a version).
+* Group reads and group appends (:mod:`chatlab.stores.postgres_batches`): the reads, and the appends, that
+  wait at one moment in one process share one statement. A batch of reads is one snapshot, taken after each
+  member's call began. A batch of appends is one transaction that runs each member's append function in turn
+  (its lock, checks and write; a refusal is that member's alone; members to one conversation in the order they
+  came), through a second function created beside the first; a failure fails every member and writes nothing.
+  Whoever takes several conversations' locks in one transaction (a batch, the retention sweep, a restore) takes
+  them in one order (``hashtextextended`` of the lock key), so they never deadlock.
 * Timestamps (schema version 3): ``created_at`` and ``updated_at`` (seconds since the epoch, the
   store's :attr:`clock`) on each conversation, written by the same transaction as the messages;
   ``updated_at`` is indexed for the retention :meth:`sweep`. Versions 1 and 2 are upgraded in place
   (their conversations get the upgrade's time).
-* Every operation ends within ``timeout`` seconds, the wait for a connection included, even when
+* Every operation ends within ``timeout`` seconds, the waits for its batch and a connection included, even when
   the server or the network stops answering: at the deadline the connection's socket is shut
   down, so the driver fails at once (psycopg's own cancellation would wait for the frozen server),
   and the pool discards the broken connection and opens new ones as the server comes back.
 
 The SQL is in :mod:`chatlab.stores.postgres_sql`, the creation and in-place upgrade of the tables in
-:mod:`chatlab.stores.postgres_schema`, the pools and deadlines in :mod:`chatlab.stores.postgres_connections`.
+:mod:`chatlab.stores.postgres_schema`, the pools and deadlines in :mod:`chatlab.stores.postgres_connections`, the
+batching in :mod:`chatlab.stores.postgres_batches`.
 """
 
 from __future__ import annotations
