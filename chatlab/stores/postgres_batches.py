@@ -16,6 +16,8 @@ What each caller sees is what the single operation gives:
   in turn, so a refusal is its member's alone; members to one conversation in arrival order. A member is answered
   only after the statement returned, committed (autocommit: one implicit transaction); a failure of the database
   fails every member, and nothing of the batch is written.
+* One member's arguments that the database refuses (a key with a NUL character) fail that member alone: the
+  statement failed having written nothing, so the members run again one at a time.
 * Deadlines: each call's is the store's ``timeout`` from when it called; a batch ends by its members' earliest (the
   connection's socket shut down then), and a call whose deadline passes while it waits in the queue fails then,
   without running (one timer per batcher, armed while calls wait).
@@ -64,7 +66,9 @@ _Item = tuple[A, "asyncio.Future[Any]", float]
 
 class Batcher(Generic[A]):
     """Runs calls of one event loop in batches: ``run(args, deadline)`` gives one outcome per member, in order;
-    each call's deadline is ``timeout()`` seconds from when it is submitted."""
+    each call's deadline is ``timeout()`` seconds from when it is submitted. A batch that fails with an error
+    ``alone(error)`` blames on one member's arguments (the statement refused, nothing of it done) runs again one
+    member at a time, so that member fails as it would have alone and the others go on."""
 
     def __init__(
         self,
@@ -72,8 +76,10 @@ class Batcher(Generic[A]):
         timeout: Callable[[], float],
         late: Callable[[], BaseException],
         inflight: int = 1,
+        alone: Callable[[Exception], bool] = lambda exc: False,
     ) -> None:
         self._run = run
+        self._alone = alone
         self._timeout = timeout
         self._late = late
         self._inflight = inflight
@@ -156,6 +162,13 @@ class Batcher(Generic[A]):
                 item[1].cancel()
             raise
         except Exception as exc:
+            if len(batch) > 1 and self._alone(exc):  # one member's doing, nothing written: each runs alone
+                for item in batch:
+                    if item[2] > time.monotonic():
+                        await self._run_batch([item])
+                    elif not item[1].done():
+                        item[1].set_exception(self._late())
+                return
             for item in batch:
                 if not item[1].done():
                     item[1].set_exception(_copy(exc))
@@ -189,8 +202,8 @@ class Batches:
         def timeout() -> float:
             return store.timeout
 
-        self.reads: Batcher[ReadArgs] = Batcher(self._read, timeout, late, reads)
-        self.appends: Batcher[AppendArgs] = Batcher(self._append, timeout, late, APPEND_INFLIGHT)
+        self.reads: Batcher[ReadArgs] = Batcher(self._read, timeout, late, reads, _one_member_s)
+        self.appends: Batcher[AppendArgs] = Batcher(self._append, timeout, late, APPEND_INFLIGHT, _one_member_s)
 
     async def _read(self, members: list[ReadArgs], deadline: float) -> list[ReadRow]:
         q = self._store._queries
@@ -216,6 +229,15 @@ class Batches:
         for row in rows:
             outcomes[row[0] - 1] = row[1:]
         return outcomes
+
+
+def _one_member_s(exc: Exception) -> bool:
+    """Whether a batch's failure is a member's arguments refused (a key with a NUL character, a position past
+    ``bigint``; psycopg's dump, or the server before it ran anything): no round trip lost, nothing written."""
+    import psycopg
+
+    cause = exc.__cause__
+    return isinstance(cause, psycopg.DataError | psycopg.errors.ProgramLimitExceeded)
 
 
 def _append_arrays(members: list[AppendArgs]) -> tuple[list[Any], ...]:

@@ -311,3 +311,37 @@ def test_the_sweep_and_batched_appends_do_not_deadlock(postgres_url: str) -> Non
                 await store.close()  # type: ignore[attr-defined]
 
     asyncio.run(main())
+
+
+def test_a_member_whose_arguments_the_database_refuses_fails_alone(postgres_url: str) -> None:
+    """A key with a NUL character (PostgreSQL text cannot hold one) or a position past ``bigint`` makes the batch's
+    statement fail before it runs anything: the members then run one at a time, so only that one fails, as alone."""
+
+    async def main() -> None:
+        store = _store(postgres_url, timeout=30.0)
+        try:
+            version = (await store.append("ok", [message(n=0)])).version
+            reads = await asyncio.gather(
+                store.read("ok"),
+                store.read("bad\x00key"),
+                store.read_slice("ok", 2**70),
+                store.get("ok"),
+                return_exceptions=True,
+            )
+            assert reads[0].messages == [message(n=0)] and reads[3] == [message(n=0)]  # type: ignore[union-attr]
+            assert isinstance(reads[1], StoreError) and "NUL" in str(reads[1])
+            assert reads[2].messages == [] and reads[2].count == 1  # type: ignore[union-attr]
+            appends = await asyncio.gather(
+                store.append("ok", [message(n=1)], if_match=[version]),
+                store.append("bad\x00key", [message(n=1)]),
+                store.append("other", [message(n=1)]),
+                return_exceptions=True,
+            )
+            assert isinstance(appends[0], WriteResult) and isinstance(appends[2], WriteResult)
+            assert isinstance(appends[1], StoreError)
+            assert (await store.read("ok")).messages == [message(n=0), message(n=1)]
+            assert (await store.read("other")).messages == [message(n=1)]
+        finally:
+            await store.close()
+
+    asyncio.run(main())
