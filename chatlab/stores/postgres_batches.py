@@ -96,14 +96,19 @@ class Batcher(Generic[A]):
         future = loop.create_future()
         now = time.monotonic()
         self._queue.append((args, future, now + self._timeout()))
-        if self._starting is None and self._busy < self._inflight:
-            self._busy += 1
-            task = self._starting = loop.create_task(self._drain())
-            self._drainers.add(task)
-            task.add_done_callback(self._ended)
-        elif self._timer is None:  # at most one armed: under load, one a timeout
+        if not self._wake(loop) and self._timer is None:  # at most one armed: under load, one a timeout
             self._timer = loop.call_later(self._queue[0][2] - now, self._expire)
         return future
+
+    def _wake(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Start a drainer for what is queued, unless one is on its way or all are busy; whether one started."""
+        if self._starting is not None or self._busy >= self._inflight:
+            return False
+        self._busy += 1
+        task = self._starting = loop.create_task(self._drain())
+        self._drainers.add(task)
+        task.add_done_callback(self._ended)
+        return True
 
     def _expire(self) -> None:
         """Answer the calls whose deadline passed in the queue (the store's error of a wait for a connection:
@@ -124,6 +129,8 @@ class Batcher(Generic[A]):
         try:
             while self._queue:
                 batch = self._take()
+                if self._queue:  # more than a batch holds: another drainer, if there is room
+                    self._wake(asyncio.get_running_loop())
                 if batch:
                     await self._run_batch(batch)
         finally:

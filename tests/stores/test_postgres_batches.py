@@ -345,3 +345,27 @@ def test_a_member_whose_arguments_the_database_refuses_fails_alone(postgres_url:
             await store.close()
 
     asyncio.run(main())
+
+
+def test_a_burst_larger_than_a_batch_is_split_and_every_call_answered(postgres_url: str) -> None:
+    """More calls at once than a statement takes (MAX_BATCH): they go in two statements, each call answered with
+    its own conversation."""
+    from chatlab.stores.postgres_batches import MAX_BATCH
+
+    async def main() -> None:
+        store = _store(postgres_url, timeout=30.0)
+        try:
+            await asyncio.gather(*(store.append(f"k{i}", [message(k=i)] * (i % 3 + 1)) for i in range(10)))
+            reads, appends = _batches(store).reads, _batches(store).appends
+            before = reads.statements, appends.statements
+            count = MAX_BATCH + 36
+            got = await asyncio.gather(*(store.read(f"k{i % 10}") for i in range(count)))
+            assert [c.messages for c in got] == [[message(k=i % 10)] * (i % 10 % 3 + 1) for i in range(count)]
+            assert reads.statements == before[0] + 2
+            written = await asyncio.gather(*(store.append(f"n{i}", [message(n=i)]) for i in range(count)))
+            assert all(w.version.endswith(".1") for w in written) and appends.statements == before[1] + 2
+            assert [m for i in range(count) for m in await store.get(f"n{i}")] == [message(n=i) for i in range(count)]
+        finally:
+            await store.close()
+
+    asyncio.run(main())
