@@ -171,9 +171,11 @@ class Batcher(Generic[A]):
         except Exception as exc:
             if len(batch) > 1 and self._alone(exc):  # one member's doing, nothing written: each runs alone
                 for item in batch:
+                    if item[1].done():  # the caller gave up meanwhile
+                        continue
                     if item[2] > time.monotonic():
                         await self._run_batch([item])
-                    elif not item[1].done():
+                    else:
                         item[1].set_exception(self._late())
                 return
             for item in batch:
