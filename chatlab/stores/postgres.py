@@ -27,7 +27,8 @@ Guarantees:
   wait at one moment in one process share one statement. A batch of reads is one snapshot, taken after each
   member's call began. A batch of appends is one transaction that runs each member's append function in turn
   (its lock, checks and write; a refusal is that member's alone; members to one conversation in the order they
-  came), through a second function created beside the first; a failure fails every member and writes nothing.
+  came), through a second function created beside the first (a role that may not create it appends one call at
+  a time, as before); a failure fails every member and writes nothing.
   Whoever takes several conversations' locks in one transaction (a batch, the retention sweep, a restore) takes
   them in one order (``hashtextextended`` of the lock key), so they never deadlock.
 * Timestamps (schema version 3): ``created_at`` and ``updated_at`` (seconds since the epoch, the
@@ -127,6 +128,7 @@ class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
         self._schema_ready = False
         self._queries = build_queries(self.schema)
         self._batches: dict[asyncio.AbstractEventLoop, Batches] = {}
+        self._append_many = True  # False where the grouped append's function is missing and may not be created
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.where} schema={self.schema}>"

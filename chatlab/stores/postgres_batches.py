@@ -228,25 +228,37 @@ class Batches:
 
     async def _append(self, members: list[AppendArgs], deadline: float) -> list[AppendRow]:
         q = self._store._queries
+        if len(members) > 1 and not self._store._append_many:
+            raise OneAtATime
+        rows = None
         async with Connection(self._store, deadline) as conn:
             if len(members) == 1:
                 cur = await conn.execute(q["append"], members[0], binary=True)
                 return [await cur.fetchone()]
-            cur = await conn.execute(q["append_many"], _append_arrays(members), binary=True)
-            rows = await cur.fetchall()
+            if self._store._append_many:  # else found missing by this connection's first look at the schema
+                cur = await conn.execute(q["append_many"], _append_arrays(members), binary=True)
+                rows = await cur.fetchall()
+        if rows is None:
+            raise OneAtATime
         outcomes: list[Any] = [None] * len(members)
         for row in rows:
             outcomes[row[0] - 1] = row[1:]
         return outcomes
 
 
+class OneAtATime(Exception):
+    """The batch must run one member at a time (the grouped append's function is missing and may not be created)."""
+
+
 def _one_member_s(exc: Exception) -> bool:
     """Whether a batch's failure is a member's arguments refused (a key with a NUL character, a position past
-    ``bigint``; psycopg's dump, or the server before it ran anything): no round trip lost, nothing written."""
+    ``bigint``; psycopg's dump, or the server before it ran anything): no round trip lost, nothing written. Or
+    :class:`OneAtATime`, raised before anything ran."""
     import psycopg
 
-    cause = exc.__cause__
-    return isinstance(cause, psycopg.DataError | psycopg.errors.ProgramLimitExceeded)
+    return isinstance(exc, OneAtATime) or isinstance(
+        exc.__cause__, psycopg.DataError | psycopg.errors.ProgramLimitExceeded
+    )
 
 
 def _append_arrays(members: list[AppendArgs]) -> tuple[list[Any], ...]:

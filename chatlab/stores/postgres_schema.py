@@ -7,6 +7,7 @@ that may start together.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from .base import StoreError
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     from .postgres import PostgresChatHistoryStore
 
 SCHEMA_VERSION = 3
+
+log = logging.getLogger(__name__)
 
 
 async def ensure_schema(store: PostgresChatHistoryStore, conn: Any) -> None:
@@ -47,7 +50,19 @@ async def ensure_schema(store: PostgresChatHistoryStore, conn: Any) -> None:
             f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
         )
     await _ensure_function(store, conn, APPEND_FUNCTION, "create_append_function")
-    await _ensure_function(store, conn, APPEND_MANY_FUNCTION, "create_append_many_function")  # calls the first
+    import psycopg
+
+    try:
+        await _ensure_function(store, conn, APPEND_MANY_FUNCTION, "create_append_many_function")  # calls the first
+    except psycopg.errors.InsufficientPrivilege as exc:  # a role that may use the schema, not create in it
+        log.warning(
+            "PostgreSQL schema %s has no %s and this role may not create it (%s): appends run one at a "
+            "time; run chatlab once with a role that may",
+            store.schema,
+            APPEND_MANY_FUNCTION,
+            exc,
+        )
+        store._append_many = False
     store._schema_ready = True
 
 

@@ -369,3 +369,57 @@ def test_a_burst_larger_than_a_batch_is_split_and_every_call_answered(postgres_u
             await store.close()
 
     asyncio.run(main())
+
+
+def test_a_role_that_may_not_create_the_function_appends_one_at_a_time(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A schema an older chatlab made (no grouped append function), used by a role that may read and write its
+    tables but not create in it: the store still works, its appends running one statement each."""
+    import os
+
+    import psycopg
+
+    from chatlab.stores.postgres_sql import APPEND_MANY_FUNCTION
+
+    schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
+    base = postgres_url.split("?", 1)[0]
+    role = f"chatlab_test_user_{os.getpid()}"
+
+    async def create() -> None:
+        store = _store(postgres_url)
+        try:
+            await store.append("k", [message(n=0)])
+        finally:
+            await store.close()
+
+    asyncio.run(create())
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f'DROP FUNCTION "{schema}"."{APPEND_MANY_FUNCTION}"')
+        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        try:
+            admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+            admin.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+            parts = urlsplit(postgres_url)
+            url = parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}").geturl()
+
+            async def use() -> None:
+                store = _store(url, timeout=30.0)
+                try:
+                    results = await asyncio.gather(*(store.append(f"k{i % 3}", [message(n=i)]) for i in range(9)))
+                    assert sorted(count_of(r.version) for r in results) == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+                    assert (await store.read("k")).messages == [message(n=0)]
+                finally:
+                    await store.close()
+
+            asyncio.run(use())
+            assert sum("appends run one at a time" in r.getMessage() for r in caplog.records) == 1
+            exists = admin.execute(
+                "SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                " WHERE n.nspname = %s AND p.proname = %s",
+                (schema, APPEND_MANY_FUNCTION),
+            ).fetchone()
+            assert exists is None
+        finally:
+            admin.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE "{role}"')
