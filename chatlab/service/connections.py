@@ -62,7 +62,7 @@ def bounded_protocol(http: str, header_timeout: float, body_timeout: float) -> t
         _since_cycle: Any = None  # the request cycle then (None before the first)
 
         def connection_made(self, transport: asyncio.Transport) -> None:
-            super().connection_made(transport)
+            super().connection_made(OneSend(transport, self.loop))
             self._start_wait()
 
         def data_received(self, data: bytes) -> None:
@@ -127,6 +127,64 @@ def bounded_protocol(http: str, header_timeout: float, body_timeout: float) -> t
 
     HeaderDeadline.__name__ = HeaderDeadline.__qualname__ = f"HeaderDeadline{base.__name__}"
     return HeaderDeadline
+
+
+class OneSend:
+    """The connection's transport, which sends an answer's head and body together: one system call, not two.
+
+    uvicorn writes an answer's head when the app starts it and its body when the app sends it, each a ``write`` the
+    transport sends at once (uvloop tries the socket on every write): two ``send`` calls for each small answer, a
+    sixth of a read's CPU in the service. Here a write is held until the next one, which goes out with it, or until
+    the loop's turn ends (nothing is held longer: a streamed answer's head is not delayed); closing sends what is
+    held first. Everything else is the transport's own.
+    """
+
+    __slots__ = ("_held", "_loop", "_transport")
+
+    #: A body this large is sent after the held head rather than copied onto it.
+    JOIN_LIMIT = 65_536
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is None:
+            self._held = bytes(data)
+            self._loop.call_soon(self.flush)
+        else:
+            self._held = None
+            if len(data) > self.JOIN_LIMIT:
+                self._transport.write(held)
+                self._transport.write(data)
+            else:
+                self._transport.write(held + data)
+
+    def writelines(self, lines: Any) -> None:
+        self.write(b"".join(lines))
+
+    def flush(self) -> None:
+        """Send what is held (if anything)."""
+        held, self._held = self._held, None
+        if held is not None and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def abort(self) -> None:
+        self._held = None
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def _timeout_response(detail: str) -> bytes:

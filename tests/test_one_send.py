@@ -1,0 +1,101 @@
+"""The connection's transport sends an answer's head and body in one write, holding none past the loop's turn."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from chatlab.service.connections import OneSend
+
+
+class Counting:
+    """A real transport, its writes counted on the way."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer  # kept: a stream writer closes its transport when collected
+        self.transport = writer.transport
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+        self.transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
+
+
+async def _pair() -> tuple[Counting, OneSend, asyncio.StreamReader, asyncio.AbstractServer]:
+    """A loopback TCP connection: our end's transport (counted, then wrapped) and the peer's reader."""
+    accepted: asyncio.Future[asyncio.StreamReader] = asyncio.get_running_loop().create_future()
+
+    async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.set_result(reader)
+
+    server = await asyncio.start_server(on_client, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    counting = Counting(writer)
+    sending = OneSend(counting, asyncio.get_running_loop())  # type: ignore[arg-type]
+    return counting, sending, await accepted, server
+
+
+def test_head_and_body_leave_in_one_write() -> None:
+    async def main() -> None:
+        counting, sending, peer, server = await _pair()
+        sending.write(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n")
+        sending.write(b"hello")
+        assert counting.writes == [b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello"]
+        assert await peer.readexactly(43) == b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello"
+        sending.close()
+        server.close()
+
+    asyncio.run(main())
+
+
+def test_a_lone_write_goes_out_when_the_loops_turn_ends() -> None:
+    """A streamed answer's head is not held until its first chunk: it leaves at the end of the turn."""
+
+    async def main() -> None:
+        counting, sending, peer, server = await _pair()
+        sending.write(b"head")
+        assert counting.writes == []
+        assert await asyncio.wait_for(peer.readexactly(4), 2) == b"head"
+        assert counting.writes == [b"head"]
+        sending.write(b"chunk")  # the next write is held again, then sent alone
+        await asyncio.sleep(0)
+        assert counting.writes == [b"head", b"chunk"]
+        sending.close()
+        server.close()
+
+    asyncio.run(main())
+
+
+def test_close_sends_what_is_held_and_abort_drops_it() -> None:
+    async def main() -> None:
+        _, sending, peer, server = await _pair()
+        sending.write(b"HTTP/1.1 408 Request Timeout\r\n\r\n")
+        sending.close()  # as the header deadline writes its 408 and closes at once
+        assert await peer.read() == b"HTTP/1.1 408 Request Timeout\r\n\r\n"
+        other, sending2, peer2, server2 = await _pair()
+        sending2.write(b"never")
+        sending2.abort()
+        assert await peer2.read() == b"" and other.writes == []
+        server.close()
+        server2.close()
+
+    asyncio.run(main())
+
+
+def test_a_large_body_is_not_copied_onto_the_head() -> None:
+    async def main() -> None:
+        counting, sending, peer, server = await _pair()
+        body = b"x" * (OneSend.JOIN_LIMIT + 1)
+        sending.write(b"head")
+        sending.write(body)
+        assert counting.writes == [b"head", body]
+        assert await peer.readexactly(4 + len(body)) == b"head" + body
+        assert sending.get_extra_info("peername") is not None  # everything else is the transport's
+        sending.close()
+        server.close()
+
+    asyncio.run(main())
