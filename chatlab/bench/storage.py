@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import itertools
 import tracemalloc
 import uuid
 from dataclasses import dataclass
@@ -203,7 +204,13 @@ def database_size(target: StoreTarget) -> int:
     client_url, ours = split_url(target.url, CHATLAB_PARAMETERS)
     client = redis.Redis.from_url(client_url, socket_timeout=5)
     try:
-        keys = client.scan_iter(match=f"{ours['prefix']}*", count=1000)
-        return sum(int(client.memory_usage(k, samples=0) or 0) for k in keys)
+        total = 0
+        keys = iter(client.scan_iter(match=f"{ours['prefix']}*", count=1000))
+        while chunk := list(itertools.islice(keys, 1000)):  # one round trip per 1,000 keys, not per key
+            pipe = client.pipeline(transaction=False)
+            for key in chunk:
+                pipe.memory_usage(key, samples=0)
+            total += sum(int(size or 0) for size in pipe.execute())
+        return total
     finally:
         client.close()
