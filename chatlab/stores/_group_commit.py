@@ -129,8 +129,12 @@ class GroupCommitter:
         first = self._queue.get()
         if first is None:
             return None
-        group = [first]
-        while len(group) < MAX_GROUP:
+        return [first, *self._queued(MAX_GROUP - 1)]
+
+    def _queued(self, room: int) -> list[_Item]:
+        """The writes queued now, at most ``room`` (no wait); a stop request ends the list, kept for the outer loop."""
+        items: list[_Item] = []
+        while len(items) < room:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
@@ -138,8 +142,8 @@ class GroupCommitter:
             if item is None:
                 self._queue.put(None)  # stop after this group
                 break
-            group.append(item)
-        return group
+            items.append(item)
+        return items
 
     def _open(self) -> sqlite3.Connection:
         """The writer's connection, with no busy wait of its own: :meth:`_begin` sets one when the lock is taken."""
@@ -196,16 +200,7 @@ class GroupCommitter:
         """Writes queued while the group ran join it before its COMMIT, up to :data:`MAX_GROUP` (those already
         queued only: no wait). In the service the statements take a while (the writer thread waits for the GIL
         after each): writes that came meanwhile share this fsync instead of waiting for the next."""
-        more: list[_Item] = []
-        while len(group) + len(more) < MAX_GROUP:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is None:
-                self._queue.put(None)  # stop after this group
-                break
-            more.append(item)
+        more = self._queued(MAX_GROUP - len(group))
         self._drop_late(more)
         group += more
         return bool(more)
