@@ -117,11 +117,6 @@ def build_queries(schema: str) -> dict[str, Any]:
         ],
         "version_get": "SELECT value FROM {meta} WHERE key = 'schema_version'",
         "version_set": "INSERT INTO {meta} (key, value) VALUES ('schema_version', %s) ON CONFLICT DO NOTHING",
-        "get": "SELECT body FROM {messages} WHERE conversation_key = %s ORDER BY position",
-        # one statement: one snapshot of the version and the messages
-        "read": "SELECT c.version, ARRAY(SELECT m.body FROM {messages} m"
-        " WHERE m.conversation_key = c.conversation_key ORDER BY m.position)"
-        " FROM {conversations} c WHERE c.conversation_key = %s",
         # a range of the primary key, with the count and version of the same snapshot (LIMIT NULL: all)
         "read_slice": "SELECT c.message_count, c.version, ARRAY(SELECT m.body FROM {messages} m"
         " WHERE m.conversation_key = c.conversation_key AND m.position >= %s ORDER BY m.position LIMIT %s)"
