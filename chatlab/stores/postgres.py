@@ -128,7 +128,7 @@ class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
         self._schema_ready = False
         self._queries = build_queries(self.schema)
         self._batches: dict[asyncio.AbstractEventLoop, Batches] = {}
-        self._append_many = True  # False where the grouped append's function is missing and may not be created
+        self._append_batch = True  # False where the batch append's function is missing and may not be created
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.where} schema={self.schema}>"

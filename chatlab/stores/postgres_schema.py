@@ -11,7 +11,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .base import StoreError
-from .postgres_sql import APPEND_FUNCTION, APPEND_MANY_FUNCTION
+from .postgres_append_sql import APPEND_BATCH_FUNCTION
+from .postgres_sql import APPEND_FUNCTION
 
 if TYPE_CHECKING:
     from .postgres import PostgresChatHistoryStore
@@ -49,20 +50,21 @@ async def ensure_schema(store: PostgresChatHistoryStore, conn: Any) -> None:
             f"PostgreSQL store {store.where} schema {store.schema} has schema version {row and row[0]}; "
             f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
         )
-    await _ensure_function(store, conn, APPEND_FUNCTION, "create_append_function")
+    await _ensure_function(store, conn, APPEND_FUNCTION, "create_append_function")  # a single append's
     import psycopg
 
     try:
-        await _ensure_function(store, conn, APPEND_MANY_FUNCTION, "create_append_many_function")  # calls the first
+        await _ensure_function(store, conn, APPEND_BATCH_FUNCTION, "create_append_batch_function")
     except psycopg.errors.InsufficientPrivilege as exc:  # a role that may use the schema, not create in it
         log.warning(
             "PostgreSQL schema %s has no %s and this role may not create it (%s): appends run one at a "
-            "time; run chatlab once with a role that may",
+            "time through %s; run chatlab once with a role that may",
             store.schema,
-            APPEND_MANY_FUNCTION,
+            APPEND_BATCH_FUNCTION,
             exc,
+            APPEND_FUNCTION,
         )
-        store._append_many = False
+        store._append_batch = False
     store._schema_ready = True
 
 

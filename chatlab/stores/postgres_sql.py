@@ -13,14 +13,6 @@ APPEND_FUNCTION = "chatlab_append_1"
 name changes with its body (a new name, never a changed body under the same name), so processes of different
 chatlab versions can share a database, each calling the function it was written for."""
 
-APPEND_MANY_FUNCTION = "chatlab_append_many_1"
-"""The grouped append's server-side function (named as :data:`APPEND_FUNCTION` is): in one transaction, calls
-:data:`APPEND_FUNCTION` for each member of a batch, in the order every taker of several locks takes them (the lock
-key's ``hashtextextended``, then arrival), so concurrent batches and the retention sweep never deadlock; members to
-one conversation keep their arrival order. Parameters: one array element per member ($5 the members' messages one
-after another, $8 their ``if_match`` lists one after another, $9 each list's length, -1 for none); one row back per
-member, with its 1-based index."""
-
 PURGE_BATCH = 16
 """At most this many expired idempotency records are deleted by one append (each append writes at most one)."""
 
@@ -68,6 +60,8 @@ def build_queries(schema: str) -> dict[str, Any]:
     """Every statement of the store, its tables named in ``schema`` (quoted identifiers), as text (lists: in order)."""
     from psycopg import sql
 
+    from .postgres_append_sql import APPEND_BATCH_FUNCTION, CALL_APPEND_BATCH, CREATE_APPEND_BATCH_FUNCTION
+
     names = {
         "schema": sql.Identifier(schema),
         "meta": sql.Identifier(schema, "chatlab_meta"),
@@ -77,7 +71,7 @@ def build_queries(schema: str) -> dict[str, Any]:
         "idempotency_expiry": sql.Identifier("chatlab_idempotency_expiry"),
         "updated_index": sql.Identifier("chatlab_conversations_updated"),
         "append_function": sql.Identifier(schema, APPEND_FUNCTION),
-        "append_many_function": sql.Identifier(schema, APPEND_MANY_FUNCTION),
+        "append_batch_function": sql.Identifier(schema, APPEND_BATCH_FUNCTION),
     }
     timestamps = [  # schema version 3
         "ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS created_at double precision",
@@ -131,8 +125,6 @@ def build_queries(schema: str) -> dict[str, Any]:
         # an append: one statement, the call of the schema's append function (APPEND_FUNCTION), binary parameters
         "append": "SELECT * FROM {append_function}(%b::text, %b::text, %b::float8, %b::int4, %b::bytea[], %b::text,"
         " %b::float8, %b::text[], %b::text, %b::text, %b::float8)",
-        "append_many": "SELECT * FROM {append_many_function}(%b::text[], %b::text[], %b::float8[], %b::int4[],"
-        " %b::bytea[], %b::text[], %b::float8[], %b::text[], %b::int4[], %b::text[], %b::text[], %b::float8[])",
         "append_function_exists": "SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"
         " ON n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname = %s",
         # the lock, then APPEND_STATEMENT: a fresh snapshot, as plpgsql takes one per statement of a volatile function
@@ -141,17 +133,9 @@ def build_queries(schema: str) -> dict[str, Any]:
         " RETURNS TABLE (o_version text, o_fingerprint text, o_recorded text, o_written text)"
         " LANGUAGE plpgsql VOLATILE AS $fn$ BEGIN"
         " PERFORM pg_advisory_xact_lock(hashtextextended($1, 0)); RETURN QUERY " + APPEND_STATEMENT + "; END $fn$",
-        # APPEND_MANY_FUNCTION: each member's offsets into $5 and $8, the members in lock order, one call each
-        "create_append_many_function": "CREATE OR REPLACE FUNCTION {append_many_function}(text[], text[], float8[],"
-        " int4[], bytea[], text[], float8[], text[], int4[], text[], text[], float8[])"
-        " RETURNS TABLE (o_index int4, o_version text, o_fingerprint text, o_recorded text, o_written text)"
-        " LANGUAGE plpgsql VOLATILE AS $fn$ DECLARE i int4; b int4; m int4; BEGIN"
-        " FOR i, b, m IN SELECT t.ord, sum(t.n) OVER w - t.n, sum(greatest(t.mn, 0)) OVER w - greatest(t.mn, 0)"
-        " FROM unnest($4, $9) WITH ORDINALITY AS t(n, mn, ord) WINDOW w AS (ORDER BY t.ord)"
-        " ORDER BY hashtextextended($1[t.ord], 0), t.ord LOOP"
-        " RETURN QUERY SELECT i, f.* FROM {append_function}($1[i], $2[i], $3[i], $4[i], $5[b + 1:b + $4[i]],"
-        " $6[i], $7[i], CASE WHEN $9[i] < 0 THEN NULL ELSE $8[m + 1:m + $9[i]] END, $10[i], $11[i], $12[i]) AS f;"
-        " END LOOP; END $fn$",
+        # a batch of appends, when the schema has APPEND_BATCH_FUNCTION (postgres_append_sql)
+        "append_batch": CALL_APPEND_BATCH,
+        "create_append_batch_function": CREATE_APPEND_BATCH_FUNCTION,
         # the append function's statement alone (tests prepare it to see its plan)
         "append_statement": APPEND_STATEMENT,
         "replace_count": "INSERT INTO {conversations} AS c (conversation_key, message_count, version,"
@@ -163,7 +147,7 @@ def build_queries(schema: str) -> dict[str, Any]:
         " created_at = excluded.created_at, updated_at = excluded.updated_at",
         "due": "SELECT conversation_key FROM {conversations} WHERE updated_at <= %s"
         " ORDER BY conversation_key LIMIT 1000",
-        # the locks of many keys in the order of APPEND_MANY_FUNCTION (a sorted subquery, OFFSET 0: taken in order)
+        # the locks of many keys in the order of APPEND_BATCH_FUNCTION (a sorted subquery, OFFSET 0: taken in order)
         "lock_many": "SELECT pg_advisory_xact_lock(s.h) FROM (SELECT hashtextextended(t.k, 0) AS h"
         " FROM unnest(%s::text[]) WITH ORDINALITY AS t(k, ord) ORDER BY h, t.ord OFFSET 0) AS s",
         "sweep": "DELETE FROM {conversations} WHERE conversation_key = ANY(%s) AND updated_at <= %s"

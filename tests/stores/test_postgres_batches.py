@@ -374,13 +374,15 @@ def test_a_burst_larger_than_a_batch_is_split_and_every_call_answered(postgres_u
 def test_a_role_that_may_not_create_the_function_appends_one_at_a_time(
     postgres_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A schema an older chatlab made (no grouped append function), used by a role that may read and write its
-    tables but not create in it: the store still works, its appends running one statement each."""
+    """A schema an older chatlab made (the single append's function, no batch append function), used by a role that
+    may read and write its tables but not create in it: the store still works, its appends running one statement
+    each."""
     import os
 
     import psycopg
 
-    from chatlab.stores.postgres_sql import APPEND_MANY_FUNCTION
+    from chatlab.stores.postgres_append_sql import APPEND_BATCH_FUNCTION
+    from chatlab.stores.postgres_sql import build_queries
 
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]
@@ -395,7 +397,8 @@ def test_a_role_that_may_not_create_the_function_appends_one_at_a_time(
 
     asyncio.run(create())
     with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f'DROP FUNCTION "{schema}"."{APPEND_MANY_FUNCTION}"')
+        admin.execute(f'DROP FUNCTION "{schema}"."{APPEND_BATCH_FUNCTION}"')
+        admin.execute(build_queries(schema)["create_append_function"])
         admin.execute(f'CREATE ROLE "{role}" LOGIN')
         try:
             admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
@@ -417,7 +420,7 @@ def test_a_role_that_may_not_create_the_function_appends_one_at_a_time(
             exists = admin.execute(
                 "SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
                 " WHERE n.nspname = %s AND p.proname = %s",
-                (schema, APPEND_MANY_FUNCTION),
+                (schema, APPEND_BATCH_FUNCTION),
             ).fetchone()
             assert exists is None
         finally:

@@ -172,7 +172,8 @@ def test_postgres_version_3_schema_gains_the_append_functions(postgres_url: str,
 
     import psycopg
 
-    from chatlab.stores.postgres_sql import APPEND_FUNCTION, APPEND_MANY_FUNCTION
+    from chatlab.stores.postgres_append_sql import APPEND_BATCH_FUNCTION as APPEND_MANY_FUNCTION
+    from chatlab.stores.postgres_sql import APPEND_FUNCTION
 
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]

@@ -1,0 +1,111 @@
+"""The PostgreSQL store's append function: a batch of appends (one or many) decided and written set-based.
+
+Per statement, not per row, is what an append costs the backend (its executor's start, its plan's locks): running
+the single append's statement once per member of a batch spent most of a batch's time starting statements. This
+function runs a fixed number of statements whatever the batch's size: the locks, one read of what the members
+need, then one write of everything decided. Between the two, a loop in arrival order decides each member against
+the stored state and the members before it, the rules of one append applied one member at a time:
+
+* If-Match: the conversation's version (``"0"`` when absent) is in the list, or the list holds ``"*"`` and the
+  conversation exists;
+* idempotency: a live record (``expires_at`` after the member's ``now``) of the member's key on its conversation
+  answers it (a replay, or a reuse with another fingerprint), and nothing is written;
+* otherwise the member is written: its messages after the conversation's last, the version the conversation's
+  generation and its new count (an empty append writes no message and keeps the version), its record if it has
+  a key.
+
+Members to one conversation, or to one record, see the members before them: the state of each conversation and of
+each record is kept at the index of its first member in the batch.
+"""
+
+from __future__ import annotations
+
+from .postgres_sql import PURGE_BATCH
+
+APPEND_BATCH_FUNCTION = "chatlab_append_many_2"
+"""The append's server-side function (named as the others: a new name, never a changed body under the same name).
+Parameters: one array element per member, the single append's parameters ($5 the members' messages one after
+another, $8 their ``if_match`` lists one after another, $9 each list's length, -1 for none); one row back per member,
+in arrival order, with its 1-based index: the version before it, the record that answered it (fingerprint and
+version), the version written (``None`` when refused)."""
+
+PURGE_SCAN = 1024
+"""The purge's inner bound, a constant (so even a generic plan reads the expiry index in order); the outer bound,
+:data:`~chatlab.stores.postgres_sql.PURGE_BATCH` per record written, stops it early."""
+
+# Variables, per member i: its conversation's first member c (r.c) and its record's first member p (r.p, NULL without
+# a key). Kept at c: cv version (NULL: absent), cn count of versions (0 while the version is NULL), cp rows, cg
+# generation (NULL: a new one), ca messages added, cf/cl first/last writer's clock. Kept at p: pf, pv, pe the live
+# record (fingerprint, version, expiry), pw whether it is written. wp[i] where member i's messages start, bo[i] its
+# first message's offset in $5.
+CREATE_APPEND_BATCH_FUNCTION = (
+    "CREATE OR REPLACE FUNCTION {append_batch_function}(text[], text[], float8[], int4[], bytea[], text[],"
+    " float8[], text[], int4[], text[], text[], float8[])"
+    " RETURNS TABLE (o_index int4, o_version text, o_fingerprint text, o_recorded text, o_written text)"
+    # generic plans, planned once per session: custom ones were planned anew on every call (~0.5 ms a batch)
+    " LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan"
+    " AS $fn$ DECLARE n int4 := cardinality($2); r record; i int4; ci int4;"
+    " cv text[]; cn int8[]; cp int8[]; cg text[]; ca int8[]; cf float8[]; cl float8[];"
+    " pf text[]; pv text[]; pe float8[]; pw bool[]; wp int8[]; bo int4[];"
+    " mo int4 := 0; bn int4 := 0; records int4 := 0; v text; mt text[]; ok bool; w text; BEGIN"
+    # every conversation's lock, in the one order of every taker of several (the lock key's hash; equal hashes are
+    # one lock): batches, the sweep and restore never deadlock
+    " PERFORM pg_advisory_xact_lock(s.h) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h"
+    " FROM unnest($1) AS k ORDER BY h OFFSET 0) AS s;"
+    # a fresh snapshot after the locks: the stored conversations and records, at their first members
+    " FOR r IN SELECT m.i::int4 AS i, m.c::int4 AS c, m.p::int4 AS p, cs.version AS v, cs.message_count AS mc,"
+    " d.fingerprint AS fp, d.version AS rv, d.expires_at AS re"
+    " FROM (SELECT t.i, t.k, t.ik, first_value(t.i) OVER (PARTITION BY t.k ORDER BY t.i) AS c,"
+    " CASE WHEN t.ik IS NOT NULL THEN first_value(t.i) OVER (PARTITION BY t.k, t.ik ORDER BY t.i) END AS p"
+    " FROM unnest($2, $10) WITH ORDINALITY AS t(k, ik, i)) AS m"
+    " LEFT JOIN {conversations} cs ON m.c = m.i AND cs.conversation_key = m.k"
+    " LEFT JOIN {idempotency} d ON m.p = m.i AND d.conversation_key = m.k AND d.idempotency_key = m.ik"
+    " ORDER BY m.i LOOP"
+    " i := r.i; ci := r.c; bo[i] := bn; bn := bn + $4[i];"
+    " IF ci = i THEN cv[i] := r.v; cp[i] := coalesce(r.mc, 0); cn[i] := CASE WHEN r.v IS NULL THEN 0 ELSE r.mc END;"
+    " cg[i] := CASE WHEN r.v IS NULL OR r.v = '0' THEN NULL WHEN r.v ~ '^.+[.][0-9]+$'"
+    " THEN regexp_replace(r.v, '[.][0-9]+$', '') ELSE r.v END; END IF;"
+    " IF r.p = i THEN pf[i] := r.fp; pv[i] := r.rv; pe[i] := r.re; END IF;"
+    " o_index := i; o_version := cv[ci]; o_fingerprint := NULL; o_recorded := NULL; o_written := NULL;"
+    " IF r.p IS NOT NULL AND pe[r.p] > $3[i] THEN o_fingerprint := pf[r.p]; o_recorded := pv[r.p]; END IF;"
+    " v := coalesce(cv[ci], '0'); mt := CASE WHEN $9[i] < 0 THEN NULL ELSE $8[mo + 1:mo + $9[i]] END;"
+    " mo := mo + greatest($9[i], 0);"
+    " ok := o_fingerprint IS NULL AND (mt IS NULL OR v = ANY(mt) OR ('*' = ANY(mt) AND v <> '0'));"
+    " IF ok THEN"
+    " IF $4[i] = 0 THEN w := v; ELSE"
+    " cg[ci] := coalesce(cg[ci], $6[i]); w := cg[ci] || '.' || (cn[ci] + $4[i]); wp[i] := cp[ci];"
+    " cp[ci] := cp[ci] + $4[i]; cn[ci] := cp[ci]; cv[ci] := w;"
+    " ca[ci] := coalesce(ca[ci], 0) + $4[i]; cf[ci] := coalesce(cf[ci], $7[i]); cl[ci] := $7[i]; END IF;"
+    " IF r.p IS NOT NULL THEN pf[r.p] := $11[i]; pv[r.p] := w; pe[r.p] := $12[i];"
+    " IF pw[r.p] IS NULL THEN records := records + 1; END IF; pw[r.p] := true; END IF;"
+    " o_written := w; END IF;"
+    " RETURN NEXT; END LOOP;"
+    # one write of everything decided: the messages, the conversations, the records (and a purge of expired ones)
+    " IF ca IS NOT NULL OR records > 0 THEN"
+    " WITH msg AS (INSERT INTO {messages} (conversation_key, position, body)"
+    " SELECT $2[s.i], wp[s.i] + g.j - 1, $5[bo[s.i] + g.j] FROM generate_series(1, n) AS s(i)"
+    " CROSS JOIN LATERAL generate_series(1, $4[s.i]) AS g(j) WHERE wp[s.i] IS NOT NULL),"
+    " cnv AS (INSERT INTO {conversations} AS x (conversation_key, message_count, version, created_at, updated_at)"
+    " SELECT $2[s.i], ca[s.i], cv[s.i], cf[s.i], cl[s.i] FROM generate_series(1, n) AS s(i)"
+    " WHERE ca[s.i] > 0 ON CONFLICT (conversation_key) DO UPDATE SET"
+    " message_count = x.message_count + excluded.message_count, version = excluded.version,"
+    " updated_at = excluded.updated_at),"
+    # the purge: expired records, the oldest, through the expiry index, skipping those a concurrent append is
+    # deleting, never one this statement writes (a statement must not touch a row twice); deleted by their row ids,
+    # whatever the plan's guess of how many
+    " purged AS (DELETE FROM {idempotency} WHERE ctid = ANY(ARRAY(SELECT s.ctid FROM (SELECT ctid"
+    " FROM {idempotency} WHERE records > 0 AND expires_at <= (SELECT min(u.t) FROM unnest($3) AS u(t))"
+    " AND NOT coalesce(conversation_key = ANY($2) AND idempotency_key = ANY($10), false)"
+    f" ORDER BY expires_at LIMIT {PURGE_SCAN} FOR UPDATE SKIP LOCKED) AS s LIMIT {PURGE_BATCH} * records)))"
+    " INSERT INTO {idempotency} (conversation_key, idempotency_key, fingerprint, version, expires_at)"
+    " SELECT $2[s.i], $10[s.i], pf[s.i], pv[s.i], pe[s.i] FROM generate_series(1, n) AS s(i)"
+    " WHERE pw[s.i] ON CONFLICT (conversation_key, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
+    " version = excluded.version, expires_at = excluded.expires_at; END IF; END $fn$"
+)
+"""The function's creation (the table names filled in by :func:`~chatlab.stores.postgres_sql.build_queries`)."""
+
+CALL_APPEND_BATCH = (
+    "SELECT * FROM {append_batch_function}(%b::text[], %b::text[], %b::float8[], %b::int4[], %b::bytea[],"
+    " %b::text[], %b::float8[], %b::text[], %b::int4[], %b::text[], %b::text[], %b::float8[])"
+)
+"""A batch's one statement (binary parameters): one call of the function."""
