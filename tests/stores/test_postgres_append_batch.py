@@ -129,16 +129,12 @@ def test_a_batch_decides_as_its_members_one_at_a_time(postgres_url: str) -> None
 
 
 def test_the_batch_function_s_generic_plans_read_through_indexes(postgres_url: str) -> None:
-    """The function plans its statements once (generic plans: custom ones were planned anew on each call, ~0.5 ms):
-    its reads and its purge of expired records must go through the indexes, whatever the tables hold."""
+    """The function plans its statements once per session (generic plans: custom ones were planned anew on each
+    call, ~0.5 ms), maybe while the tables are still empty: its reads and its purge of expired records must go
+    through the indexes all the same, or they would scan the tables once large."""
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]
     with _open(base, schema) as conn:
-        conn.execute(
-            f"INSERT INTO \"{schema}\".chatlab_idempotency SELECT 'other', 'r' || i, 'fp', 'v.1', 4e9"
-            " FROM generate_series(1, 20000) AS i"
-        )
-        conn.execute(f'ANALYZE "{schema}".chatlab_idempotency')
         plans: list[str] = []
         conn.add_notice_handler(lambda diag: plans.append(diag.message_primary or ""))
         try:
@@ -151,5 +147,5 @@ def test_the_batch_function_s_generic_plans_read_through_indexes(postgres_url: s
         conn.execute(build_queries(schema)["append_batch"], _arrays(members), binary=True).fetchall()
     inner = [plan for plan in plans if "chatlab_idempotency" in plan and "Query Text: SELECT * FROM" not in plan]
     assert len(inner) == 2, plans  # the read, the write
-    assert all("Seq Scan on chatlab_idempotency" not in plan for plan in inner), inner
+    assert all("Seq Scan on chatlab_" not in plan for plan in inner), inner
     assert any("chatlab_idempotency_expiry" in plan for plan in inner), inner
