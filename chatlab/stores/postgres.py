@@ -25,9 +25,10 @@ Guarantees:
   upgraded in place on first use (each conversation gets a version).
 * Group reads and group appends (:mod:`chatlab.stores.postgres_batches`): the reads, and the appends, that
   wait at one moment in one process share one statement. A batch of reads is one snapshot, taken after each
-  member's call began. A batch of appends is one transaction that runs each member's append function in turn
-  (its lock, checks and write; a refusal is that member's alone; members to one conversation in the order they
-  came), through a second function created beside the first (a role that may not create it appends one call at
+  member's call began. A batch of appends is one transaction, the call of a second function created beside the
+  first (:mod:`chatlab.stores.postgres_append_sql`): it takes the batch's locks, reads, decides each member by the
+  single append's rules in arrival order (a refusal is that member's alone; members to one conversation see each
+  other in the order they came), then writes everything at once (a role that may not create it appends one call at
   a time, as before); a failure fails every member and writes nothing.
   Whoever takes several conversations' locks in one transaction (a batch, the retention sweep, a restore) takes
   them in one order (``hashtextextended`` of the lock key), so they never deadlock.

@@ -5,17 +5,18 @@ the service's process (~80 µs of client CPU per read, ~150 µs per append) and 
 write its commit and WAL flush, on a machine whose CPUs the service shares. A :class:`Batcher` queues the calls of
 one event loop; its drainers (at most :data:`READ_INFLIGHT` read and :data:`APPEND_INFLIGHT` append statements at
 once) take everything queued (at most :data:`MAX_BATCH`) and run it as one statement: reads as one ``SELECT`` over
-the array of keys, appends as one call of the grouped append function, one transaction. A lone call does not wait:
+the array of keys, appends as one call of the batch append function, one transaction. A lone call does not wait:
 when a drainer is free it starts at once (no timer); a batch of one runs the single operation's statement.
 
 What each caller sees is what the single operation gives:
 
 * Reads: one statement, one snapshot, taken after every member's call began: each member reads a state at least
   as new as when it called, its messages and version from one moment.
-* Appends: each member runs the single append's function (its lock, If-Match and idempotency checks, its write)
-  in turn, so a refusal is its member's alone; members to one conversation in arrival order. A member is answered
-  only after the statement returned, committed (autocommit: one implicit transaction); a failure of the database
-  fails every member, and nothing of the batch is written.
+* Appends: one call of the batch append function (:mod:`chatlab.stores.postgres_append_sql`), which decides each
+  member by the single append's rules (If-Match, idempotency), so a refusal is its member's alone; members to one
+  conversation in arrival order; a batch of one calls the single append's function (cheaper for one). A member is
+  answered only after the statement returned, committed (autocommit: one implicit transaction); a failure of the
+  database fails every member, and nothing of the batch is written.
 * One member's arguments that the database refuses (a key with a NUL character) fail that member alone: the
   statement failed having written nothing, so the members run again one at a time.
 * Deadlines: each call's is the store's ``timeout`` from when it called; a batch ends by its members' earliest (the

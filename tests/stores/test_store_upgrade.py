@@ -172,12 +172,12 @@ def test_postgres_version_3_schema_gains_the_append_functions(postgres_url: str,
 
     import psycopg
 
-    from chatlab.stores.postgres_append_sql import APPEND_BATCH_FUNCTION as APPEND_MANY_FUNCTION
+    from chatlab.stores.postgres_append_sql import APPEND_BATCH_FUNCTION
     from chatlab.stores.postgres_sql import APPEND_FUNCTION
 
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]
-    both = sorted([APPEND_FUNCTION, APPEND_MANY_FUNCTION])
+    both = sorted([APPEND_FUNCTION, APPEND_BATCH_FUNCTION])
 
     async def write_then_drop_the_function() -> str:
         store = open_store(postgres_url)
@@ -198,7 +198,7 @@ def test_postgres_version_3_schema_gains_the_append_functions(postgres_url: str,
 
     assert functions() == both
     with psycopg.connect(base, autocommit=True) as conn:  # the schema as an older chatlab left it
-        conn.execute(f'DROP FUNCTION "{schema}"."{APPEND_MANY_FUNCTION}"')
+        conn.execute(f'DROP FUNCTION "{schema}"."{APPEND_BATCH_FUNCTION}"')
         if dropped == "both":
             conn.execute(f'DROP FUNCTION "{schema}"."{APPEND_FUNCTION}"')
 
