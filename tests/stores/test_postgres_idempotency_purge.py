@@ -81,3 +81,21 @@ def test_the_purge_uses_the_expiry_index_in_a_generic_plan(postgres_url: str) ->
         )
     assert "chatlab_idempotency_expiry" in plan
     assert "Seq Scan on chatlab_idempotency" not in plan, plan
+
+
+def test_a_batch_purges_a_batch_of_expired_records_per_record_it_writes(postgres_url: str) -> None:
+    """The batch append function purges as the single append does, per record written: a batch writing 3 records
+    deletes up to 3 * PURGE_BATCH expired ones; its refused and keyless members purge nothing."""
+    import psycopg
+
+    from chatlab.stores.postgres_batches import _append_arrays
+
+    schema, base = _schema_and_base(postgres_url)
+    _append(postgres_url, ["k0"])
+    _insert_records(base, schema, 5 * PURGE_BATCH + 3, expires_at=0.0)
+    members = [(f"l{i}", f"c{i}", 1e9, 1, [M], "g", 1e9, None, f"b{i}", "fp", 4e9) for i in range(3)]
+    members += [("l", "c9", 1e9, 1, [M], "g", 1e9, None, None, None, None)]  # no key: writes no record
+    members += [("l", "c9", 1e9, 1, [M], "g", 1e9, ["stale"], "b9", "fp", 4e9)]  # refused: writes nothing
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(build_queries(schema)["append_batch"], _append_arrays(members), binary=True).fetchall()
+    assert _records(base, schema) == 1 + 2 * PURGE_BATCH + 3 + 3  # k0, what is left of the expired, b0 to b2
