@@ -382,7 +382,6 @@ def test_a_role_that_may_not_create_the_function_appends_one_at_a_time(
     import psycopg
 
     from chatlab.stores.postgres_append_sql import APPEND_BATCH_FUNCTION
-    from chatlab.stores.postgres_sql import build_queries
 
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]
@@ -398,7 +397,6 @@ def test_a_role_that_may_not_create_the_function_appends_one_at_a_time(
     asyncio.run(create())
     with psycopg.connect(base, autocommit=True) as admin:
         admin.execute(f'DROP FUNCTION "{schema}"."{APPEND_BATCH_FUNCTION}"')
-        admin.execute(build_queries(schema)["create_append_function"])
         admin.execute(f'CREATE ROLE "{role}" LOGIN')
         try:
             admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
