@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .base import StoreError
 from .postgres_connections import Connection, store_error
+from .postgres_raw import fetch, read_parameters, read_rows
 
 if TYPE_CHECKING:
     from .postgres import PostgresChatHistoryStore
@@ -216,16 +217,8 @@ class Batches:
         self.appends: Batcher[AppendArgs] = Batcher(self._append, timeout, late, APPEND_INFLIGHT, _one_member_s)
 
     async def _read(self, members: list[ReadArgs], deadline: float) -> list[ReadRow]:
-        q = self._store._queries
-        async with Connection(self._store, deadline) as conn:
-            if len(members) == 1:
-                key, after, limit = members[0]
-                cur = await conn.execute(q["read_slice"], (after, limit, key), binary=True)
-                return [await cur.fetchone()]
-            keys, afters, limits = zip(*members, strict=True)
-            cur = await conn.execute(q["read_many"], (list(keys), list(afters), list(limits)), binary=True)
-            rows = await cur.fetchall()
-        return [row if row[1] is not None else None for row in rows]
+        async with Connection(self._store, deadline) as conn:  # a key it refuses fails here, as StoreError
+            return read_rows(conn, await fetch(conn, self._store._queries["read_many"], read_parameters(members)))
 
     async def _append(self, members: list[AppendArgs], deadline: float) -> list[AppendRow]:
         q = self._store._queries

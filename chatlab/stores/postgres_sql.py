@@ -111,14 +111,11 @@ def build_queries(schema: str) -> dict[str, Any]:
         ],
         "version_get": "SELECT value FROM {meta} WHERE key = 'schema_version'",
         "version_set": "INSERT INTO {meta} (key, value) VALUES ('schema_version', %s) ON CONFLICT DO NOTHING",
-        # a range of the primary key, with the count and version of the same snapshot (LIMIT NULL: all)
-        "read_slice": "SELECT c.message_count, c.version, ARRAY(SELECT m.body FROM {messages} m"
-        " WHERE m.conversation_key = c.conversation_key AND m.position >= %s ORDER BY m.position LIMIT %s)"
-        " FROM {conversations} c WHERE c.conversation_key = %s",
-        # a batch of reads, of slices (LIMIT NULL: all), in one statement: one snapshot, one row per key, in order
+        # a batch of reads (one or more), of slices (LIMIT NULL: all), in one statement: one snapshot, one row per
+        # key, in order (a NULL count: no such conversation); run on libpq (postgres_raw), numbered binary parameters
         "read_many": "SELECT c.message_count, c.version, ARRAY(SELECT m.body FROM {messages} m"
         " WHERE m.conversation_key = k.key AND m.position >= k.after ORDER BY m.position LIMIT k.lim)"
-        " FROM unnest(%b::text[], %b::int8[], %b::int8[]) WITH ORDINALITY AS k(key, after, lim, ord)"
+        " FROM unnest($1::text[], $2::int8[], $3::int8[]) WITH ORDINALITY AS k(key, after, lim, ord)"
         " LEFT JOIN {conversations} c ON c.conversation_key = k.key ORDER BY k.ord",
         "lock": "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
         "current": "SELECT version, message_count FROM {conversations} WHERE conversation_key = %s",
