@@ -218,7 +218,8 @@ class Batches:
 
     async def _read(self, members: list[ReadArgs], deadline: float) -> list[ReadRow]:
         async with Connection(self._store, deadline) as conn:  # a key it refuses fails here, as StoreError
-            return read_rows(conn, await fetch(conn, self._store._queries["read_many"], read_parameters(members)))
+            parameters = read_parameters(members, conn.info.encoding)
+            return read_rows(conn, await fetch(conn, self._store._queries["read_many"], parameters))
 
     async def _append(self, members: list[AppendArgs], deadline: float) -> list[AppendRow]:
         q = self._store._queries

@@ -39,8 +39,10 @@ def statement_name(query: str) -> bytes:
     return b"chatlab_" + hashlib.sha1(query.encode()).hexdigest()[:16].encode()
 
 
-def read_parameters(members: Sequence[tuple[str, int, int | None]]) -> list[bytes]:
-    """The read statement's three binary arrays: keys, first positions, most messages (``NULL``: all).
+def read_parameters(members: Sequence[tuple[str, int, int | None]], encoding: str = "utf-8") -> list[bytes]:
+    """The read statement's three binary arrays: keys (in the connection's ``encoding``), first positions, most
+    messages (``NULL``: all). A key PostgreSQL cannot hold (a NUL, a character the encoding lacks) raises
+    :class:`psycopg.DataError`, as psycopg's own dump of it does.
 
     Positions past ``bigint`` read as far as any can be: an ``after`` there has no message after it, a ``limit``
     there is no limit (what the comparison of ``bigint`` positions with them would give)."""
@@ -48,11 +50,7 @@ def read_parameters(members: Sequence[tuple[str, int, int | None]]) -> list[byte
     keys, afters, limits = [], [], []
     null_limits = 0
     for key, after, limit in members:
-        data = key.encode()
-        if b"\0" in data:
-            import psycopg
-
-            raise psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+        data = _encoded(key, encoding)
         keys.append(_LENGTH.pack(len(data)))
         keys.append(data)
         afters.append(_INT8.pack(8, min(after, INT8_MAX)))
@@ -66,6 +64,18 @@ def read_parameters(members: Sequence[tuple[str, int, int | None]]) -> list[byte
         _HEAD.pack(1, 0, _INT8_OID, count, 1) + b"".join(afters),
         _HEAD.pack(1, null_limits, _INT8_OID, count, 1) + b"".join(limits),
     ]
+
+
+def _encoded(key: str, encoding: str) -> bytes:
+    import psycopg
+
+    try:
+        data = key.encode(encoding)
+    except UnicodeEncodeError as exc:
+        raise psycopg.DataError(f"the key cannot be written in {encoding}: {exc}") from exc
+    if b"\0" in data:
+        raise psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+    return data
 
 
 async def fetch(conn: Any, query: str, parameters: list[bytes]) -> Any:
@@ -148,6 +158,7 @@ def read_rows(conn: Any, result: Any) -> list[tuple[int, str, Any] | None]:
     does not exist."""
     from psycopg.pq import Format
 
+    encoding = conn.info.encoding
     loader = conn.adapters.get_loader(_BYTEA_ARRAY_OID, Format.BINARY)(_BYTEA_ARRAY_OID, conn)
     rows: list[tuple[int, str, Any] | None] = []
     value = result.get_value
@@ -156,5 +167,6 @@ def read_rows(conn: Any, result: Any) -> list[tuple[int, str, Any] | None]:
         if count is None:
             rows.append(None)
         else:
-            rows.append((int.from_bytes(count, "big", signed=True), value(i, 1).decode(), loader.load(value(i, 2))))
+            version = value(i, 1).decode(encoding)
+            rows.append((int.from_bytes(count, "big", signed=True), version, loader.load(value(i, 2))))
     return rows

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from chatlab.stores import StoreError
 from chatlab.stores.base import ABSENT, ConversationArray
 
 
@@ -81,6 +82,28 @@ def test_the_read_statement_is_prepared_again_when_gone_or_already_there(postgre
             async with store._connection() as conn:  # type: ignore[attr-defined]
                 cur = await conn.execute("SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'chatlab_%'")
                 assert (await cur.fetchone())[0] == 1
+        finally:
+            await store.close()  # type: ignore[attr-defined]
+
+    asyncio.run(main())
+
+
+def test_a_key_postgresql_cannot_hold_fails_its_read_alone(postgres_url: str) -> None:
+    """A key with a lone surrogate (no UTF-8 for it) fails as a NUL does: that read alone, the batch's others read."""
+
+    async def main() -> None:
+        store = _store(postgres_url, timeout=30.0)
+        try:
+            await store.append("ok", [message(1)])  # type: ignore[attr-defined]
+            reads = await asyncio.gather(
+                store.read("ok"),  # type: ignore[attr-defined]
+                store.read("bad\ud800"),  # type: ignore[attr-defined]
+                store.read_array("ok"),  # type: ignore[attr-defined]
+                return_exceptions=True,
+            )
+            assert reads[0].messages == [message(1)]  # type: ignore[union-attr]
+            assert isinstance(reads[1], StoreError) and "utf-8" in str(reads[1])
+            assert reads[2].count == 1  # type: ignore[union-attr]
         finally:
             await store.close()  # type: ignore[attr-defined]
 
