@@ -16,6 +16,7 @@ batches of 16. Having the database join each conversation's messages into the JS
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import struct
 import weakref
@@ -34,6 +35,7 @@ _prepared: weakref.WeakKeyDictionary[Any, set[bytes]] = weakref.WeakKeyDictionar
 """The statements prepared on each connection (a connection the pool replaces is a new key)."""
 
 
+@functools.lru_cache(maxsize=64)
 def statement_name(query: str) -> bytes:
     """The prepared statement's name: of its text, so another text never runs under it."""
     return b"chatlab_" + hashlib.sha1(query.encode()).hexdigest()[:16].encode()
@@ -156,10 +158,8 @@ def _wake(waiter: asyncio.Future[None]) -> None:
 def read_rows(conn: Any, result: Any) -> list[tuple[int, str, Any] | None]:
     """The read statement's rows: count, version, messages (a list of ``bytes``); ``None`` for a conversation that
     does not exist."""
-    from psycopg.pq import Format
-
     encoding = conn.info.encoding
-    loader = conn.adapters.get_loader(_BYTEA_ARRAY_OID, Format.BINARY)(_BYTEA_ARRAY_OID, conn)
+    load = _bytea_array_loader().load
     rows: list[tuple[int, str, Any] | None] = []
     value = result.get_value
     for i in range(result.ntuples):
@@ -168,5 +168,15 @@ def read_rows(conn: Any, result: Any) -> list[tuple[int, str, Any] | None]:
             rows.append(None)
         else:
             version = value(i, 1).decode(encoding)
-            rows.append((int.from_bytes(count, "big", signed=True), version, loader.load(value(i, 2))))
+            rows.append((int.from_bytes(count, "big", signed=True), version, load(value(i, 2))))
     return rows
+
+
+@functools.cache
+def _bytea_array_loader() -> Any:
+    """psycopg's own loader of a binary ``bytea[]`` (the default adapters': the store's connections change none)."""
+    import psycopg
+    from psycopg.pq import Format
+
+    loader: Any = psycopg.adapters.get_loader(_BYTEA_ARRAY_OID, Format.BINARY)
+    return loader(_BYTEA_ARRAY_OID, None)
