@@ -43,7 +43,8 @@ Guarantees:
 
 The SQL is in :mod:`chatlab.stores.postgres_sql`, the creation and in-place upgrade of the tables in
 :mod:`chatlab.stores.postgres_schema`, the pools and deadlines in :mod:`chatlab.stores.postgres_connections`, the
-batching in :mod:`chatlab.stores.postgres_batches`.
+batching in :mod:`chatlab.stores.postgres_batches`, the reads' statement sent on libpq in
+:mod:`chatlab.stores.postgres_raw`.
 """
 
 from __future__ import annotations

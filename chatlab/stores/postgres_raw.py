@@ -7,8 +7,8 @@ the parameters are packed as binary arrays at once, the statement is prepared on
 its own, and the answer is awaited with one reader callback. The statement, its snapshot and its rows are the same:
 only who builds the bytes differs. Each member's messages come as one ``bytea[]``, loaded by psycopg's own loader.
 
-Measured over HTTP (GET load, 16 connections, PostgreSQL on the same 2 CPUs): ~50 -> ~42 µs of the service's CPU
-per read, ~13 -> ~11 µs of the backend's; the store alone, ~77 -> ~48 µs per read in batches of 2 and ~15 -> ~10 in
+Measured over HTTP (GET load, 16 connections, PostgreSQL on the same 2 CPUs): ~48 -> ~40 µs of the service's CPU
+per read, ~12 -> ~11 µs of the backend's; the store alone, ~77 -> ~48 µs per read in batches of 2 and ~15 -> ~10 in
 batches of 16. Having the database join each conversation's messages into the JSON array a GET answers
 (``string_agg`` in the statement) saved the service nothing more and cost the database ~4 µs a read: not done.
 """
