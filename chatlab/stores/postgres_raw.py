@@ -88,7 +88,9 @@ async def fetch(conn: Any, query: str, parameters: list[bytes]) -> Any:
 
     pgconn = conn.pgconn
     name = statement_name(query)
-    done = _prepared.setdefault(conn, set())
+    done = _prepared.get(conn)
+    if done is None:
+        done = _prepared[conn] = set()
     for attempt in (1, 2):
         if name not in done:
             pgconn.send_prepare(name, query.encode())
