@@ -183,6 +183,11 @@ class OneSend:
         self._held = None
         self._transport.abort()
 
+    def is_closing(self) -> bool:
+        """Asked twice per request (by uvicorn and :func:`bounded_protocol`): passed on without ``__getattr__``,
+        which runs only after the ordinary lookup has failed, at the cost of an ``AttributeError`` (0.35 µs)."""
+        return self._transport.is_closing()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
 
