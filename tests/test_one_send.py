@@ -99,3 +99,17 @@ def test_a_large_body_is_not_copied_onto_the_head() -> None:
         server.close()
 
     asyncio.run(main())
+
+
+def test_is_closing_is_the_transports() -> None:
+    """uvicorn asks it on every answer: the transport's own answer, before and after closing."""
+
+    async def main() -> None:
+        _, sending, peer, server = await _pair()
+        assert sending.is_closing() is False
+        sending.close()
+        assert sending.is_closing() is True
+        assert await peer.read() == b""
+        server.close()
+
+    asyncio.run(main())

@@ -281,14 +281,16 @@ def _already_stored_form(body: bytes, max_messages: int, max_message_bytes: int 
         encoded = [msgspec.json.encode(message) for message in messages]
         if _COMPACT_HEAD + b",".join(encoded) + _COMPACT_TAIL != body:
             return None
-        if max_message_bytes is not None and any(len(message) > max_message_bytes for message in encoded):
+        if max_message_bytes is not None and encoded and max(map(len, encoded)) > max_message_bytes:
             return None
         if not precheck.valid(messages, _PRECHECKED):
             return None
     except (msgspec.MsgspecError, ValueError):  # not JSON, or numbers out of msgspec's range
         return None
-    if any(next(iter(content)) != "$type" for message in messages for content in message["contents"]):
-        return None
+    for message in messages:  # valid: each is an object whose "contents" is a list of objects
+        for content in message["contents"]:
+            if next(iter(content)) != "$type":
+                return None
     return _cut(body, encoded)
 
 
