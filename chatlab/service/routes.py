@@ -195,8 +195,8 @@ def _add_writing_routes(
         if_match: IfMatch = None,
         idempotency_key: IdempotencyKey = None,
     ) -> Response:
-        condition = parse_header(parse_if_match, if_match)
-        idem_key = parse_header(parse_idempotency_key, idempotency_key)
+        condition = parse_header(parse_if_match, if_match) if if_match is not None else None
+        idem_key = parse_header(parse_idempotency_key, idempotency_key) if idempotency_key is not None else None
         messages = await read_messages(request)
         idempotency = (
             Idempotency(idem_key, fingerprint("append", messages), settings.idempotency_ttl)
