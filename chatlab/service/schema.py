@@ -264,13 +264,12 @@ _COMPACT_HEAD, _COMPACT_TAIL = b'{"messages":[', b"]}"
 def _already_stored_form(body: bytes, max_messages: int, max_message_bytes: int | None) -> list[bytes] | None:
     """The messages of a compact, valid body, each as sent; ``None``: let the full parse decide.
 
-    A body that is exactly ``{"messages":[`` and its messages as msgspec encodes them, joined by commas, and
-    ``]}`` holds each message as the full parse would store it: compact, no repeated key (one would be
-    dropped), every number in the text msgspec writes (``1.10``, ``-0`` or ``1E2`` would come back
-    otherwise), strings escaped as msgspec escapes them (JSON values delimit themselves, so each message's
-    text is its encoding). Such a body, whose messages are certainly valid, needs neither the number-keeping
-    parse nor an encoding: a third of an append's CPU. Any doubt goes to the full parse, which answers
-    exactly as without this path (the same bytes, or the same refusal).
+    A body that is exactly ``{"messages":[`` and its messages as msgspec encodes them, joined by commas, and ``]}``
+    holds each message as the full parse would store it: compact, no repeated key (one would be dropped), every
+    number in the text msgspec writes (``1.10``, ``-0`` or ``1E2`` would come back otherwise), strings escaped as
+    msgspec escapes them (JSON values delimit themselves, so each message's text is its encoding). Such a body,
+    whose messages are certainly valid, needs neither the number-keeping parse nor an encoding (a third of an
+    append's CPU). Any doubt goes to the full parse: the same bytes, or the same refusal, as without this path.
     """
     if not (body.startswith(_COMPACT_HEAD) and body.endswith(_COMPACT_TAIL)):
         return None
@@ -281,9 +280,8 @@ def _already_stored_form(body: bytes, max_messages: int, max_message_bytes: int 
         encoded = [msgspec.json.encode(message) for message in messages]
         if _COMPACT_HEAD + b",".join(encoded) + _COMPACT_TAIL != body:
             return None
-        if max_message_bytes is not None and encoded and max(map(len, encoded)) > max_message_bytes:
-            return None
-        if not precheck.valid(messages, _PRECHECKED):
+        too_large = max_message_bytes is not None and encoded and max(map(len, encoded)) > max_message_bytes
+        if too_large or not precheck.valid(messages, _PRECHECKED):
             return None
     except (msgspec.MsgspecError, ValueError):  # not JSON, or numbers out of msgspec's range
         return None
