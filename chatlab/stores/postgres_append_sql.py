@@ -109,7 +109,8 @@ CREATE_APPEND_BATCH_FUNCTION = (
 """The function's creation (the table names filled in by :func:`~chatlab.stores.postgres_sql.build_queries`)."""
 
 CALL_APPEND_BATCH = (
-    "SELECT * FROM {append_batch_function}(%b::text[], %b::text[], %b::float8[], %b::int4[], %b::bytea[],"
-    " %b::text[], %b::float8[], %b::text[], %b::int4[], %b::text[], %b::text[], %b::float8[])"
+    "SELECT * FROM {append_batch_function}($1::text[], $2::text[], $3::float8[], $4::int4[], $5::bytea[],"
+    " $6::text[], $7::float8[], $8::text[], $9::int4[], $10::text[], $11::text[], $12::float8[])"
 )
-"""A batch's one statement (binary parameters): one call of the function."""
+"""A batch's one statement: one call of the function (numbered binary parameters, sent on libpq by
+:mod:`chatlab.stores.postgres_raw`)."""

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from .base import StoreError
 from .postgres_connections import Connection, store_error
 from .postgres_raw import fetch, read_parameters, read_rows
+from .postgres_raw_append import AppendRow, append_batch_parameters, append_batch_rows, append_parameters, append_row
 
 if TYPE_CHECKING:
     from .postgres import PostgresChatHistoryStore
@@ -59,9 +60,6 @@ ReadRow = tuple[int, str, Sequence[Any]] | None
 """A read's message count, version and messages (``bytea`` buffers); ``None`` when the conversation does not exist."""
 AppendArgs = tuple[Any, ...]
 """The single append statement's parameters (see ``postgres_sql.APPEND_STATEMENT``)."""
-AppendRow = tuple[str | None, str | None, str | None, str | None]
-"""What the append function returns: the version before, the idempotency record's fingerprint and version, the
-version written (``None`` when refused)."""
 
 _Item = tuple[A, "asyncio.Future[Any]", float]
 
@@ -225,17 +223,13 @@ class Batches:
         q = self._store._queries
         if len(members) > 1 and not self._store._append_batch:
             raise OneAtATime
-        async with Connection(self._store, deadline) as conn:
+        async with Connection(self._store, deadline) as conn:  # arguments it refuses fail here, as StoreError
+            encoding = conn.info.encoding
             if len(members) == 1:  # the single append's function: a batch of one costs the backend ~70 µs more
-                cur = await conn.execute(q["append"], members[0], binary=True)
-                return [await cur.fetchone()]
+                return [append_row(await fetch(conn, q["append"], append_parameters(members[0], encoding)), encoding)]
             if self._store._append_batch:  # else found missing by this connection's first look at the schema
-                cur = await conn.execute(q["append_batch"], _append_arrays(members), binary=True)
-                rows = await cur.fetchall()
-                outcomes: list[Any] = [None] * len(members)
-                for row in rows:
-                    outcomes[row[0] - 1] = row[1:]
-                return outcomes
+                parameters = append_batch_parameters(members, encoding)
+                return append_batch_rows(await fetch(conn, q["append_batch"], parameters), encoding, len(members))
         raise OneAtATime
 
 
@@ -251,29 +245,6 @@ def _one_member_s(exc: Exception) -> bool:
 
     return isinstance(exc, OneAtATime) or isinstance(
         exc.__cause__, psycopg.DataError | psycopg.errors.ProgramLimitExceeded
-    )
-
-
-def _append_arrays(members: list[AppendArgs]) -> tuple[list[Any], ...]:
-    """The grouped append function's parameters: the single append's, one array element per member (the
-    messages and the ``if_match`` lists flattened, with the lists' lengths, -1 for none)."""
-    lock, key, now, count, bodies, generation, written, if_match, idem, fingerprint, expiry = zip(*members, strict=True)
-    flat_bodies = [body for batch in bodies for body in batch]
-    flat_match = [version for versions in if_match if versions is not None for version in versions]
-    match_counts = [-1 if versions is None else len(versions) for versions in if_match]
-    return (
-        list(lock),
-        list(key),
-        list(now),
-        list(count),
-        flat_bodies,
-        list(generation),
-        list(written),
-        flat_match,
-        match_counts,
-        list(idem),
-        list(fingerprint),
-        list(expiry),
     )
 
 

@@ -23,13 +23,12 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from .postgres_binary import HEAD, INT8, LENGTH, NULL, TEXT, encoded
+
 INT8_MAX = 2**63 - 1
-_TEXT_OID, _INT8_OID, _BYTEA_ARRAY_OID = 25, 20, 1001
-_HEAD = struct.Struct("!iiiii")  # dimensions, has nulls, element type, length, lower bound
-_LENGTH = struct.Struct("!i")
+_BYTEA_ARRAY_OID = 1001
 _INT8 = struct.Struct("!iq")  # an element's length (8) and value
-_NULL = _LENGTH.pack(-1)
-_BINARY = (1, 1, 1)
+_FORMATS = [(1,) * n for n in range(16)]  # every parameter binary, by their number
 
 _prepared: weakref.WeakKeyDictionary[Any, set[bytes]] = weakref.WeakKeyDictionary()
 """The statements prepared on each connection (a connection the pool replaces is a new key)."""
@@ -52,36 +51,25 @@ def read_parameters(members: Sequence[tuple[str, int, int | None]], encoding: st
     keys, afters, limits = [], [], []
     null_limits = 0
     for key, after, limit in members:
-        data = _encoded(key, encoding)
-        keys.append(_LENGTH.pack(len(data)))
+        data = encoded(key, encoding)
+        keys.append(LENGTH.pack(len(data)))
         keys.append(data)
         afters.append(_INT8.pack(8, min(after, INT8_MAX)))
         if limit is None or limit > INT8_MAX:
-            limits.append(_NULL)
+            limits.append(NULL)
             null_limits = 1
         else:
             limits.append(_INT8.pack(8, limit))
     return [
-        _HEAD.pack(1, 0, _TEXT_OID, count, 1) + b"".join(keys),
-        _HEAD.pack(1, 0, _INT8_OID, count, 1) + b"".join(afters),
-        _HEAD.pack(1, null_limits, _INT8_OID, count, 1) + b"".join(limits),
+        HEAD.pack(1, 0, TEXT, count, 1) + b"".join(keys),
+        HEAD.pack(1, 0, INT8, count, 1) + b"".join(afters),
+        HEAD.pack(1, null_limits, INT8, count, 1) + b"".join(limits),
     ]
 
 
-def _encoded(key: str, encoding: str) -> bytes:
-    import psycopg
-
-    try:
-        data = key.encode(encoding)
-    except UnicodeEncodeError as exc:
-        raise psycopg.DataError(f"the key cannot be written in {encoding}: {exc}") from exc
-    if b"\0" in data:
-        raise psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
-    return data
-
-
-async def fetch(conn: Any, query: str, parameters: list[bytes]) -> Any:
-    """Run ``query`` (prepared on ``conn`` on first use) with binary ``parameters``; its result, binary.
+async def fetch(conn: Any, query: str, parameters: Sequence[bytes | None]) -> Any:
+    """Run ``query`` (prepared on ``conn`` on first use) with binary ``parameters`` (``None``: ``NULL``); its
+    result, binary.
 
     A statement gone from the session (``DEALLOCATE`` by someone else) is prepared again, once."""
     from psycopg import errors
@@ -98,7 +86,7 @@ async def fetch(conn: Any, query: str, parameters: list[bytes]) -> Any:
             if not isinstance(_error(prepared, errors), errors.DuplicatePreparedStatement):  # else prepared before
                 _check(prepared, errors)
             done.add(name)
-        pgconn.send_query_prepared(name, parameters, param_formats=_BINARY, result_format=1)
+        pgconn.send_query_prepared(name, parameters, param_formats=_FORMATS[len(parameters)], result_format=1)
         result = await _result(pgconn)
         error = _error(result, errors)
         if error is None:

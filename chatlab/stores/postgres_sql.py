@@ -119,9 +119,10 @@ def build_queries(schema: str) -> dict[str, Any]:
         " LEFT JOIN {conversations} c ON c.conversation_key = k.key ORDER BY k.ord",
         "lock": "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
         "current": "SELECT version, message_count FROM {conversations} WHERE conversation_key = %s",
-        # an append: one statement, the call of the schema's append function (APPEND_FUNCTION), binary parameters
-        "append": "SELECT * FROM {append_function}(%b::text, %b::text, %b::float8, %b::int4, %b::bytea[], %b::text,"
-        " %b::float8, %b::text[], %b::text, %b::text, %b::float8)",
+        # an append: one statement, the call of the schema's append function (APPEND_FUNCTION); numbered binary
+        # parameters, sent on libpq (postgres_raw)
+        "append": "SELECT * FROM {append_function}($1::text, $2::text, $3::float8, $4::int4, $5::bytea[], $6::text,"
+        " $7::float8, $8::text[], $9::text, $10::text, $11::float8)",
         "append_function_exists": "SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"
         " ON n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname = %s",
         # the lock, then APPEND_STATEMENT: a fresh snapshot, as plpgsql takes one per statement of a volatile function

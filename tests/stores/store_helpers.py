@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from chatlab.stores import ChatHistoryStore, open_store
 
@@ -81,3 +82,29 @@ def run_writers(writer: Callable[[int], None], writers: int, timeout: float = 12
         t.join(timeout)
     assert not any(t.is_alive() for t in threads), "a writer did not finish"
     assert errors == [], errors
+
+
+def call_append(conn: Any, query: str, member: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The single append function's row for ``member``, sent as the store sends it (libpq, binary parameters) on
+    a synchronous psycopg connection."""
+    from chatlab.stores.postgres_raw_append import append_parameters, append_row
+
+    encoding = conn.info.encoding
+    return append_row(_exec(conn, query, append_parameters(member, encoding)), encoding)
+
+
+def call_append_batch(conn: Any, query: str, members: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The batch append function's rows for ``members``, in order, sent as the store sends them."""
+    from chatlab.stores.postgres_raw_append import append_batch_parameters, append_batch_rows
+
+    encoding = conn.info.encoding
+    return append_batch_rows(_exec(conn, query, append_batch_parameters(members, encoding)), encoding, len(members))
+
+
+def _exec(conn: Any, query: str, parameters: Sequence[bytes | None]) -> Any:
+    from psycopg import errors, pq
+
+    result = conn.pgconn.exec_params(query.encode(), parameters, param_formats=[1] * len(parameters), result_format=1)
+    if result.status != pq.ExecStatus.TUPLES_OK:
+        raise errors.error_from_result(result)
+    return result

@@ -14,6 +14,7 @@ import pytest
 
 from chatlab.stores.postgres_sql import build_queries
 from tests.stores.conftest import drop_postgres_schema
+from tests.stores.store_helpers import call_append, call_append_batch
 
 KEYS = ["a", "b", "c", "new1", "new2"]
 
@@ -95,12 +96,6 @@ def _batch(rng: random.Random, conn: Any, schema: str, round_: int, now: float) 
     return members
 
 
-def _arrays(members: list[tuple[Any, ...]]) -> tuple[list[Any], ...]:
-    from chatlab.stores.postgres_batches import _append_arrays
-
-    return _append_arrays(members)
-
-
 def test_a_batch_decides_as_its_members_one_at_a_time(postgres_url: str) -> None:
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]
@@ -116,10 +111,9 @@ def test_a_batch_decides_as_its_members_one_at_a_time(postgres_url: str) -> None
             for round_ in range(40):
                 now += 1.0
                 members = _batch(rng, single, one, round_, now)
-                rows = batched.execute(q_batch["append_batch"], _arrays(members), binary=True).fetchall()
-                assert [row[0] for row in rows] == list(range(1, len(members) + 1))
-                expected = [single.execute(q_one["append"], m, binary=True).fetchone() for m in members]
-                assert [tuple(row[1:]) for row in rows] == [tuple(row) for row in expected], round_
+                rows = call_append_batch(batched, q_batch["append_batch"], members)  # every member answered
+                expected = [call_append(single, q_one["append"], m) for m in members]
+                assert rows == expected, round_
                 assert _state(batched, schema, now + 1) == _state(single, one, now + 1), round_
                 for _, fingerprint, _, written in expected:
                     outcomes["written" if written else "replayed" if fingerprint else "refused"] += 1
@@ -144,7 +138,7 @@ def test_the_batch_function_s_generic_plans_read_through_indexes(postgres_url: s
         for setting in ["log_min_duration = 0", "log_nested_statements = on", "log_level = notice"]:
             conn.execute(f"SET auto_explain.{setting}")
         members = [(f"lock:k{i}", f"k{i}", 1e9, 1, [b"m"], "g", 1e9, None, f"i{i}", "fp", 2e9) for i in range(3)]
-        conn.execute(build_queries(schema)["append_batch"], _arrays(members), binary=True).fetchall()
+        call_append_batch(conn, build_queries(schema)["append_batch"], members)
     inner = [plan for plan in plans if "chatlab_idempotency" in plan and "Query Text: SELECT * FROM" not in plan]
     assert len(inner) == 2, plans  # the read, the write
     assert all("Seq Scan on chatlab_" not in plan for plan in inner), inner

@@ -88,7 +88,7 @@ def test_a_batch_purges_a_batch_of_expired_records_per_record_it_writes(postgres
     deletes up to 3 * PURGE_BATCH expired ones; its refused and keyless members purge nothing."""
     import psycopg
 
-    from chatlab.stores.postgres_batches import _append_arrays
+    from tests.stores.store_helpers import call_append_batch
 
     schema, base = _schema_and_base(postgres_url)
     _append(postgres_url, ["k0"])
@@ -97,5 +97,5 @@ def test_a_batch_purges_a_batch_of_expired_records_per_record_it_writes(postgres
     members += [("l", "c9", 1e9, 1, [M], "g", 1e9, None, None, None, None)]  # no key: writes no record
     members += [("l", "c9", 1e9, 1, [M], "g", 1e9, ["stale"], "b9", "fp", 4e9)]  # refused: writes nothing
     with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(build_queries(schema)["append_batch"], _append_arrays(members), binary=True).fetchall()
+        call_append_batch(conn, build_queries(schema)["append_batch"], members)
     assert _records(base, schema) == 1 + 2 * PURGE_BATCH + 3 + 3  # k0, what is left of the expired, b0 to b2
