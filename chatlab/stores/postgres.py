@@ -43,8 +43,8 @@ Guarantees:
 
 The SQL is in :mod:`chatlab.stores.postgres_sql`, the creation and in-place upgrade of the tables in
 :mod:`chatlab.stores.postgres_schema`, the pools and deadlines in :mod:`chatlab.stores.postgres_connections`, the
-batching in :mod:`chatlab.stores.postgres_batches`, the reads' statement sent on libpq in
-:mod:`chatlab.stores.postgres_raw`.
+batching in :mod:`chatlab.stores.postgres_batches`, the reads' and appends' statements sent on libpq in
+:mod:`chatlab.stores.postgres_raw` (parameters packed by :mod:`chatlab.stores.postgres_binary`).
 """
 
 from __future__ import annotations

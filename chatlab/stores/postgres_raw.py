@@ -1,4 +1,5 @@
-"""The group reads' statement run on the connection's libpq handle, past psycopg's cursor.
+"""The store's hot statements (group reads; appends, :mod:`.postgres_raw_append`) run on the connection's libpq
+handle, past psycopg's cursor.
 
 A read statement's client CPU was mostly psycopg's machinery, not the exchange: a cursor and its transformer, the
 arrays of keys and positions dumped element by element in Python, and a wait per step (a reader registered, a future

@@ -153,3 +153,31 @@ def test_what_is_sent_comes_back_alone_and_in_batches(postgres_url: str) -> None
             await store.close()
 
     asyncio.run(main())
+
+
+def test_a_member_the_server_refuses_fails_alone(postgres_url: str) -> None:
+    """A key too long for the index (the server's ``ProgramLimitExceeded``, raised by the batch's statement): the
+    batch wrote nothing, its members run one at a time, so that one fails and the others are written."""
+    import secrets
+
+    async def main() -> None:
+        store = _store(postgres_url, timeout=30.0)
+        try:
+            await store.append("first", [message(0)])
+            before = _statements(store)
+            long = secrets.token_hex(3000)  # 6,000 bytes of no pattern: more than a btree entry holds
+            outcomes = await asyncio.gather(
+                store.append("a", [message(1)]),
+                store.append(long, [message(2)]),
+                store.append("b", [message(3)]),
+                return_exceptions=True,
+            )
+            assert isinstance(outcomes[0], WriteResult) and isinstance(outcomes[2], WriteResult)
+            assert isinstance(outcomes[1], StoreError) and "index row size" in str(outcomes[1])
+            assert _statements(store) == before + 4  # the batch, then each member alone
+            assert await store.get("a") == [message(1)] and await store.get("b") == [message(3)]
+            assert await store.get(long) == []
+        finally:
+            await store.close()
+
+    asyncio.run(main())
