@@ -26,6 +26,7 @@ _INT4 = struct.Struct("!i")
 _FLOAT8 = struct.Struct("!d")
 _INT4_ELEMENT = struct.Struct("!ii")  # an element's length (4) and value
 _FLOAT8_ELEMENT = struct.Struct("!id")  # an element's length (8) and value
+_INT8_ELEMENT = struct.Struct("!iq")  # an element's length (8) and value
 
 
 def encoded(text: str, encoding: str) -> bytes:
@@ -117,6 +118,15 @@ def float8_array(values: Sequence[float | None]) -> bytes:
         elements = b"".join([NULL if value is None else pack(8, value) for value in values])
         return _array(FLOAT8, True, elements, len(values))
     return _array(FLOAT8, False, b"".join(map(_FLOAT8_ELEMENT.pack, repeat(8), values)), len(values))
+
+
+def int8_array(values: Sequence[int | None]) -> bytes:
+    """An ``int8[]`` parameter; ``None`` elements are ``NULL`` (values within ``bigint``: the caller clamps)."""
+    pack = _INT8_ELEMENT.pack
+    if None in values:
+        elements = b"".join([NULL if value is None else pack(8, value) for value in values])
+        return _array(INT8, True, elements, len(values))
+    return _array(INT8, False, b"".join(map(pack, repeat(8), values)), len(values))
 
 
 def int4_array(values: Sequence[int]) -> bytes:

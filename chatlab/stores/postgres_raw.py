@@ -19,16 +19,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import struct
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from .postgres_binary import HEAD, INT8, LENGTH, NULL, TEXT, encoded
+from .postgres_binary import int8_array, text_array
 
 INT8_MAX = 2**63 - 1
 _BYTEA_ARRAY_OID = 1001
-_INT8 = struct.Struct("!iq")  # an element's length (8) and value
 _FORMATS = [(1,) * n for n in range(16)]  # every parameter binary, by their number
 
 _prepared: weakref.WeakKeyDictionary[Any, set[bytes]] = weakref.WeakKeyDictionary()
@@ -48,23 +46,11 @@ def read_parameters(members: Sequence[tuple[str, int, int | None]], encoding: st
 
     Positions past ``bigint`` read as far as any can be: an ``after`` there has no message after it, a ``limit``
     there is no limit (what the comparison of ``bigint`` positions with them would give)."""
-    count = len(members)
-    keys, afters, limits = [], [], []
-    null_limits = 0
-    for key, after, limit in members:
-        data = encoded(key, encoding)
-        keys.append(LENGTH.pack(len(data)))
-        keys.append(data)
-        afters.append(_INT8.pack(8, min(after, INT8_MAX)))
-        if limit is None or limit > INT8_MAX:
-            limits.append(NULL)
-            null_limits = 1
-        else:
-            limits.append(_INT8.pack(8, limit))
+    keys, afters, limits = zip(*members, strict=True)
     return [
-        HEAD.pack(1, 0, TEXT, count, 1) + b"".join(keys),
-        HEAD.pack(1, 0, INT8, count, 1) + b"".join(afters),
-        HEAD.pack(1, null_limits, INT8, count, 1) + b"".join(limits),
+        text_array(keys, encoding),
+        int8_array([min(after, INT8_MAX) for after in afters]),
+        int8_array([None if limit is None or limit > INT8_MAX else limit for limit in limits]),
     ]
 
 

@@ -64,6 +64,10 @@ def test_numbers_with_nulls_extremes_and_empty(conn: Any) -> None:
     assert roundtrip(conn, "int4[]", binary.int4_array(ints)) == ints
     assert roundtrip(conn, "int4[]", binary.int4_array([])) == []
     assert roundtrip(conn, "int4", binary.int4(-7)) == -7
+    longs = [0, -1, 2**63 - 1, -(2**63), 20]
+    assert roundtrip(conn, "int8[]", binary.int8_array(longs)) == longs
+    assert roundtrip(conn, "int8[]", binary.int8_array([None, 3, None])) == [None, 3, None]
+    assert roundtrip(conn, "int8[]", binary.int8_array([])) == []
 
 
 def test_what_postgresql_cannot_hold_is_refused_before_sending(conn: Any) -> None:
