@@ -68,3 +68,72 @@ def test_close_ends_the_threads_and_a_later_read_starts_them_again(tmp_path: Pat
         await store.close()
 
     asyncio.run(scenario())
+
+
+def test_reads_one_after_another_keep_to_one_thread(tmp_path: Path) -> None:
+    """A thread wakes only when the running ones cannot take the read: sequential reads never start a second."""
+
+    async def scenario() -> None:
+        store = SqliteChatHistoryStore(tmp_path / "h.db", reader_threads=6)
+        try:
+            await store.append("k", [b"{}"])
+            for _ in range(50):
+                assert (await store.read_array("k")).count == 1
+            assert len(store._readers._threads) == 1
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_long_read_does_not_hold_back_the_answers_of_reads_before_it(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        store = SqliteChatHistoryStore(tmp_path / "h.db", reader_threads=1)
+        try:
+            await store.read("k")  # the thread and its connection exist
+            short = asyncio.ensure_future(store._readers.submit(lambda conn: "short", time.monotonic() + 10))
+            long = asyncio.ensure_future(store._readers.submit(lambda conn: time.sleep(0.5), time.monotonic() + 10))
+            done, _ = await asyncio.wait([short, long], return_when=asyncio.FIRST_COMPLETED)
+            assert done == {short} and short.result() == "short"  # answered while the long read still runs
+            await long
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_read_queued_behind_a_long_one_wakes_another_thread(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        store = SqliteChatHistoryStore(tmp_path / "h.db", reader_threads=2)
+        try:
+            await store.append("k", [b"{}"])
+            long = asyncio.ensure_future(store._readers.submit(lambda conn: time.sleep(0.5), time.monotonic() + 10))
+            # queued at once, while the long read has only begun: left to its thread, and no read comes after it
+            assert (await asyncio.wait_for(store.read_array("k"), 0.4)).count == 1
+            assert not long.done()
+            await long
+            assert len(store._readers._threads) == 2
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_watch_lost_with_a_closed_loop_is_replaced_on_the_next(tmp_path: Path) -> None:
+    store = SqliteChatHistoryStore(tmp_path / "h.db", reader_threads=2)
+
+    async def first() -> None:  # a read left pending when its loop ends: the loop closes with a watch scheduled
+        await store.append("k", [b"{}"])
+        pending = asyncio.ensure_future(store._readers.submit(lambda conn: time.sleep(0.2), time.monotonic() + 10))
+        await asyncio.sleep(0)
+        assert not pending.done()
+
+    async def second() -> None:
+        long = asyncio.ensure_future(store._readers.submit(lambda conn: time.sleep(0.5), time.monotonic() + 10))
+        assert (await asyncio.wait_for(store.read_array("k"), 0.4)).count == 1  # another thread woke for it
+        await long
+        await store.close()
+
+    asyncio.run(first())
+    time.sleep(0.3)  # the first loop's read has ended: the threads are parked
+    asyncio.run(second())
