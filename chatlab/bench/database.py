@@ -6,8 +6,8 @@ database's own work bounds what any service can reach. This measures that bound 
 run as the ceiling pairs: the store object (chatlab's store code and its driver: the leanest
 client that does exactly what the service asks the database) opened in the bench process, on
 the event loop of the server stack, driven by as many asyncio tasks as the load generator has
-connections, for the same time as a load run. The operations are the service's: ``read`` the
-20-message conversation the HTTP read load fetches; ``append`` a 4-message batch with an
+connections, for the same time as a load run. The operations are the service's: ``read_array`` of the
+20-message conversation the HTTP read load fetches (what its ``GET`` calls); ``append`` a 4-message batch with an
 idempotency record of its own, durable as the store makes it (fsync'ed WAL, synchronous
 commit, Redis as configured), to 64 conversations in turn. What the service adds on top
 (HTTP, FastAPI, decoding and fingerprinting the body) is not done.
@@ -63,7 +63,7 @@ class StoreAlone:
         self._calls = {"read": self._read, "append": self._appender()}
 
     async def _read(self) -> None:
-        await self.store.read(READ_KEY)
+        await self.store.read_array(READ_KEY)  # what the service's GET calls
 
     def _appender(self) -> Callable[[], Awaitable[Any]]:
         """Appends of the append load's batch, each with an idempotency record of its own, as the service makes."""
