@@ -103,7 +103,8 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
         self.path = Path(path).expanduser().absolute()
         self.busy_timeout = busy_timeout
         self.description = f"Chat history is stored in the SQLite file {self.path} and exposed over HTTP."
-        # as many as asyncio's default executor has (where reads ran before), each with its connection
+        # at most as many as asyncio's default executor has (where reads ran before), each with its connection;
+        # started and woken only as reads need them (:mod:`._readers`)
         threads = reader_threads if reader_threads is not None else min(32, (os.cpu_count() or 1) + 4)
         self._readers = Readers(self._connect, self._failure, self._too_slow, threads)
         self._writer = GroupCommitter(self._connect, self._failure, (VersionMismatch, IdempotencyKeyReused))
