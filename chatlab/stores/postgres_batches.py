@@ -4,7 +4,8 @@ Most of what a short PostgreSQL operation costs is per statement, not per row: p
 the service's process (~80 µs of client CPU per read, ~150 µs per append) and the backend's parse, plan, and for a
 write its commit and WAL flush, on a machine whose CPUs the service shares. A :class:`Batcher` queues the calls of
 one event loop; its drainers (at most :data:`READ_INFLIGHT` read and :data:`APPEND_INFLIGHT` append statements at
-once) take everything queued (at most :data:`MAX_BATCH`) and run it as one statement: reads as one ``SELECT`` over
+once; a second read statement only behind one that has run :data:`SLOW` seconds) take everything queued (at most
+:data:`MAX_BATCH`) and run it as one statement: reads as one ``SELECT`` over
 the array of keys, appends as one call of the batch append function, one transaction. A lone call does not wait:
 when a drainer is free it starts at once (no timer); a batch of one runs the single operation's statement.
 
@@ -44,13 +45,17 @@ A = TypeVar("A")
 
 READ_INFLIGHT = 2
 """At most this many read statements at once per event loop: a long read (a large conversation) does not hold up the
-others. More in flight made smaller batches; on 2 CPUs shared with the database, 1, 2 and 4 served about as many
-reads over HTTP (1 and 2 at ~25 µs of backend CPU a read, 4 at ~30)."""
+others; the second starts only once the first has run :data:`SLOW` seconds."""
 APPEND_INFLIGHT = 1
 """At most this many append statements at once per event loop: the next batch gathers while one commits. Over HTTP
 (16 connections, 2 CPUs shared with the database) 1 served ~20% more appends than 2 or 4 (batches of 8 members
 against 6, ~120 against ~140 µs of the service's CPU and ~135 against ~160 of the backend's per append); a batch
 waiting for a conversation's lock (a replace, the sweep) holds the others up, each still within its timeout."""
+SLOW = 0.002
+"""Seconds the latest batch's statement may run before calls queued behind it start another drainer (up to the
+in-flight limit): until then they wait for it and go together. Starting a second read statement at once made the
+batches half as large (2-CPU machine with ~25 µs thread wake-ups: GET load over HTTP ~5,300-7,000 reads/s with two
+at once, ~6,300-8,000 with one); a long read (a large conversation) still does not hold up the others past this."""
 MAX_BATCH = 64
 """At most this many calls share a statement (bounds its size and how long an append batch holds its locks)."""
 
@@ -88,6 +93,8 @@ class Batcher(Generic[A]):
         self._starting: asyncio.Task[None] | None = None  # a drainer on its way: it takes what is queued by then
         self._drainers: set[asyncio.Task[None]] = set()  # referenced while they run
         self._timer: asyncio.TimerHandle | None = None  # while calls wait with every drainer busy
+        self._began = 0.0  # when the latest batch's statement began
+        self._recheck: asyncio.TimerHandle | None = None  # a look at the queue once that statement is SLOW
         self.statements = self.members = 0  # batches run, and the calls they answered (for tests and profiles)
 
     def submit(self, args: A) -> asyncio.Future[Any]:
@@ -104,11 +111,22 @@ class Batcher(Generic[A]):
         """Start a drainer for what is queued, unless one is on its way or all are busy; whether one started."""
         if self._starting is not None or self._busy >= self._inflight:
             return False
+        if self._busy and (wait := self._began + SLOW - time.monotonic()) > 0:  # the running one should end soon
+            if self._recheck is None:
+                self._recheck = loop.call_later(wait, self._look_again)
+            return False
         self._busy += 1
         task = self._starting = loop.create_task(self._drain())
         self._drainers.add(task)
         task.add_done_callback(self._ended)
         return True
+
+    def _look_again(self) -> None:
+        """:data:`SLOW` after the latest statement began: another drainer for what still waits, if there is room
+        (with every caller waiting, no later :meth:`submit` would come to start it)."""
+        self._recheck = None
+        if self._queue:
+            self._wake(asyncio.get_running_loop())
 
     def _expire(self) -> None:
         """Answer the calls whose deadline passed in the queue (the store's error of a wait for a connection:
@@ -160,6 +178,7 @@ class Batcher(Generic[A]):
         return batch
 
     async def _run_batch(self, batch: list[_Item[A]]) -> None:
+        self._began = time.monotonic()
         self.statements += 1
         self.members += len(batch)
         try:

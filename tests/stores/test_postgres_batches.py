@@ -424,3 +424,62 @@ def test_a_role_that_may_not_create_the_function_appends_one_at_a_time(
         finally:
             admin.execute(f'DROP OWNED BY "{role}"')
             admin.execute(f'DROP ROLE "{role}"')
+
+
+def _held_batcher(batches: list[list[str]], release: asyncio.Event):  # type: ignore[no-untyped-def]
+    """A batcher of two drainers whose first statement runs until ``release`` is set (the scheduling alone)."""
+    from chatlab.stores.postgres_batches import Batcher
+
+    async def run(args: list[str], deadline: float) -> list[str]:
+        batches.append(list(args))
+        if len(batches) == 1:
+            await release.wait()
+        return args
+
+    return Batcher(run, lambda: 30.0, lambda: StoreError("late"), inflight=2)
+
+
+def test_calls_queued_behind_a_statement_just_begun_wait_and_share_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second statement does not start while the first is young: the calls behind it go together after it."""
+    from chatlab.stores import postgres_batches
+
+    monkeypatch.setattr(postgres_batches, "SLOW", 30.0)
+
+    async def main() -> None:
+        batches: list[list[str]] = []
+        release = asyncio.Event()
+        batcher = _held_batcher(batches, release)
+        first = batcher.submit("a")
+        await asyncio.sleep(0)  # its statement runs
+        later = []
+        for args in "bc":  # in turns of the loop of their own
+            later.append(batcher.submit(args))
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.05)
+        assert batches == [["a"]]
+        release.set()
+        assert await asyncio.gather(first, *later) == ["a", "b", "c"]
+        assert batches == [["a"], ["b", "c"]]
+
+    asyncio.run(main())
+
+
+def test_calls_behind_a_long_statement_start_another_once_it_is_slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every caller waiting no later call comes to start a drainer: a timer does, SLOW after the statement
+    began, so a long read (a large conversation) does not hold up the short ones behind it."""
+    from chatlab.stores import postgres_batches
+
+    monkeypatch.setattr(postgres_batches, "SLOW", 0.05)
+
+    async def main() -> None:
+        batches: list[list[str]] = []
+        release = asyncio.Event()
+        batcher = _held_batcher(batches, release)
+        first = batcher.submit("a")
+        await asyncio.sleep(0)
+        assert await asyncio.wait_for(batcher.submit("b"), 5.0) == "b"  # answered while "a" still runs
+        assert not first.done() and batches == [["a"], ["b"]]
+        release.set()
+        assert await first == "a"
+
+    asyncio.run(main())
