@@ -37,6 +37,7 @@ SLOW = 0.002
 """Seconds a thread may be on one read before a read queued behind it wakes another thread, and before the answers
 it holds are handed back without it."""
 NOT_WATCHING = -float("inf")
+"""The due time recorded while no :meth:`Readers._watch` is scheduled."""
 
 
 class _Reader:
