@@ -9,7 +9,9 @@ touches nothing of the others), takes in the writes queued meanwhile, commits on
 answers each caller. So an acknowledged write is as durable as before (committed and fsync'ed
 before its answer); what changes is that sixteen concurrent appends cost one fsync instead of
 sixteen. Requests of a batch (:meth:`GroupCommitter.submit_batch`, the store's appends) queued side
-by side run in one call, which checks each before writing anything for it (no savepoints).
+by side run in one call, which checks each before writing anything for it (no savepoints). A group made only of
+such requests may first be offered to ``one_step`` (the store's appends: :mod:`.sqlite_one_step`), which writes
+and commits them in one statement of its own, or writes nothing and leaves them to the transaction.
 
 A write may carry a deadline (``submit(work, deadline=...)``, :func:`time.monotonic` seconds): one whose
 group has not begun by then fails without running (the store's timeout), and a group waits for another
@@ -37,6 +39,9 @@ SAVEPOINT, PLAIN, BATCH = 0, 1, 2
 _Item = tuple[Work | Batch, asyncio.AbstractEventLoop, "asyncio.Future[Any]", float, int, Any]
 Answer = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Any, BaseException | None]
 """A caller's loop and future, and what to answer: a result, or an exception."""
+OneStep = Callable[[sqlite3.Connection, list[Any]], list[tuple[Any, BaseException | None]] | None]
+"""Tries a batch's requests as one committed statement of its own (no ``BEGIN``): their outcomes, or ``None``
+when nothing was written and the group must run in a transaction (:mod:`.sqlite_one_step`)."""
 
 MAX_GROUP = 256
 """At most this many writes share a transaction (bounds how long the write lock is held)."""
@@ -55,8 +60,10 @@ class GroupCommitter:
         connect: Callable[[], sqlite3.Connection],
         failure: Callable[[BaseException], BaseException],
         answers: tuple[type[BaseException], ...],
+        one_step: tuple[Batch, OneStep] | None = None,
     ) -> None:
         self._connect = connect
+        self._one_step = one_step
         self._failure = failure
         self._answers = answers
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
@@ -173,7 +180,7 @@ class GroupCommitter:
         """Run ``group`` (and the writes queued while it runs: :meth:`_absorb`) in one transaction; answer once
         committed. ``group`` is extended in place, so whoever called sees every write that was in it."""
         self._drop_late(group)
-        if not group:
+        if not group or self._in_one_step(conn, group):
             return
         self._begin(conn, min(item[3] for item in group))
         outcomes: list[tuple[Any, BaseException | None]] = []
@@ -187,6 +194,20 @@ class GroupCommitter:
                 conn.execute("ROLLBACK")
             raise
         settle([(loop, future, *outcome) for (_, loop, future, *_), outcome in zip(group, outcomes, strict=True)])
+
+    def _in_one_step(self, conn: sqlite3.Connection, group: list[_Item]) -> bool:
+        """Whether ``group``, all requests of the one-step batch, was written and answered by its one statement
+        (which leaves the writes queued meanwhile to the next group: they overlap this one's fsync)."""
+        if self._one_step is None:
+            return False
+        batch, attempt = self._one_step
+        if not all(item[4] == BATCH and item[0] == batch for item in group):
+            return False
+        outcomes = attempt(conn, [item[5] for item in group])
+        if outcomes is None:
+            return False
+        settle([(loop, future, *outcome) for (_, loop, future, *_), outcome in zip(group, outcomes, strict=True)])
+        return True
 
     def _drop_late(self, items: list[_Item]) -> None:
         """Answer the writes whose deadline passed before their group began (a timeout) and remove them."""

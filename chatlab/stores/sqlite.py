@@ -15,7 +15,10 @@ Guarantees:
   to the same file. Writes of one process go through its writer thread: appends queued together
   as one batch (:mod:`.sqlite_append`: each checked before anything of it is written), other
   writes one savepoint each (a refused write rolls back alone); other processes are waited for
-  up to ``busy_timeout``.
+  up to ``busy_timeout``. A group of appends is first tried as one statement in autocommit
+  (:mod:`.sqlite_one_step`: decided on the states the writer knows, each checked by the statement,
+  which writes nothing if one changed, and the group then runs as above): same answers, same
+  ``synchronous=FULL`` commit, without the GIL from its first write to its fsync.
 * New files keep messages and idempotency records in written order (rowid tables with unique
   indexes, :mod:`.sqlite_schema`): a group commit writes fewer pages. Older files keep their tables.
 * Every operation ends within ``busy_timeout`` seconds of its call, waits included (for a worker
@@ -66,6 +69,7 @@ from .base import (
     version_matches,
 )
 from .sqlite_append import Outcome, Request, append_group
+from .sqlite_one_step import OneStepAppends
 from .sqlite_operations import SqliteOperations
 from .sqlite_schema import SCHEMA_VERSION, ensure_schema, rollback
 
@@ -107,7 +111,13 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
         # started and woken only as reads need them (:mod:`._readers`)
         threads = reader_threads if reader_threads is not None else min(32, (os.cpu_count() or 1) + 4)
         self._readers = Readers(self._connect, self._failure, self._too_slow, threads)
-        self._writer = GroupCommitter(self._connect, self._failure, (VersionMismatch, IdempotencyKeyReused))
+        self._one_step = OneStepAppends()
+        self._writer = GroupCommitter(
+            self._connect,
+            self._failure,
+            (VersionMismatch, IdempotencyKeyReused),
+            one_step=(self._append_group, self._append_one_step),
+        )
         self._schema_lock = threading.Lock()
         self._schema_ready = False
         self._next_expiry = 0.0  # when the writer thread next deletes expired idempotency records
@@ -246,7 +256,17 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
     def _append_group(self, conn: sqlite3.Connection, requests: list[Request]) -> list[Outcome]:
         """The appends queued together, in the writer thread: a few statements for all (:mod:`.sqlite_append`)."""
         now = time.time()
-        return append_group(conn, requests, now, self.clock(), lambda: self._expire_records(conn, now))
+        return append_group(
+            conn, requests, now, self.clock(), lambda: self._expire_records(conn, now), self._one_step.known.learn
+        )
+
+    def _append_one_step(self, conn: sqlite3.Connection, requests: list[Request]) -> list[Outcome] | None:
+        """The same appends as one committed statement (:mod:`.sqlite_one_step`), unless expired records are due
+        for deletion (that runs in :meth:`_append_group`'s transaction) or the statement finds a hint stale."""
+        now = time.time()
+        if now >= self._next_expiry:
+            return None
+        return self._one_step.attempt(conn, requests, now, self.clock())
 
     def _expire_records(self, conn: sqlite3.Connection, now: float) -> None:
         """Delete expired idempotency records, at most once per :data:`EXPIRY_INTERVAL` (the writer thread's)."""
@@ -260,6 +280,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
         batch = [bytes(m) for m in messages]
 
         def body(conn: sqlite3.Connection) -> WriteResult:
+            self._one_step.known.forget([conversation_key])
             self._current(conn, conversation_key, if_match)
             version = new_version(len(batch))
             now = self.clock()
@@ -280,6 +301,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
         def body(conn: sqlite3.Connection) -> None:
+            self._one_step.known.forget([conversation_key])
             self._current(conn, conversation_key, if_match)
             conn.execute("DELETE FROM chatlab_conversations WHERE conversation_key = ?", (conversation_key,))
             conn.execute("DELETE FROM chatlab_messages WHERE conversation_key = ?", (conversation_key,))

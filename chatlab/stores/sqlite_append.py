@@ -79,10 +79,16 @@ def _read_state(
 
 
 def append_group(
-    conn: sqlite3.Connection, requests: Sequence[Request], now: float, written: float, expire: Callable[[], Any]
+    conn: sqlite3.Connection,
+    requests: Sequence[Request],
+    now: float,
+    written: float,
+    expire: Callable[[], Any],
+    learn: Callable[[dict[str, tuple[str, int]]], Any] = lambda states: None,
 ) -> list[Outcome]:
     """Check and write ``requests`` in order (``now``: the time records expire against; ``written``: the
-    conversations' timestamp; ``expire`` deletes expired records before new ones are written)."""
+    conversations' timestamp; ``expire`` deletes expired records before new ones are written; ``learn`` is
+    given each existing conversation's state after the group, :mod:`.sqlite_one_step`'s hints)."""
     conversations, records = _read_state(conn, requests, now)
     outcomes: list[Outcome] = []
     rows: list[tuple[str, int, bytes]] = []
@@ -114,4 +120,5 @@ def append_group(
     if new_records:
         expire()
         conn.executemany(RECORDS, new_records)
+    learn({key: state for key, state in conversations.items() if state[0] != ABSENT})
     return outcomes
