@@ -4,8 +4,8 @@ Why: the writer thread needs the GIL between the statements of a transaction (``
 ``COMMIT``), and the service's event loop holds the GIL while it answers and reads requests, so each of those
 hand-offs waited for the loop to go idle: the group's writes could not overlap the loop's work, and a
 group took every request in flight (the appends' cycle was serial: read them all, write, fsync, answer them all).
-Here the whole group is one ``INSERT`` into a temporary view whose ``INSTEAD OF`` triggers write the messages,
-the conversations and the idempotency records; in autocommit the statement is its own transaction, so
+Here the whole group is one ``INSERT`` into a temporary view whose ``INSTEAD OF`` trigger writes each append's
+conversation, messages and idempotency record; in autocommit the statement is its own transaction, so
 ``sqlite3`` runs write, ``COMMIT`` and fsync in one call without the GIL, while the loop answers the group
 before and reads the next.
 
@@ -56,7 +56,8 @@ INBOX = (
 )
 WIDTH = 12
 MAX_ROWS = 256
-"""A larger group runs the other way (a statement's parameters are bounded: SQLite's 32,766)."""
+"""A larger group runs the other way; so does one past the connection's limit on a statement's parameters (32,766
+since SQLite 3.32, 999 before: 64 rows)."""
 MAX_KNOWN = 65_536
 """Conversation states kept as hints (the oldest dropped first): a few MB at most."""
 _PAD = (None,) * WIDTH
@@ -95,6 +96,7 @@ class OneStepAppends:
         self.known = KnownStates()
         self._ready_on: sqlite3.Connection | None = None  # the connection that has the view and its trigger
         self._unavailable = False
+        self._max_rows = MAX_ROWS
 
     def attempt(
         self, conn: sqlite3.Connection, requests: Sequence[Request], now: float, written: float
@@ -106,7 +108,7 @@ class OneStepAppends:
             return None
         outcomes, rows, states = planned
         size = 1 << (len(rows) - 1).bit_length()
-        if size > MAX_ROWS or not self._prepare(conn):
+        if not self._prepare(conn) or size > self._max_rows:
             return None
         params = [value for row in rows for value in row]
         params += _PAD * (size - len(rows))
@@ -177,6 +179,8 @@ class OneStepAppends:
                 )
             return False
         self._ready_on = conn
+        fits = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // WIDTH
+        self._max_rows = min(MAX_ROWS, 1 << (fits.bit_length() - 1))
         return True
 
 
