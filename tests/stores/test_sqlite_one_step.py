@@ -8,6 +8,7 @@ import asyncio
 import logging
 import random
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -261,6 +262,42 @@ def test_replace_and_delete_drop_the_hint(tmp_path: Path) -> None:
             await store.append("c", [], idempotency=Idempotency("k", "fp"))
             with pytest.raises(IdempotencyKeyReused):
                 await store.append("c", [_message(6)], idempotency=Idempotency("k", "other"))
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+def test_one_step_groups_take_at_most_a_share_of_the_queue(tmp_path: Path) -> None:
+    """Appends queued while the writer is busy are written in groups of at most ONE_STEP_GROUP (the next gathers
+    while one is written), all of them, each conversation's in order."""
+    from chatlab.stores import _group_commit
+
+    async def main() -> None:
+        store = SqliteChatHistoryStore(tmp_path / "x.db")
+        sizes: list[int] = []
+        release = threading.Event()
+        attempt = store._one_step.attempt
+
+        def held(conn: sqlite3.Connection, requests: list[Request], *args: Any) -> Any:
+            if not sizes:
+                release.wait(10)  # the first group holds the writer while the others queue
+            sizes.append(len(requests))
+            return attempt(conn, requests, *args)
+
+        store._one_step.attempt = held  # type: ignore[method-assign]
+        store._next_expiry = float("inf")
+        try:
+            first = asyncio.ensure_future(store.append("c0", [_message(0)]))
+            await asyncio.sleep(0.05)  # the writer thread is inside the first group
+            rest = [asyncio.ensure_future(store.append(f"c{i % 3}", [_message(i)])) for i in range(1, 21)]
+            await asyncio.sleep(0)
+            release.set()
+            await asyncio.gather(first, *rest)
+            assert sizes[0] == 1 and sum(sizes) == 21
+            assert max(sizes[1:]) == _group_commit.ONE_STEP_GROUP and len(sizes) >= 4, sizes
+            for c in range(3):
+                assert await store.get(f"c{c}") == [_message(i) for i in range(21) if i % 3 == c]
         finally:
             await store.close()
 
