@@ -49,7 +49,7 @@ ONE_STEP_GROUP = 8
 """Where a one-step batch is set, a group takes at most this many queued writes (a transaction, if it comes to one,
 still takes in the rest): the next group then gathers while this one is written, its requests read by the loop
 while the writer commits, two groups in turn. Under the bench's append load, alternating runs against the
-ceiling: 16 connections 0.27-0.30 -> 0.37-0.39 of it with groups of at most 8 (at most 4: 0.31, 12: 0.34);
+ceiling: 16 connections 0.27-0.30 -> 0.31-0.39 of it with groups of at most 8 (at most 4: 0.31, 12: 0.34);
 64 connections 0.31 -> 0.34 (at most 16: 0.43)."""
 
 
