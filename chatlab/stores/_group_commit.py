@@ -53,6 +53,11 @@ ceiling: 16 connections 0.27-0.30 -> 0.31-0.39 of it with groups of at most 8 (a
 64 connections 0.31 -> 0.34 (at most 16: 0.43)."""
 
 
+def busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused because another connection holds a lock (worth waiting for, or going another way)."""
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 class GroupCommitter:
     """One writer thread for a SQLite file; :meth:`submit` runs a write in the next group commit.
 
@@ -174,7 +179,7 @@ class GroupCommitter:
             conn.execute("BEGIN IMMEDIATE")
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
+            if not busy(exc):
                 raise
         wait = deadline - time.monotonic()
         conn.execute(f"PRAGMA busy_timeout = {self._patience if wait == float('inf') else max(0, int(wait * 1000))}")
@@ -200,7 +205,7 @@ class GroupCommitter:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        settle([(loop, future, *outcome) for (_, loop, future, *_), outcome in zip(group, outcomes, strict=True)])
+        _settle_group(group, outcomes)
 
     def _in_one_step(self, conn: sqlite3.Connection, group: list[_Item]) -> bool:
         """Whether ``group``, all requests of the one-step batch, was written and answered by its one statement
@@ -213,7 +218,7 @@ class GroupCommitter:
         outcomes = attempt(conn, [item[5] for item in group])
         if outcomes is None:
             return False
-        settle([(loop, future, *outcome) for (_, loop, future, *_), outcome in zip(group, outcomes, strict=True)])
+        _settle_group(group, outcomes)
         return True
 
     def _drop_late(self, items: list[_Item]) -> None:
@@ -264,6 +269,11 @@ class GroupCommitter:
             outcome = (None, refused)
         conn.execute("RELEASE chatlab_write")
         return outcome
+
+
+def _settle_group(group: list[_Item], outcomes: list[tuple[Any, BaseException | None]]) -> None:
+    """Answer each write of ``group`` with its outcome."""
+    settle([(loop, future, *outcome) for (_, loop, future, *_), outcome in zip(group, outcomes, strict=True)])
 
 
 def settle(answers: list[Answer]) -> None:

@@ -47,7 +47,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from ._group_commit import GroupCommitter
+from ._group_commit import GroupCommitter, busy
 from ._readers import Readers
 from ._urls import path_from_url as path_from_url  # where it was before; open_store uses it
 from .base import (
@@ -156,7 +156,7 @@ class SqliteChatHistoryStore(SqliteOperations, ChatHistoryStore):
             try:
                 return attempt()
             except sqlite3.OperationalError as exc:
-                if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                if not busy(exc) or time.monotonic() > deadline:
                     raise
             time.sleep(0.01)
 

@@ -25,6 +25,7 @@ import logging
 import sqlite3
 from collections.abc import Sequence
 
+from ._group_commit import busy
 from .base import ABSENT, VersionMismatch, WriteResult, appended_version, version_matches
 from .sqlite_append import Outcome, Request
 
@@ -55,9 +56,9 @@ INBOX = (
     "SELECT NEW.k, NEW.i, NEW.f, NEW.v, NEW.x WHERE NEW.i IS NOT NULL; END",
 )
 WIDTH = 12
-MAX_ROWS = 256
-"""A larger group runs the other way; so does one past the connection's limit on a statement's parameters (32,766
-since SQLite 3.32, 999 before: 64 rows)."""
+MAX_ROWS = 64
+"""A larger group runs the other way: 64 rows are 768 parameters, within every SQLite's limit (999 before 3.32).
+The writer offers groups of at most :data:`._group_commit.ONE_STEP_GROUP` appends, one row each."""
 MAX_KNOWN = 65_536
 """Conversation states kept as hints (the oldest dropped first): a few MB at most."""
 _PAD = (None,) * WIDTH
@@ -96,7 +97,6 @@ class OneStepAppends:
         self.known = KnownStates()
         self._ready_on: sqlite3.Connection | None = None  # the connection that has the view and its trigger
         self._unavailable = False
-        self._max_rows = MAX_ROWS
 
     def attempt(
         self, conn: sqlite3.Connection, requests: Sequence[Request], now: float, written: float
@@ -108,7 +108,7 @@ class OneStepAppends:
             return None
         outcomes, rows, states = planned
         size = 1 << (len(rows) - 1).bit_length()
-        if not self._prepare(conn) or size > self._max_rows:
+        if size > MAX_ROWS or not self._prepare(conn):
             return None
         params = [value for row in rows for value in row]
         params += _PAD * (size - len(rows))
@@ -118,7 +118,7 @@ class OneStepAppends:
             self.known.forget([key for key, *_ in requests])
             return None
         except sqlite3.OperationalError as exc:  # another connection's write lock: the other way waits for it
-            if "locked" in str(exc) or "busy" in str(exc):
+            if busy(exc):
                 return None
             raise
         except (UnicodeEncodeError, OverflowError):  # a value sqlite3 cannot bind: the other way answers as it does
@@ -170,7 +170,7 @@ class OneStepAppends:
                 conn.execute(statement)
             conn.execute(_insert(1), _PAD)  # compiles the trigger: a missing function fails here, writing nothing
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
+            if not busy(exc):
                 self._unavailable = True
                 log.warning(
                     "SQLite %s cannot write appends in one step (%s): each group uses a transaction",
@@ -179,8 +179,6 @@ class OneStepAppends:
                 )
             return False
         self._ready_on = conn
-        fits = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // WIDTH
-        self._max_rows = min(MAX_ROWS, 1 << (fits.bit_length() - 1))
         return True
 
 

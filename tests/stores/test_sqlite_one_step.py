@@ -183,13 +183,18 @@ def test_a_large_group_takes_the_transaction(tmp_path: Path) -> None:
     assert _tables(conn)[1] == []
 
 
-def test_a_group_past_the_connections_parameter_limit_takes_the_transaction(tmp_path: Path) -> None:
+def test_the_largest_group_fits_the_oldest_parameter_limit(tmp_path: Path) -> None:
     conn = _connection(tmp_path / "x.db")
     conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)  # as SQLite before 3.32
-    appends = OneStepAppends()
-    assert appends.attempt(conn, [(f"c{i}", [_message(i)], None, None) for i in range(64)], NOW, NOW) is not None
-    assert appends.attempt(conn, [(f"d{i}", [_message(i)], None, None) for i in range(65)], NOW, NOW) is None
-    assert len(_tables(conn)[1]) == 64
+    requests: list[Request] = [(f"c{i}", [_message(i)], None, None) for i in range(one_step.MAX_ROWS)]
+    assert OneStepAppends().attempt(conn, requests, NOW, NOW) is not None
+    assert len(_tables(conn)[1]) == one_step.MAX_ROWS
+
+
+def test_a_key_sqlite3_cannot_bind_takes_the_transaction(tmp_path: Path) -> None:
+    conn = _connection(tmp_path / "x.db")
+    assert OneStepAppends().attempt(conn, [("lone \ud800", [_message(1)], None, None)], NOW, NOW) is None
+    assert _tables(conn)[1] == []
 
 
 def test_a_sqlite_that_cannot_run_the_trigger_uses_the_transaction(
