@@ -113,3 +113,48 @@ def test_is_closing_is_the_transports() -> None:
         server.close()
 
     asyncio.run(main())
+
+
+def test_a_head_without_a_body_goes_at_once_and_an_empty_write_is_none() -> None:
+    """An append's 202 says ``content-length: 0``: nothing follows, so nothing is held for the loop's turn; uvicorn's
+    empty body after it sends nothing. A head whose body is to come is still held."""
+
+    async def main() -> None:
+        counting, sending, peer, server = await _pair()
+        head = b"HTTP/1.1 202 Accepted\r\nlocation: /chat-history/a\r\ncontent-length: 0\r\n\r\n"
+        sending.write(head)
+        assert counting.writes == [head]  # at once, before the loop's turn ends
+        sending.write(b"")
+        assert counting.writes == [head]
+        assert await peer.readexactly(len(head)) == head
+        sending.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n")  # 10, not 0: its body is to come
+        assert counting.writes == [head]
+        sending.write(b"0123456789")
+        assert counting.writes == [head, b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n0123456789"]
+        sending.close()
+        server.close()
+
+    asyncio.run(main())
+
+
+def test_answers_over_http_are_whole_with_and_without_a_body() -> None:
+    """Through uvicorn and the service: 202s without a body and GETs with one, in turn on one keep-alive connection."""
+    import httpx
+
+    from chatlab.service import start_service
+    from chatlab.stores import InMemoryChatHistoryStore
+
+    message = {"role": "user", "contents": [{"$type": "text", "text": "hello"}]}
+    server = start_service(store=InMemoryChatHistoryStore())
+    try:
+        with httpx.Client(base_url=server.url) as client:
+            for i in range(3):
+                answer = client.post(
+                    "/chat-history/one-send", json={"messages": [message]}, headers={"Idempotency-Key": f'"k{i}"'}
+                )
+                assert answer.status_code == 202 and answer.content == b""
+                assert answer.headers["content-length"] == "0" and answer.headers["etag"].endswith(f'.{i + 1}"')
+                read = client.get("/chat-history/one-send")
+                assert read.status_code == 200 and read.json() == [message] * (i + 1)
+    finally:
+        server.stop()

@@ -136,13 +136,18 @@ class OneSend:
     transport sends at once (uvloop tries the socket on every write): two ``send`` calls for each small answer, a
     third of a memory-store read's CPU in the service (py-spy under wrk). Here a write is held until the next one,
     which goes out with it, or until the loop's turn ends (nothing is held longer: a streamed answer's head is not
-    delayed); closing sends what is held first. Everything else is the transport's own.
+    delayed); closing sends what is held first. A head that says ``content-length: 0`` (an append's ``202``) has
+    nothing to wait for and goes at once, and uvicorn's empty body after it is no write: holding it cost every
+    append a callback on the loop. Sending at once is always correct; holding is only the saving. Everything else
+    is the transport's own.
     """
 
     __slots__ = ("_held", "_loop", "_transport")
 
     #: A body this large is sent after the held head rather than copied onto it.
     JOIN_LIMIT = 65_536
+    #: A write shorter than this may be a head that says no body follows (:data:`_NO_BODY`).
+    HEAD_LIMIT = 4_096
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
@@ -152,6 +157,11 @@ class OneSend:
     def write(self, data: bytes) -> None:
         held = self._held
         if held is None:
+            if not data:  # uvicorn's empty body after a head already sent: nothing to send
+                return
+            if len(data) < self.HEAD_LIMIT and _NO_BODY in data:  # an append's 202: no body follows
+                self._transport.write(data)
+                return
             self._held = bytes(data)
             self._loop.call_soon(self.flush)
         else:
@@ -190,6 +200,10 @@ class OneSend:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
+
+
+#: In a head, the line of an answer without a body (uvicorn writes header names in lower case).
+_NO_BODY = b"\r\ncontent-length: 0\r\n"
 
 
 def _timeout_response(detail: str) -> bytes:
