@@ -64,6 +64,11 @@ def test_quick_bench_prints_every_table_row() -> None:
         "memory (service RSS) <= 2.0x the JSON under the provider's traffic",
     ):
         assert any(line.startswith(f"  {goal}") and line.endswith(("(met)", "(NOT met)")) for line in lines), goal
+    for goal_line in (line for line in lines if " of the ceiling (" in line and line.startswith("  ")):
+        # each HTTP goal shows the spread of its pairs, and the median figure lies within it
+        figure, spread = goal_line.split(": ")[1].split(" (pairs ")
+        low, high = (float(x) for x in spread.split(")")[0].split("-"))
+        assert 0 < low <= float(figure) <= high, goal_line
     assert "tracemalloc" in out.stdout
     assert_store_alone_rows(out.stdout, "sqlite")
     assert not any(line.startswith("  memory read alone") for line in lines)  # no database to bound it

@@ -158,7 +158,7 @@ def goals(
         if row.stack == stack and goal is not None:
             text = f"{row.store} {row.op} >= {goal} of the ceiling ({stack} stack)"
             bound = f" (the store alone: {row.alone_ratio:.2f})" if row.alone_run is not None else ""
-            out.append(Goal(text, f"{row.ratio:.2f}{bound}", row.ratio >= goal))
+            out.append(Goal(text, f"{row.ratio:.2f} {pair_spread(row)}{bound}", row.ratio >= goal))
     turns = {(r.length, r.mode): r for r in turn_rows if r.store == "memory"}
     lo, hi = min(config.lengths), max(config.lengths)
     if (hi, "incremental") in turns and lo != hi:
@@ -174,9 +174,17 @@ def goals(
     return out
 
 
+def pair_spread(row: HttpRow) -> str:
+    """The lowest and highest ratio of the pairs whose median is the row's figure: how far one moment of a shared
+    machine moves it. A goal inside that range is at the edge on this machine, whichever side the median fell."""
+    return f"(pairs {min(row.pair_ratios):.2f}-{max(row.pair_ratios):.2f})" if row.pair_ratios else "(no pairs)"
+
+
 def print_goals(config: BenchConfig, measured: Sequence[Goal]) -> None:
     say("\nGoals (from this run):")
     for goal in measured:
         say(goal.line())
+    if any("(pairs " in goal.figure for goal in measured):
+        say("(pairs lo-hi: the lowest and highest of the back-to-back pairs whose median is the figure)")
     if config.quick:
         say("(quick mode: short runs on a shared machine; figures are indicative, nothing fails on them)")
