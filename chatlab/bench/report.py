@@ -28,9 +28,16 @@ class Goal:
     text: str
     figure: str
     met: bool
+    #: for a ratio of pairs of runs, the lowest and highest pair: how far one moment of a shared machine moves it (a
+    #: goal inside that range is at the edge on this machine, whichever side the median fell)
+    pairs: tuple[float, float] | None = None
+    #: for a database store, the store alone's ratio: the bound of any service on it
+    alone: float | None = None
 
     def line(self) -> str:
-        return f"  {self.text}: {self.figure} ({'met' if self.met else 'NOT met'})"
+        spread = f" (pairs {self.pairs[0]:.2f}-{self.pairs[1]:.2f})" if self.pairs is not None else ""
+        alone = f" (the store alone: {self.alone:.2f})" if self.alone is not None else ""
+        return f"  {self.text}: {self.figure}{spread}{alone} ({'met' if self.met else 'NOT met'})"
 
 
 def say(*parts: object) -> None:
@@ -157,8 +164,9 @@ def goals(
         goal = http_goal(row)
         if row.stack == stack and goal is not None:
             text = f"{row.store} {row.op} >= {goal} of the ceiling ({stack} stack)"
-            bound = f" (the store alone: {row.alone_ratio:.2f})" if row.alone_run is not None else ""
-            out.append(Goal(text, f"{row.ratio:.2f} {pair_spread(row)}{bound}", row.ratio >= goal))
+            pairs = (min(row.pair_ratios), max(row.pair_ratios))
+            alone = row.alone_ratio if row.alone_run is not None else None
+            out.append(Goal(text, f"{row.ratio:.2f}", row.ratio >= goal, pairs, alone))
     turns = {(r.length, r.mode): r for r in turn_rows if r.store == "memory"}
     lo, hi = min(config.lengths), max(config.lengths)
     if (hi, "incremental") in turns and lo != hi:
@@ -174,17 +182,11 @@ def goals(
     return out
 
 
-def pair_spread(row: HttpRow) -> str:
-    """The lowest and highest ratio of the pairs whose median is the row's figure: how far one moment of a shared
-    machine moves it. A goal inside that range is at the edge on this machine, whichever side the median fell."""
-    return f"(pairs {min(row.pair_ratios):.2f}-{max(row.pair_ratios):.2f})" if row.pair_ratios else "(no pairs)"
-
-
 def print_goals(config: BenchConfig, measured: Sequence[Goal]) -> None:
     say("\nGoals (from this run):")
     for goal in measured:
         say(goal.line())
-    if any("(pairs " in goal.figure for goal in measured):
+    if any(goal.pairs is not None for goal in measured):
         say("(pairs lo-hi: the lowest and highest of the back-to-back pairs whose median is the figure)")
     if config.quick:
         say("(quick mode: short runs on a shared machine; figures are indicative, nothing fails on them)")
