@@ -18,6 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+#: a link with a scheme (https:, mailto:): not a file of the repository
+SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:")
 
 
 def jupyterlab_target(notebook: Path, url: str, root: Path) -> Path:
@@ -34,7 +36,7 @@ def test_relative_links_open_with_the_repository_as_jupyterlabs_root(notebook: P
         if cell.cell_type != "markdown":
             continue
         for url in LINK.findall(cell.source):
-            if re.match(r"[a-z][a-z0-9+.-]*:", url) or url.startswith("#"):
+            if SCHEME.match(url) or url.startswith("#"):
                 continue  # https://..., mailto:, an anchor in the notebook
             if not jupyterlab_target(notebook, url.split("#")[0], ROOT).exists():
                 broken.append(url)
