@@ -170,16 +170,16 @@ class PostgresChatHistoryStore(PostgresOperations, ChatHistoryStore):
             return ConversationSlice([], after, 0, ABSENT)
         return ConversationSlice([bytes(m) for m in row[2]], after, row[0], row[1])
 
-    async def _locked_version(self, conn: Any, conversation_key: str) -> tuple[str, int]:
-        """Take the conversation's write lock (until commit) and return its version and message count."""
-        await conn.execute(self._queries["lock"], (f"chatlab:{self.schema}:{conversation_key}",))
-        row = await (await conn.execute(self._queries["current"], (conversation_key,))).fetchone()
-        return (row[0], row[1]) if row is not None else (ABSENT, 0)
-
     async def _lock_and_check(self, conn: Any, conversation_key: str, if_match: Collection[str] | None) -> None:
-        """Take the conversation's write lock, then check ``if_match``: a replace or delete that checks
-        and writes under one lock never undoes what another process wrote after the check."""
-        current, _ = await self._locked_version(conn, conversation_key)
+        """Take the conversation's write lock (until commit), then check ``if_match``: a replace or delete that
+        checks and writes under one lock never undoes what another process wrote after the check."""
+        await conn.execute(self._queries["lock"], (f"chatlab:{self.schema}:{conversation_key}",))
+        await self._check(conn, conversation_key, if_match)
+
+    async def _check(self, conn: Any, conversation_key: str, if_match: Collection[str] | None) -> None:
+        """Check ``if_match`` against the stored version; the caller holds the conversation's write lock."""
+        row = await (await conn.execute(self._queries["current"], (conversation_key,))).fetchone()
+        current = row[0] if row is not None else ABSENT
         if not version_matches(current, if_match):
             raise VersionMismatch(current)
 

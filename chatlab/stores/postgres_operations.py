@@ -20,16 +20,17 @@ class PostgresOperations:
     cutoff: Callable[[], float | None]
     _queries: dict[str, Any]
     _connection: Callable[[], Any]
-    _lock_and_check: Callable[[Any, str, Collection[str] | None], Any]
+    _check: Callable[[Any, str, Collection[str] | None], Any]
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         q = self._queries
         async with self._connection() as conn, conn.transaction():
-            # every lock first, in the one order of all takers of several (appends' batches, the sweep): no deadlock
+            # every lock first, in the one order of all takers of several (appends' batches, the sweep): no deadlock;
+            # then each record checked under its lock
             await conn.execute(q["lock_many"], ([f"chatlab:{self.schema}:{r.conversation_key}" for r in records],))
             for record in records:
                 key = record.conversation_key
-                await self._lock_and_check(conn, key, [record.expected])
+                await self._check(conn, key, [record.expected])
                 count = (key, len(record.messages), record.version, record.created_at, record.updated_at)
                 await conn.execute(q["restore_count"], count)
                 await conn.execute(q["delete_messages"], (key,))

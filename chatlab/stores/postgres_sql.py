@@ -118,7 +118,7 @@ def build_queries(schema: str) -> dict[str, Any]:
         " FROM unnest($1::text[], $2::int8[], $3::int8[]) WITH ORDINALITY AS k(key, after, lim, ord)"
         " LEFT JOIN {conversations} c ON c.conversation_key = k.key ORDER BY k.ord",
         "lock": "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-        "current": "SELECT version, message_count FROM {conversations} WHERE conversation_key = %s",
+        "current": "SELECT version FROM {conversations} WHERE conversation_key = %s",
         # an append: one statement, the call of the schema's append function (APPEND_FUNCTION); numbered binary
         # parameters, sent on libpq (postgres_raw)
         "append": "SELECT * FROM {append_function}($1::text, $2::text, $3::float8, $4::int4, $5::bytea[], $6::text,"

@@ -10,7 +10,7 @@ import pytest
 from store_helpers import batch, batches_present, check_batches
 
 from chatlab.stores import ChatHistoryStore, ConversationSummary, InMemoryChatHistoryStore, StoreError, open_store
-from chatlab.stores.base import ABSENT, ConversationArray
+from chatlab.stores.base import ABSENT, Conversation, ConversationArray, ConversationRecord, VersionMismatch
 from chatlab.stores.sqlite import SqliteChatHistoryStore, path_from_url
 from tests.missing import require_module
 
@@ -167,6 +167,29 @@ def test_replace_and_delete_racing_appends_leave_whole_batches(store_url):
         check_batches(messages, present)
         summary = {s.conversation_key: s.message_count for s in await store.summaries()}
         assert summary.get("k", 0) == len(messages)
+
+    run(_use(store_url, work))
+
+
+def test_restore_writes_at_the_expected_version_and_refuses_a_stale_one(backend, store_url):
+    """A migration's write: each record at its own version and times where the target is at ``expected``;
+    a record whose ``expected`` is stale is refused, and in the SQL stores its whole batch with it."""
+    one, two = ODD_MESSAGES[0], ODD_MESSAGES[2]
+
+    async def work(store: ChatHistoryStore):
+        current = (await store.append("r1", [one])).version
+        await store.restore([ConversationRecord("r1", [two, one], "g.2", 10.0, 20.0, expected=current)])
+        assert await store.read("r1") == Conversation([two, one], "g.2")
+        assert [(s.created_at, s.updated_at) for s in await store.summaries()] == [(10.0, 20.0)]
+
+        fresh = ConversationRecord("r0", [one], "h.1", 1.0, 2.0)  # absent: written
+        stale = ConversationRecord("r1", [one], "h.1", 1.0, 2.0, expected=current)
+        with pytest.raises(VersionMismatch) as refused:
+            await store.restore([fresh, stale])
+        assert refused.value.current == "g.2"
+        assert await store.read("r1") == Conversation([two, one], "g.2")
+        if backend in ("sqlite", "postgres"):  # one transaction: the whole batch refused
+            assert await store.read("r0") == Conversation([], ABSENT)
 
     run(_use(store_url, work))
 
