@@ -197,21 +197,6 @@ def test_the_readme_layout_names_every_part_of_the_package() -> None:
     assert named == real, {"in the README only": sorted(named - real), "missing from it": sorted(real - named)}
 
 
-MAX_MODULE_LINES = 400
-
-
-def test_no_module_of_the_package_is_over_400_lines() -> None:
-    """The team's standard (issue 12): a module that grows past it holds more than one idea; split it."""
-    modules = sorted(PACKAGE.rglob("*.py"))
-    assert len(modules) > 50  # the whole package, not an empty glob
-    long = {
-        str(path.relative_to(ROOT)): lines
-        for path in modules
-        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
-    }
-    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
-
-
 def test_the_stores_public_names_stay_where_they_were() -> None:
     """The split of the store modules kept every name importable from where it was before."""
     from chatlab.stores import postgres, redis, sqlite
