@@ -51,6 +51,7 @@ from .console import describe, show_provider_calls
 from .errors import ChatHistoryServiceProtocolError, ChatHistoryServiceStatusError, ChatlabError
 from .http import AsyncChatHistoryClient, Verify, service_url
 from .keys import new_conversation_key
+from .replay import replayed_count
 from .retry import RetryPolicy
 from .window import HistoryWindow, estimate_tokens
 
@@ -89,6 +90,9 @@ class RemoteChatHistoryProvider(HistoryProvider):
         max_history_tokens: ... at most this many tokens, as ``count_tokens`` counts them (default:
             :func:`~chatlab.client.window.estimate_tokens`). Neither limit ever separates a tool call
             from its result; the service keeps everything.
+        skip_replayed: when a run's input starts with the end of the stored history (a UI that sends the
+            whole transcript again), hand the model that history once and append only what is new (default);
+            ``False`` stores the input as given, as the article does (:mod:`chatlab.client.replay`).
         history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).
     """
 
@@ -109,6 +113,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         max_history_messages: int | None = None,
         max_history_tokens: int | None = None,
         count_tokens: Callable[[Message], int] = estimate_tokens,
+        skip_replayed: bool = True,
         **history_options: Any,
     ) -> None:
         super().__init__(state_key or STATE_KEY, **history_options)
@@ -122,6 +127,8 @@ class RemoteChatHistoryProvider(HistoryProvider):
         self._initializer = state_initializer or new_conversation_key
         self.incremental = incremental
         self._cache = HistoryCache(self.client, cache_size if incremental else 0)
+        self.skip_replayed = skip_replayed
+        self._replayed: dict[str, tuple[Message, ...]] = {}  # per key: the run's input messages already stored
 
     @property
     def url(self) -> str:
@@ -166,8 +173,21 @@ class RemoteChatHistoryProvider(HistoryProvider):
     async def before_run(self, *, agent: Any, session: AgentSession, context: Any, state: dict[str, Any]) -> None:
         """Load the conversation before a run (C# ``ProvideChatHistoryAsync``)."""
         log.info("[ProvideChatHistoryAsync]")
-        log.info("Found messages for ExternalConversationKey: %s", self._key_in(state, session))
+        key = self._key_in(state, session)
+        log.info("Found messages for ExternalConversationKey: %s", key)
         await super().before_run(agent=agent, session=session, context=context, state=state)
+        self._replayed.pop(key, None)
+        if self.skip_replayed:
+            self._skip_replayed_input(key, context)
+
+    def _skip_replayed_input(self, key: str, context: Any) -> None:
+        """Load a replayed history once: the model gets the stored part before the replay, then the input."""
+        loaded = context.context_messages.get(self.source_id, [])
+        replayed = replayed_count(loaded, context.input_messages)
+        if replayed:
+            log.info("Replayed: the input's first %d messages are already stored", replayed)
+            context.context_messages[self.source_id] = list(loaded[: len(loaded) - replayed])
+            self._replayed[key] = tuple(context.input_messages[:replayed])
 
     async def after_run(self, *, agent: Any, session: AgentSession, context: Any, state: dict[str, Any]) -> None:
         """Append the run's request and response messages (C# ``StoreChatHistoryAsync``)."""
@@ -216,6 +236,9 @@ class RemoteChatHistoryProvider(HistoryProvider):
         key = state.get(KEY_FIELD) if isinstance(state, dict) else None
         if not key:
             raise ValueError("save_messages needs the session's provider state holding the conversation key")
+        replayed = {id(message) for message in self._replayed.pop(key, ())}
+        if replayed:  # this run's replayed input messages (these very objects) are stored already
+            messages = [message for message in messages if id(message) not in replayed]
         await self.append_messages(key, messages)
 
     async def set_messages(self, session: AgentSession, messages: Sequence[Message]) -> None:

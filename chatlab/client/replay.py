@@ -1,0 +1,64 @@
+"""Replayed transcripts: a run whose input starts with messages the conversation already holds.
+
+Some callers send the whole transcript again with each new turn (a chat UI that keeps its own copy, a workflow
+that re-runs an agent on everything so far). A provider that appends what it is given would then store the history
+twice, and hand the model every replayed message twice. :func:`replayed_count` finds how many leading messages of a
+run's input are the end of the stored history, so the provider can load the history without them and append only
+what is new.
+
+Two messages are the same when both carry a ``message_id`` and the ids are equal; when either has none, when their
+wire form (the compact JSON the service keeps) is byte for byte the same, less the attribution MAF adds to the
+messages a provider loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+from agent_framework import Message
+
+from .codec import message_to_meai
+
+__all__ = ["replayed_count", "same_message"]
+
+
+#: what MAF adds to the messages a provider loads (which provider they came from): not part of the message
+ATTRIBUTION = "_attribution"
+
+
+def _wire(message: Message) -> bytes:
+    item = message_to_meai(message)
+    extra = item.get("additionalProperties")
+    if isinstance(extra, dict) and ATTRIBUTION in extra:
+        extra = {name: value for name, value in extra.items() if name != ATTRIBUTION}
+        item = (
+            {**item, "additionalProperties": extra}
+            if extra
+            else {k: v for k, v in item.items() if k != "additionalProperties"}
+        )
+    return msgspec.json.encode(item)
+
+
+def same_message(a: Message, b: Message) -> bool:
+    """The same message: equal ids when both have one, else the same bytes on the wire."""
+    if a.message_id is not None and b.message_id is not None:
+        return a.message_id == b.message_id
+    return a is b or _wire(a) == _wire(b)
+
+
+def replayed_count(history: Sequence[Message], batch: Sequence[Message]) -> int:
+    """How many leading messages of ``batch`` are the last ones of ``history`` (0: nothing replayed).
+
+    The longest overlap wins: a batch that replays the whole history followed by a new message gives
+    ``len(history)``. Only the last ``len(batch)`` stored messages are looked at, so the cost follows the batch,
+    not the conversation.
+    """
+    if not history or not batch:
+        return 0
+    start = max(0, len(history) - len(batch))
+    for first in range(start, len(history)):  # the earliest start is the longest overlap
+        overlap = len(history) - first
+        if all(same_message(history[first + i], batch[i]) for i in range(overlap)):
+            return overlap
+    return 0
