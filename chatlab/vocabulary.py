@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_SERVICE_URL",
     "LLM_VARIABLE",
     "SERVICE_URL_VARIABLE",
+    "SUMMARY_THROUGH",
     "ContentKind",
     "ConversationSummary",
     "Refused",
@@ -48,6 +49,10 @@ DEFAULT_SERVICE_URL = "http://localhost:5000"
 
 ABSENT = "0"
 """The version of a conversation that does not exist (never written, or deleted)."""
+
+SUMMARY_THROUGH = "chatlab.summaryThrough"
+"""In a message's ``additionalProperties``: it is a summary checkpoint of the conversation's messages 1..N
+(docs/conversations.md). An ordinary message otherwise: every reader still sees the whole transcript."""
 
 
 @dataclass(frozen=True, slots=True)

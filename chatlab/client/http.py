@@ -109,6 +109,17 @@ class AsyncChatHistoryClient(_Client):
         """The messages after the first ``after`` (at most ``limit``); ``next_after`` says where more start."""
         return await self._send(self.operations.read(key, after, limit))
 
+    async def read_summary(self, key: str) -> MessagesPage:
+        """The latest summary checkpoint and the messages after it (all of them when there is none).
+
+        ``version`` and ``count`` describe the whole conversation, as for :meth:`read` (docs/conversations.md).
+        """
+        return await self._send(self.operations.read_summary(key))
+
+    async def fork(self, key: str, through: int | None = None) -> str:
+        """A new conversation holding the first ``through`` messages of ``key`` (all by default); its key."""
+        return await self._send(self.operations.fork(key, through))
+
     async def head(self, key: str) -> Version:
         """The conversation's version without its messages: ``.count`` messages, ``.generation`` ``None`` if absent."""
         return await self._send(self.operations.head(key))
@@ -187,6 +198,14 @@ class ChatHistoryClient(_Client):
     def read_after(self, key: str, after: int, limit: int | None = None) -> MessagesPage:
         """The messages after the first ``after``, at most ``limit`` (:meth:`AsyncChatHistoryClient.read_after`)."""
         return self._send(self.operations.read(key, after, limit))
+
+    def read_summary(self, key: str) -> MessagesPage:
+        """The latest summary checkpoint and the messages after it (see the async client)."""
+        return self._send(self.operations.read_summary(key))
+
+    def fork(self, key: str, through: int | None = None) -> str:
+        """A new conversation holding the first ``through`` messages of ``key`` (all by default); its key."""
+        return self._send(self.operations.fork(key, through))
 
     def head(self, key: str) -> Version:
         """The conversation's version without its messages (:meth:`AsyncChatHistoryClient.head`)."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import httpx
 
@@ -103,6 +103,18 @@ class Operations:
         if query:
             url += "?" + "&".join(query)
         return Request("GET", url, lambda response: _page(response, url, after or 0))
+
+    def read_summary(self, key: str) -> Request[MessagesPage]:
+        """``GET /chat-history/{key}?view=summary``: the latest summary checkpoint and what follows it."""
+        url = self.conversation_url(key) + "?view=summary"
+        return Request("GET", url, lambda response: _page(response, url, 0))
+
+    def fork(self, key: str, through: int | None) -> Request[str]:
+        """``POST /chat-history/{key}/fork?through=N``: a new conversation holding the first N messages; its key."""
+        url = self.conversation_url(key) + "/fork"
+        if through is not None:
+            url += f"?through={_count('through', through)}"
+        return Request("POST", url, lambda response: _forked_key(response, url))
 
     def head(self, key: str) -> Request[Version]:
         """``HEAD /chat-history/{key}``: the conversation's version (its count) without its messages."""
@@ -193,6 +205,17 @@ def _page(response: httpx.Response, url: str, after: int) -> MessagesPage:
         int(next_after) if next_after and next_after.isdigit() else None,
         response.content,
     )
+
+
+def _forked_key(response: httpx.Response, url: str) -> str:
+    """The new conversation's key, from the fork's ``Location: /chat-history/{newKey}``."""
+    location = response.headers.get("location", "")
+    prefix = "/chat-history/"
+    if response.status_code != 201 or not location.startswith(prefix) or "/" in location[len(prefix) :]:
+        raise ChatHistoryServiceProtocolError.for_answer(
+            url, "a fork's answer is 201 with Location /chat-history/{key}"
+        )
+    return unquote(location[len(prefix) :])
 
 
 def _head(response: httpx.Response, url: str) -> Version:

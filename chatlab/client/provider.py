@@ -46,6 +46,7 @@ from agent_framework import AgentSession, HistoryProvider, Message
 from ..vocabulary import DEFAULT_SERVICE_URL, ConversationSummary, Version
 from .cache import HistoryCache
 from .codec import messages_from_meai
+from .compaction import Compaction
 from .console import PROVIDER_LOG as log
 from .console import describe, show_provider_calls
 from .errors import ChatHistoryServiceProtocolError, ChatHistoryServiceStatusError, ChatlabError
@@ -93,6 +94,9 @@ class RemoteChatHistoryProvider(HistoryProvider):
         skip_replayed: when a run's input starts with the end of the stored history (a UI that sends the
             whole transcript again), hand the model that history once and append only what is new (default);
             ``False`` stores the input as given, as the article does (:mod:`chatlab.client.replay`).
+        compaction: opt in to summary checkpoints: load the summary view (the latest checkpoint and what
+            follows it) and, past its thresholds, have the agent's chat client write a new checkpoint
+            (:class:`~chatlab.client.compaction.Compaction`, docs/conversations.md). ``None``: load everything.
         history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).
     """
 
@@ -114,6 +118,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         max_history_tokens: int | None = None,
         count_tokens: Callable[[Message], int] = estimate_tokens,
         skip_replayed: bool = True,
+        compaction: Compaction | None = None,
         **history_options: Any,
     ) -> None:
         super().__init__(state_key or STATE_KEY, **history_options)
@@ -128,6 +133,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         self.incremental = incremental
         self._cache = HistoryCache(self.client, cache_size if incremental else 0)
         self.skip_replayed = skip_replayed
+        self.compaction = compaction
         self._replayed: dict[str, tuple[Message, ...]] = {}  # per key: the run's input messages already stored
 
     @property
@@ -198,6 +204,18 @@ class RemoteChatHistoryProvider(HistoryProvider):
             log.info("ResponseMessages Count: %d", len(response))
             log.info("First ResponseMessage: %s", describe(response[0] if response else None))
         await super().after_run(agent=agent, session=session, context=context, state=state)
+        if self.compaction is not None:
+            await self._compact(agent, self._key_in(state, session), self.compaction)
+
+    async def _compact(self, agent: Any, key: str, compaction: Compaction) -> None:
+        """Past the thresholds, append a summary of the summary view as the new checkpoint."""
+        page = await self.client.read_summary(key)
+        view = messages_from_meai(page.messages)
+        if not compaction.due(view):
+            return
+        checkpoint = await compaction.summarize(agent.client, view, through=page.count)
+        await self.append_messages(key, [checkpoint])
+        log.info("[Compaction] summary checkpoint of messages 1..%d (%d in the view)", page.count, len(view))
 
     async def get_messages(  # type: ignore[override]  # a view of the cache, not a copy; the framework only reads it
         self, session_id: AgentSession | str | None = None, *, state: dict[str, Any] | None = None, **kwargs: Any
@@ -227,6 +245,8 @@ class RemoteChatHistoryProvider(HistoryProvider):
         return messages_from_meai((await self.client.read(key)).messages)
 
     async def _history(self, key: str) -> Sequence[Message]:
+        if self.compaction is not None:
+            return messages_from_meai((await self.client.read_summary(key)).messages)
         return await self._cache.load(key)
 
     async def save_messages(
@@ -255,6 +275,19 @@ class RemoteChatHistoryProvider(HistoryProvider):
         """
         if messages:
             await self._cache.append(key, messages)
+
+    async def fork_session(self, session: AgentSession, *, through: int | None = None) -> AgentSession:
+        """A new session continuing a copy of ``session``'s conversation (its first ``through`` messages, or all).
+
+        The service copies the messages byte for byte under a new key; the two conversations then go their own
+        ways (docs/conversations.md).
+        """
+        key = self.try_get_external_conversation_key(session)
+        if key is None:
+            raise ValueError("the session has no conversation yet: run it once before forking it")
+        forked = AgentSession()
+        self.attach_to_session(forked, await self.client.fork(key, through))
+        return forked
 
     async def get_stored_message_count(self, key: str) -> int:
         """How many messages conversation ``key`` holds (C# ``GetStoredMessageCountAsync``).

@@ -11,6 +11,10 @@ decided from the request it receives, the way a small model would decide it:
   and the latest date/time tool results **found in the messages it was sent**; with
   fewer than two it says so. A history provider that loads nothing therefore makes
   this answer visibly wrong;
+* "summarize the conversation" -> a summary that names what the user asked and keeps every
+  date/time a tool returned, verbatim (what a summary checkpoint must keep, docs/conversations.md);
+  the times in such a summary count as found times for the question above, as they would for a
+  model reading the summary;
 * anything else -> a short, clearly labelled reply.
 
 Endpoints: ``POST /v1/chat/completions`` (JSON, or SSE with ``"stream": true``) and
@@ -54,6 +58,9 @@ _ASKS_TIME = re.compile(
     r"時刻|日時|日付|時間|何時|今日|\b(?:what time|current time|the time|date|clock|today|now)\b", re.IGNORECASE
 )
 _TIME_TOOL = re.compile(r"date|time|clock|日時|時刻|日付", re.IGNORECASE)
+_ASKS_SUMMARY = re.compile(r"要約|まとめて|\b(?:summari[sz]e|summary)\b", re.IGNORECASE)
+SUMMARY_LABEL_JA = "【これまでの会話の要約】"
+SUMMARY_LABEL_EN = "[Summary of the conversation so far]"
 
 
 @dataclass
@@ -85,6 +92,10 @@ def decide(
     since_question = messages[last_user + 1 :]
     time_tool = None if tool_choice == "none" else _find_time_tool(tools or [])
 
+    if _ASKS_SUMMARY.search(question):  # in the conversation's language, whatever the request's
+        before = messages[:last_user]
+        return _summary_reply(before, any(_JAPANESE.search(_text_of(m)) for m in before if m.get("role") == "user"))
+
     if _ASKS_ELAPSED.search(question) and _MENTIONS_FIRST.search(question):
         return _elapsed_reply(_tool_datetimes(messages), ja)
 
@@ -110,6 +121,19 @@ def decide(
             'since then. Try: "What time is it now?"'
         )
     )
+
+
+def _summary_reply(before: Sequence[Mapping[str, Any]], ja: bool) -> Reply:
+    """What the user asked (in order, each once) and every time a tool returned, verbatim."""
+    asked = list(dict.fromkeys(_text_of(m) for m in before if m.get("role") == "user" and _text_of(m)))
+    times = _tool_datetimes(before)
+    if ja:
+        lines = [SUMMARY_LABEL_JA, "ユーザーの質問: " + (" / ".join(asked) or "なし")]
+        lines.append("ツールで取得した時刻: " + ("、".join(times) if times else "なし"))
+    else:
+        lines = [SUMMARY_LABEL_EN, "The user asked: " + (" / ".join(asked) or "nothing")]
+        lines.append("Times returned by tools: " + (", ".join(times) if times else "none"))
+    return Reply(text="\n".join(lines))
 
 
 def _time_reply(value: str, ja: bool) -> Reply:
@@ -173,11 +197,12 @@ def _text_of(message: Mapping[str, Any]) -> str:
 
 
 def _tool_datetimes(messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Date/time values returned by tools, in conversation order."""
+    """Date/time values returned by tools (or kept by a summary of earlier ones), in conversation order."""
     found: list[str] = []
     for m in messages:
-        if m.get("role") == "tool":
-            found.extend(_DATETIME.findall(_text_of(m)))
+        text = _text_of(m)
+        if m.get("role") == "tool" or text.startswith((SUMMARY_LABEL_JA, SUMMARY_LABEL_EN)):
+            found.extend(_DATETIME.findall(text))
     return found
 
 
