@@ -282,3 +282,16 @@ def test_the_page_reads_the_api_only(chromium: webdriver.Chrome, service: Backgr
     ]
     assert sent and all(r["url"].startswith(f"{service.url}/") for r in sent)
     assert {r["method"] for r in sent} == {"GET"}
+
+
+def test_a_summary_checkpoint_is_marked(
+    chromium: webdriver.Chrome, service: BackgroundServer, http: httpx.Client
+) -> None:
+    checkpoint = {**text_message("assistant", "summary"), "additionalProperties": {"chatlab.summaryThrough": 2}}
+    write(http, "with-a-checkpoint", [text_message("user", "a"), text_message("assistant", "b"), checkpoint])
+    open_page(chromium, f"{service.url}/ui#/c/with-a-checkpoint")
+    wait_for(chromium, lambda d: len(messages_shown(d)) == 3, "the 3 messages")
+    first, _, last = messages_shown(chromium)
+    assert "checkpoint" not in first.get_attribute("class")
+    assert "checkpoint" in last.get_attribute("class")
+    assert last.find_element(By.CSS_SELECTOR, ".meta .badge").text == "summary of messages 1–2"

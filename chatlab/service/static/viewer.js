@@ -216,9 +216,17 @@
     updatePager();
   }
 
+  /** The N of a summary checkpoint ("chatlab.summaryThrough" in additionalProperties), or null. */
+  function summaryThrough(message) {
+    const extra = message.additionalProperties;
+    const through = extra && typeof extra === "object" ? extra["chatlab.summaryThrough"] : undefined;
+    return Number.isInteger(through) && through >= 0 ? through : null;
+  }
+
   function messageItem(message, raw, position) {
     const role = typeof message.role === "string" ? message.role : "unknown";
-    const item = el("li", `message role-${/^[a-z]+$/.test(role) ? role : "other"}`);
+    const through = summaryThrough(message);
+    const item = el("li", `message role-${/^[a-z]+$/.test(role) ? role : "other"}${through === null ? "" : " checkpoint"}`);
     const json = el("pre", "raw", raw);
     json.hidden = true;
     const toggle = el("button", null, "JSON");
@@ -235,6 +243,7 @@
         message.authorName ? el("span", null, String(message.authorName)) : null,
         message.createdAt ? el("span", null, formatTime(message.createdAt)) : null,
         el("span", null, `#${position + 1}`),
+        through === null ? null : el("span", "badge", `summary of messages 1–${through}`),
         toggle,
       ),
     );
