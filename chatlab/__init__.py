@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         messages_from_meai,
         messages_to_meai,
     )
+    from .client.compaction import Compaction
     from .client.errors import (
         ChatHistoryCodecError,
         ChatHistoryServiceConflict,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 # name -> the module that defines it (tests/test_public_api.py checks this matches the imports above)
 _LAZY = {
     "RemoteChatHistoryProvider": "client.provider",
+    "Compaction": "client.compaction",
     "AsyncChatHistoryClient": "client.http",
     "ChatHistoryClient": "client.http",
     "MessagesPage": "client.operations",
@@ -106,6 +108,7 @@ __all__ = [
     "ChatHistoryServiceUnavailable",
     "ChatHistorySummary",
     "ChatlabError",
+    "Compaction",
     "ConversationSummary",
     "GetDateTime",
     "LLMConnection",
