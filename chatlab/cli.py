@@ -25,10 +25,14 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .serverstack import server_stack
     from .service import create_app
-    from .service.connections import server_options
+    from .service.server_protocol import server_options
     from .stores import describe_url
 
     settings = _settings(args)
+    taken = _port_taken(args.host, args.port)
+    if taken is not None:  # said before any banner, without uvicorn's traceback
+        print(f"error: {taken}", file=sys.stderr)
+        return 1
     tls_cert, tls_key = settings.tls_cert, settings.tls_key
     if args.host not in settings.allowed_hosts:  # the name it is started with is one it serves
         settings = settings.model_copy(update={"allowed_hosts": (*settings.allowed_hosts, args.host)})
@@ -59,6 +63,34 @@ def _serve(args: argparse.Namespace) -> int:
         **{**server_stack().uvicorn_options(), **server_options(settings)},
     )
     return 0
+
+
+def _port_taken(host: str, port: int) -> str | None:
+    """Why ``serve`` cannot listen on ``host:port`` (the port in use, or the address not this machine's), or ``None``.
+
+    Tried with a socket bound and closed at once, as uvicorn will bind it (``SO_REUSEADDR``), so the message comes
+    before anything is started; a server that takes the port in between still fails, in uvicorn's words.
+    """
+    import errno
+    import socket
+
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"cannot listen on {host!r}: {exc.strerror}; give --host an address of this machine"
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return (
+                        f"port {port} on {host} is already in use (another chatlab serve?): stop that server, "
+                        f"or choose another port, e.g. --port {port + 1 if port < 65535 else 5001}"
+                    )
+                return f"cannot listen on {host}:{port}: {exc.strerror}"
+    return None
 
 
 def _describe(settings: ServiceSettings, tls: bool) -> str:

@@ -151,7 +151,6 @@ def test_openapi_and_docs_stay_public_and_document_the_scheme(client: httpx.Clie
     get = spec["paths"]["/chat-history/{conversationKey}"]["get"]
     assert get["security"] == [{"ApiKey": []}]
     assert "WWW-Authenticate" in get["responses"]["401"]["headers"]
-    assert client.get("/docs").status_code == 200
 
 
 def test_keys_are_never_logged(keyed_service: BackgroundServer, caplog: pytest.LogCaptureFixture) -> None:

@@ -106,25 +106,60 @@ def test_a_slow_body_gets_408_and_the_connection_is_closed(fast: BackgroundServe
     assert httpx.get(f"{fast.url}/chat-history/k").json() == []  # nothing written
 
 
-def test_open_connections_over_the_cap_get_503_and_idle_holders_are_cut_off() -> None:
-    """A client holding every allowed connection gets the others a 503, not a hang; and only until its idle
-    sockets time out: afterwards the service answers again."""
-    server = start_service(settings=ServiceSettings(max_connections=8, header_timeout=1.0))
+def test_connections_that_hold_every_slot_without_a_request_cannot_lock_others_out() -> None:
+    """A client holding every allowed connection without sending requests (and opening more) locks nobody out: a new
+    connection takes the slot of the one that has waited longest for a request, which is closed."""
+    server = start_service(settings=ServiceSettings(max_connections=8, header_timeout=60))
     held: list[socket.socket] = []
-    close = {"Connection": "close"}
     try:
-        held += [connect(server) for _ in range(7)]
-        assert httpx.get(f"{server.url}/chat-history", headers=close, timeout=30).status_code == 200  # the 8th
-        held.append(connect(server))
-        over = httpx.get(f"{server.url}/chat-history", headers=close, timeout=30)  # a 9th
-        assert over.status_code == 503
-        for sock in held:  # each idle holder is closed by the server
-            assert read_until_closed(sock) == b""
+        held += [connect(server) for _ in range(8)]
+        for _ in range(3):  # each new connection, holder's or not, pushes out the longest waiter
+            assert httpx.get(f"{server.url}/chat-history", headers={"Connection": "close"}, timeout=30).json() == []
+        assert read_until_closed(held[0]) == b""  # the oldest holders were closed
+        held += [connect(server) for _ in range(20)]  # the holder reconnects, again and again
         assert httpx.get(f"{server.url}/chat-history", timeout=30).status_code == 200
     finally:
         for sock in held:
             sock.close()
         server.stop()
+
+
+def test_open_connections_serving_requests_over_the_cap_get_503() -> None:
+    """When every slot serves a request (here: a body that has not all come), a further request gets 503."""
+    server = start_service(settings=ServiceSettings(max_connections=2, header_timeout=60, body_timeout=60))
+    held: list[socket.socket] = []
+    head = b"POST /chat-history/k HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    try:
+        for _ in range(2):
+            sock = connect(server)
+            sock.sendall(head + b"Content-Length: 100\r\n\r\n{")
+            held.append(sock)
+        time.sleep(0.2)  # not a timed assertion: lets the two heads reach the server first
+        over = httpx.get(f"{server.url}/chat-history", headers={"Connection": "close"}, timeout=30)
+        assert over.status_code == 503
+    finally:
+        for sock in held:
+            sock.close()
+        server.stop()
+
+
+def test_a_head_over_64_kib_is_cut_off_while_it_arrives(fast: BackgroundServer) -> None:
+    """A head that never ends is answered 431 once 64 KiB came, not kept in memory while it grows."""
+    from chatlab.service.server_protocol import MAX_HEAD_BYTES
+
+    with connect(fast) as sock:
+        sock.sendall(b"GET /chat-history HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Flood: ")
+        sent, closed = 0, False
+        while sent < 64 * MAX_HEAD_BYTES:  # bounded: 64 times the limit
+            try:
+                sock.sendall(b"a" * 8192)
+            except OSError:
+                closed = True
+                break
+            sent += 8192
+        answer = b"" if closed else read_until_closed(sock)
+    assert closed or answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    assert httpx.get(f"{fast.url}/healthz", timeout=30).status_code == 200
 
 
 def test_connection_settings_are_checked() -> None:

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from chatlab.service import ServiceSettings
-from chatlab.service.bodies import INLINE_BYTES
+from chatlab.service.bodies import BodyReader
 from chatlab.service.heads import MAX_HEADER_BYTES, MAX_URL_BYTES
 from chatlab.service.schema import MAX_ERRORS
 
@@ -124,7 +124,7 @@ class TestLargeBodies:
     def test_a_body_decoded_off_the_loop_is_kept_exactly(self, http: httpx.Client) -> None:
         messages = [text(f"message {i} é") for i in range(2000)]
         body = json.dumps({"messages": messages}, ensure_ascii=False).encode()
-        assert len(body) > INLINE_BYTES
+        assert len(body) > BodyReader(ServiceSettings(max_message_bytes=1000)).inline_bytes
         assert send(http, "PUT", body).status_code == 204
         expected = json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode()
         assert http.get(URL).content == expected

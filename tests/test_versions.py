@@ -181,8 +181,9 @@ MALFORMED_KEYS = {
     "not ASCII": '"caf\u00e9"',
     "unescaped quote": '"a"b"',
     "a tab": '"tab\there"',
-    "bare (a token, not a String)": "8e03978e-40d5-43e8-bc93-6894a57f9324",
-    "not a string": "42",
+    "unquoted with a space": "8e03978e 40d5",
+    "unquoted with a backslash": "8e03978e\\40d5",
+    "unquoted, too long": "x" * 256,
     "unknown escape": '"a\\qb"',
     "unclosed": '"abc',
     "a list": '"a", "b"',
@@ -199,6 +200,19 @@ def test_a_malformed_idempotency_key_gets_400(http: httpx.Client, case: str) -> 
     assert response.status_code == 400
     assert "Idempotency-Key" in response.json()["detail"]
     assert http.get("/chat-history").json() == []
+
+
+def test_an_unquoted_idempotency_key_is_the_same_key_as_quoted(http: httpx.Client) -> None:
+    """Most clients (Stripe's among them) send the key unquoted: it is honoured, and is the quoted key's twin."""
+    body = {"messages": [text("user", "once")]}
+    first = http.post(URL, json=body, headers={"Idempotency-Key": "8e03978e40d543e8"})
+    assert first.status_code == 202 and "idempotent-replayed" not in first.headers
+    again = http.post(URL, json=body, headers={"Idempotency-Key": '"8e03978e40d543e8"'})
+    assert again.status_code == 202 and again.headers["idempotent-replayed"] == "true"
+    assert again.headers["etag"] == first.headers["etag"]
+    assert len(http.get(URL).json()) == 1
+    other = http.post(URL, json={"messages": [text("user", "other")]}, headers={"Idempotency-Key": "8e03978e40d543e8"})
+    assert other.status_code == 422
 
 
 def test_longest_idempotency_key_is_accepted(http: httpx.Client) -> None:

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
-from fastapi.routing import APIRoute
 from fastapi.telemetry import TelemetryConfig
 from starlette.middleware.cors import CORSMiddleware
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..stores import ChatHistoryStore, open_store
-from .direct_routes import DirectRoute
 from .guard import RequestGuard
 from .health import add_health_routes
 from .openapi import complete_openapi
@@ -21,60 +17,11 @@ from .problems import add_error_handlers
 from .retention import sweeping
 from .routes import add_routes
 from .settings import ServiceSettings
-from .shortcut import ConversationShortcut
 from .ui import add_viewer
 
-#: FastAPI's native OpenTelemetry, off: asking OpenTelemetry on every request whether a provider is
-#: configured cost a fifth of a read's CPU, for traces the service never promised (it has ``/metrics``).
+#: FastAPI's native OpenTelemetry (its documented ``telemetry`` option), off: the service promises no traces and
+#: has ``/metrics``; asking OpenTelemetry on every request whether a provider is configured is work for nothing.
 TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
-#: FastAPI's per-request layers that do nothing here: telemetry is off, no route has a ``max_body_size``, and
-#: the routes that need an ``AsyncExitStack`` get it themselves (:class:`.direct_routes.DirectRoute`).
-IDLE_LAYERS = frozenset({"ExceptionTelemetryMiddleware", "AppBodyLimitMiddleware", "AsyncExitStackMiddleware"})
-
-
-class ServiceApp(FastAPI):
-    """FastAPI without the middleware layers the service never uses.
-
-    Every layer a request passes through costs it a coroutine and a frame or two; these three were a
-    sixth of a read's CPU in the app. A layer of another name, or of a later FastAPI, stays; so does the
-    ``AsyncExitStack`` when a route of another class was added (say from a router of the caller's, by
-    ``include_router``): FastAPI's own handler needs it. A conversation's request goes past the layers
-    altogether when the shortcut knows them all (:mod:`.shortcut`).
-    """
-
-    #: the way past the layers for a conversation's requests (:mod:`.shortcut`), made with the layers
-    shortcut: ConversationShortcut | None = None
-
-    def build_middleware_stack(self) -> ASGIApp:
-        idle = IDLE_LAYERS
-        if any(_needs_exit_stack(route) for route in self.routes):
-            idle = IDLE_LAYERS - {"AsyncExitStackMiddleware"}
-        outer = stack = super().build_middleware_stack()  # FastAPI's own, then pruned
-        while hasattr(stack, "app"):
-            inner: Any = stack.app
-            if type(inner).__name__ in idle:
-                stack.app = inner.app
-            else:
-                stack = inner
-        self.shortcut = ConversationShortcut.of(self.routes, self.user_middleware, self.exception_handlers)
-        return outer
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        shortcut = self.shortcut
-        if shortcut is not None and scope["type"] == "http":
-            handler = shortcut.handler(scope)
-            if handler is not None:
-                scope["app"] = self
-                return await shortcut.serve(handler, scope, receive, send)
-        await super().__call__(scope, receive, send)
-
-
-def _needs_exit_stack(route: Any) -> bool:
-    """Whether FastAPI may serve ``route`` with its own handler (an ``APIRoute`` or another route of FastAPI's, such
-    as an included router), which needs the ``AsyncExitStack`` its middleware gives; a direct route has its own."""
-    if isinstance(route, DirectRoute):
-        return False
-    return isinstance(route, APIRoute) or type(route).__module__.startswith("fastapi")
 
 
 def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
@@ -90,18 +37,20 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     the_store = store if isinstance(store, ChatHistoryStore) else open_store(store, timeout=settings.store_timeout)
     if settings.retention is not None:
         the_store.retention = float(settings.retention)
-    app = ServiceApp(
+    app = FastAPI(
         title="Chat history service",
         description="Keeps a list of chat messages (Microsoft.Extensions.AI `ChatMessage` JSON) per conversation key.",
         version="1.0",
         lifespan=_lifespan(the_store, owned),
         redirect_slashes=False,  # a redirect would send the client to whatever Host it gave; /chat-history/ is a 400
         telemetry=TELEMETRY_OFF,
+        # Swagger UI and ReDoc load their scripts from a CDN, on the service's origin: off unless asked
+        docs_url="/docs" if settings.api_docs else None,
+        redoc_url="/redoc" if settings.api_docs else None,
     )
-    app.router.route_class = DirectRoute  # the routes marked with direct() read their own arguments
     add_error_handlers(app)
     add_health_routes(app, the_store)
-    served = _metered(app, the_store) if settings.metrics else the_store
+    served = _metered(app, the_store, settings) if settings.metrics else the_store
     add_routes(app, served, settings)
     if settings.viewer:
         add_viewer(app)
@@ -125,15 +74,15 @@ def _lifespan(store: ChatHistoryStore, owned: bool) -> Callable[[FastAPI], Abstr
     return lifespan
 
 
-def _metered(app: FastAPI, store: ChatHistoryStore) -> ChatHistoryStore:
-    """Serve ``/metrics`` and count requests; the store the routes use, timed."""
+def _metered(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> ChatHistoryStore:
+    """Serve ``/metrics`` (with API keys, to a key's holder) and count requests; the store the routes use, timed."""
     from ..stores import InMemoryChatHistoryStore
     from .metrics import MeteredStore, Metrics, add_metrics
 
     metrics = Metrics()
     if isinstance(store, InMemoryChatHistoryStore):
         metrics.count_stored(store)
-    add_metrics(app, metrics)
+    add_metrics(app, metrics, settings.api_keys)
     return MeteredStore(store, metrics)
 
 

@@ -9,8 +9,8 @@ from ..runner import BackgroundServer
 from ..stores import ChatHistoryStore
 from ..vocabulary import SERVICE_URL_VARIABLE
 from .app import create_app
-from .connections import server_options
 from .routes import SERVICE_NAME
+from .server_protocol import server_options
 from .settings import ServiceSettings
 
 

@@ -4,16 +4,18 @@ The service never lets FastAPI parse a body: it would build models of every mess
 encode them again; here each message comes out as the compact JSON bytes the store keeps.
 
 A large body is parsed, checked and encoded in a worker thread, one at a time, so that it
-cannot stall the event loop: the worst body the default limits allow (8 MiB of about 500,000
-tiny content items) takes about a second of CPU, during which every other request would wait.
-The work is done in pieces that each hold the GIL briefly (:data:`pieces.SIZE` content items), so the loop
-gets its turns; ``python -m chatlab bench`` measures what a concurrent ``GET /`` waits.
+cannot stall the event loop; it is done in pieces that each hold the GIL briefly (:mod:`.pieces`),
+so the loop gets its turns. A small one is decoded on the loop: a thread's hand-off would cost
+it more than the decoding.
+
+A body that does not arrive with its head has ``body_timeout`` to arrive whole, else it is answered
+408 and the connection closed: nothing is written. The common body, which arrives with its head,
+arms no timer.
 """
 
 from __future__ import annotations
 
-import gc
-import threading
+import asyncio
 from functools import partial
 
 import anyio
@@ -25,10 +27,9 @@ from . import schema as wire
 from .security.browser import is_json
 from .settings import ServiceSettings
 
-#: Bodies up to this size are decoded on the event loop: the worst of them takes about 3 ms, less
-#: than handing it to a thread and back would add to every ordinary append.
-INLINE_BYTES = 32 * 1024
-_PAUSED_GC = threading.Lock()  # the collector is the process's: one thread at a time pauses it
+#: A body up to this share of the largest one allowed is decoded on the event loop, which it holds for at most
+#: this share of the time the largest body's decoding takes.
+INLINE_SHARE = 1 / 256
 
 
 class BodyReader:
@@ -42,41 +43,26 @@ class BodyReader:
             max_message_bytes=settings.max_message_bytes,
         )
         self._limiter: anyio.CapacityLimiter | None = None
+        #: the largest body decoded on the loop (:data:`INLINE_SHARE` of the limit)
+        self.inline_bytes = int(settings.max_body_bytes * INLINE_SHARE)
 
     async def __call__(self, request: Request) -> list[bytes]:
         """The checked, encoded messages of a JSON body (415 for another type), within every size limit."""
         content_type, declared = _content_headers(request.scope["headers"])
         _check_json(content_type)
         body = await self._read(request, declared)
-        if len(body) <= INLINE_BYTES:
+        if len(body) <= self.inline_bytes:
             return self._decode(body)
         if self._limiter is None:  # made here, on the loop that serves the app
             self._limiter = anyio.CapacityLimiter(1)  # one large body at a time: more would only share the GIL
-        return await anyio.to_thread.run_sync(self._decode_paused, body, limiter=self._limiter)
-
-    def _decode_paused(self, body: bytes) -> list[bytes]:
-        """Decode with the cyclic garbage collector paused, one body at a time in the process.
-
-        A full collection walks every object of the parsed document, holding the GIL (100-150 ms for
-        the largest body), and it would run several times while the body's objects are made; it has
-        nothing to find: a parsed document and its validation make no reference cycles, reference
-        counting frees them.
-        """
-        with _PAUSED_GC:
-            enabled = gc.isenabled()
-            gc.disable()
-            try:
-                return self._decode(body, in_pieces=True)
-            finally:
-                if enabled:
-                    gc.enable()
+        return await anyio.to_thread.run_sync(partial(self._decode, body, in_pieces=True), limiter=self._limiter)
 
     async def _read(self, request: Request, declared: str) -> bytes:
         """The request body, refused with 413 as soon as it is known to exceed the limit.
 
-        A body that does not all arrive within ``body_timeout`` is answered 408 by the connection
-        (:mod:`.connections`), which then tells the app the client is gone: nothing is written.
-        Read from ``receive`` itself: Starlette's ``request.stream()`` is an async generator, dearer per body.
+        A body that does not all arrive within ``body_timeout`` of its first part is answered 408 with
+        ``Connection: close``: nothing is written. Read from ``receive`` itself: Starlette's
+        ``request.stream()`` is an async generator, dearer per body.
         """
         limit = self._settings.max_body_bytes
         # 19 digits or more are over any limit, and are not made an int (of thousands of digits, int() raises)
@@ -84,8 +70,16 @@ class BodyReader:
         if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
             raise self._too_large()
         chunks, size, receive = [], 0, request.receive
+        deadline: float | None = None
         while True:
-            message = await receive()
+            if deadline is None:
+                message = await receive()
+            else:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        message = await receive()
+                except TimeoutError:
+                    raise self._too_late() from None
             if message["type"] == "http.disconnect":
                 raise ClientDisconnect()
             chunk = message.get("body", b"")
@@ -95,6 +89,15 @@ class BodyReader:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            if deadline is None:  # the body is still arriving: from now on it has body_timeout
+                deadline = asyncio.get_running_loop().time() + self._settings.body_timeout
+
+    def _too_late(self) -> Refused:
+        """The 408 of a body that did not arrive in time; the connection is closed (the rest may still come)."""
+        timeout = self._settings.body_timeout
+        return Refused(
+            408, f"the body did not arrive within {timeout:g} s: send it at once", headers={"Connection": "close"}
+        )
 
     def _too_large(self) -> Refused:
         """The 413 of a body over the limit (built only when one is: this is every write's path)."""

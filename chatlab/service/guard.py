@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .heads import head_refusal
+from .heads import CLOSING, head_refusal
 from .problems import problem_response
 from .security.browser import ServedHosts
 
@@ -27,7 +27,10 @@ class RequestGuard:
         if scope["type"] == "http":
             refusal = self.refusal(scope)
             if refusal is not None:
-                return await problem_response(*refusal)(scope, receive, send)
+                response = problem_response(*refusal)
+                if refusal[0] in CLOSING:
+                    response.headers["Connection"] = "close"
+                return await response(scope, receive, send)
         await self.app(scope, receive, send)
 
     def refusal(self, scope: Scope) -> tuple[int, str] | None:

@@ -3,18 +3,22 @@
 Both are open (no API key, whatever the settings) and outside the rate limit: a load balancer
 or an orchestrator calls them often and holds no key. ``/readyz`` asks the store for a cheap
 read and waits at most :data:`READY_TIMEOUT` seconds: a store that does not answer makes it
-``503`` problem JSON, so traffic goes to replicas that can serve.
+``503`` problem JSON, so traffic goes to replicas that can serve; it says "store unavailable" and
+nothing of where the store is (the log has the store's own error).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from fastapi import FastAPI, Response
 
 from ..stores import ChatHistoryStore, StoreError
 from ..vocabulary import Refused
 from .responses import json_response
+
+log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 2.0
 """How long ``/readyz`` waits for the store, in seconds."""
@@ -33,8 +37,9 @@ def add_health_routes(app: FastAPI, store: ChatHistoryStore, timeout: float = RE
             await asyncio.wait_for(store.ping(), timeout)
         except TimeoutError:
             raise _not_ready(f"the history store did not answer within {timeout:g} s") from None
-        except StoreError as exc:
-            raise _not_ready(f"the history store failed: {exc}") from None
+        except StoreError as exc:  # its message may name hosts, ports and databases: for the log, not the answer
+            log.warning("/readyz: the store is unavailable: %s", exc)
+            raise _not_ready("store unavailable") from None
         return json_response({"status": "ready"})
 
 

@@ -1,14 +1,17 @@
 """Prometheus metrics at ``GET /metrics`` (``serve --metrics``), with the official ``prometheus_client``.
 
 * ``chatlab_http_requests_total{method, route, status}``: answered requests, by route template
-  (``/chat-history/{conversationKey}``, never the key itself, so the series stay few);
+  (``/chat-history/{conversationKey}``, never the key itself); a method the service does not know, or a
+  path no route matches, is ``other``: the labels come from a fixed set, whatever clients send;
 * ``chatlab_http_request_duration_seconds{method, route}``: a latency histogram;
 * ``chatlab_store_operation_duration_seconds{operation}`` and ``chatlab_store_errors_total{operation}``:
   how long each store call took, and which failed (``StoreError``: the 503s);
 * ``chatlab_conversations`` and ``chatlab_messages``: what the in-memory store holds (cheap to
   know there; the database stores would need a scan, so they leave them out).
 
-Each app has its own registry, so several services in one process (tests, notebooks) never mix.
+``/metrics`` is served only with ``metrics`` on; with API keys, only to a request with a valid key
+(the counters are the whole service's, every namespace's). Each app has its own registry, so several
+services in one process (tests, notebooks) never mix.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Response
+from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from ..stores import ChatHistoryStore, InMemoryChatHistoryStore, StoreError
@@ -32,6 +35,8 @@ from ..stores.base import (
     Idempotency,
     WriteResult,
 )
+from ..vocabulary import Refused
+from .security.auth import ApiKeys
 
 
 class Metrics:
@@ -71,6 +76,11 @@ class Metrics:
             self.store_latency.labels(operation).observe(time.perf_counter() - start)
 
 
+#: The methods counted by name; any other is ``other``.
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"})
+OTHER = "other"
+
+
 class MetricsMiddleware:
     """ASGI middleware: counts and times every HTTP request by method, route template and status."""
 
@@ -93,16 +103,26 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_and_note)
         finally:
-            route = getattr(scope.get("route"), "path", None) or "(no route)"
-            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
-            self.metrics.latency.labels(scope["method"], route).observe(time.perf_counter() - start)
+            route = getattr(scope.get("route"), "path", None)  # a template of the app's own routes, or None
+            method = scope["method"] if scope["method"] in KNOWN_METHODS else OTHER
+            self.metrics.requests.labels(method, route or OTHER, str(status)).inc()
+            self.metrics.latency.labels(method, route or OTHER).observe(time.perf_counter() - start)
 
 
-def add_metrics(app: FastAPI, metrics: Metrics) -> None:
-    """Serve ``/metrics`` (open, outside the rate limit, not in the OpenAPI description) and count requests."""
+def add_metrics(app: FastAPI, metrics: Metrics, keys: ApiKeys | None) -> None:
+    """Serve ``/metrics`` (outside the rate limit, not in the OpenAPI description; with ``keys``, only to a request
+    with one of them) and count requests."""
 
     @app.get("/metrics", include_in_schema=False)
-    async def scrape() -> Response:
+    async def scrape(request: Request) -> Response:
+        if keys is not None:
+            scheme, _, key = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or keys.namespace_of(key.strip()) is None:
+                raise Refused(
+                    401,
+                    "/metrics needs an API key of the service: send `Authorization: Bearer <key>`",
+                    headers={"WWW-Authenticate": 'Bearer realm="chat-history"'},
+                )
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     app.add_middleware(MetricsMiddleware, metrics=metrics)

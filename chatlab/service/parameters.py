@@ -1,62 +1,77 @@
 """What a request names besides its body: the conversation key, ``If-Match``, ``Idempotency-Key``,
 ``after`` and ``limit``.
 
-Each is declared here for the OpenAPI description, and checked as that description says when
-the direct routes read it themselves (:mod:`.direct_routes`); a bad one is a 400 problem.
+The key is a FastAPI dependency; the others are read from the request by the endpoints themselves (so a bad one
+is a 400 problem that says what is wrong, and an unknown query parameter is refused), and described here for
+the OpenAPI description (:func:`documented`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Header, Path, Query, Request
+from fastapi import Path, Request
 
 from ..vocabulary import Refused
 from .security.conditions import IDEMPOTENCY_KEY_PATTERN
 from .settings import KEY_PATTERN, ServiceSettings
 
-IfMatch = Annotated[
-    str | None,
-    Header(
-        alias="If-Match",
-        description="Write (or delete) only if the conversation is still at one of these ETags (from a GET or an "
-        'earlier write); `*`: only if it exists; `"0"`: only if it does not. Otherwise 412 and nothing changes '
-        "(a weak or malformed tag never matches).",
-        examples=['"5f0c9a7e2b4d1e83.4"'],
-    ),
-]
-IdempotencyKey = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        description="A unique key per append (for example a UUID): a quoted string (an RFC 8941 String, as the "
-        "IETF draft defines the header) of 1 to 255 printable ASCII characters; anything else gets 400. Retrying "
-        "with the same key and messages appends once and answers as the first time; the same key with other "
-        "messages gets 422.",
-        examples=['"8e03978e-40d5-43e8-bc93-6894a57f9324"'],
-        json_schema_extra={"pattern": IDEMPOTENCY_KEY_PATTERN},
-    ),
-]
+
+def _parameter(where: str, name: str, description: str, schema: dict[str, Any], example: Any) -> dict[str, Any]:
+    """An OpenAPI Parameter Object: what a request may carry that its endpoint reads from the request itself."""
+    return {
+        "name": name,
+        "in": where,
+        "required": False,
+        "description": description,
+        "schema": schema,
+        "example": example,
+    }
+
+
+IF_MATCH = _parameter(
+    "header",
+    "If-Match",
+    "Write (or delete) only if the conversation is still at one of these ETags (from a GET or an earlier write); "
+    '`*`: only if it exists; `"0"`: only if it does not. Otherwise 412 and nothing changes (a weak or malformed tag '
+    "never matches).",
+    {"type": "string"},
+    '"5f0c9a7e2b4d1e83.4"',
+)
+IDEMPOTENCY_KEY = _parameter(
+    "header",
+    "Idempotency-Key",
+    "A unique key per append (for example a UUID), of 1 to 255 printable ASCII characters: a quoted string (an RFC "
+    '8941 String, as the IETF draft defines the header) or the same characters unquoted (`"abc"` and `abc` are one '
+    "key; unquoted, no spaces, quotes or backslashes); anything else gets 400. Retrying with the same key and "
+    "messages appends once and answers as the first time; the same key with other messages gets 422.",
+    {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
+    '"8e03978e-40d5-43e8-bc93-6894a57f9324"',
+)
 #: ``after`` and ``limit`` are positions; this bound keeps them within every store's integers.
 MAX_POSITION = 2**53
 _DIGITS = len(str(MAX_POSITION))
-After = Annotated[
-    int | None,
-    Query(
-        ge=0,
-        le=MAX_POSITION,
-        description="Skip the first N messages: only the ones after them. A client that holds the first N "
-        "messages of the version in its `ETag` fetches just the new ones; past the end: `[]`.",
-        examples=[20],
-    ),
-]
-Limit = Annotated[
-    int | None,
-    Query(
-        ge=1, le=MAX_POSITION, description="At most this many messages (a page); a `Link` header names the next one."
-    ),
-]
+AFTER = _parameter(
+    "query",
+    "after",
+    "Skip the first N messages: only the ones after them. A client that holds the first N messages of the version "
+    "in its `ETag` fetches just the new ones; past the end: `[]`.",
+    {"type": "integer", "minimum": 0, "maximum": MAX_POSITION},
+    20,
+)
+LIMIT = _parameter(
+    "query",
+    "limit",
+    "At most this many messages (a page); a `Link` header names the next one.",
+    {"type": "integer", "minimum": 1, "maximum": MAX_POSITION},
+    50,
+)
+
+
+def documented(*parameters: dict[str, Any]) -> dict[str, Any]:
+    """A route's ``openapi_extra`` naming the parameters its endpoint reads from the request itself."""
+    return {"parameters": list(parameters)}
 
 
 def conversation_key_dependency(settings: ServiceSettings) -> Any:
@@ -68,6 +83,8 @@ def conversation_key_dependency(settings: ServiceSettings) -> Any:
     def check(key: str) -> str:
         if not (1 <= len(key) <= max_length and pattern.fullmatch(key)):
             raise Refused(400, f"invalid conversationKey: {rule}")
+        if _CONTROL.search(key):  # whatever the pattern allows: no store keeps them all (PostgreSQL refuses NUL)
+            raise Refused(400, "invalid conversationKey: it holds a control character (such as NUL); remove it")
         return key
 
     async def conversation_key(
@@ -82,6 +99,10 @@ def conversation_key_dependency(settings: ServiceSettings) -> Any:
 
     conversation_key.check = check  # type: ignore[attr-defined]  # the same check, called directly (.direct_routes)
     return conversation_key
+
+
+#: Control characters (C0, DEL, C1) and lone surrogates, refused in any key: a store may not keep them.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def _key_rule(settings: ServiceSettings) -> str:
@@ -117,3 +138,27 @@ def parse_header(parse: Any, value: str | None) -> Any:
         return parse(value)
     except ValueError as exc:
         raise Refused(400, str(exc)) from None
+
+
+def read_positions(request: Request) -> tuple[int | None, int | None]:
+    """``after`` and ``limit`` of a read (``None`` when absent); any other query parameter is a 400."""
+    if not request.scope["query_string"]:  # the common read: no query to parse
+        return None, None
+    refuse_unknown_query(request, ("after", "limit"))
+    return read_position(request, "after", 0), read_position(request, "limit", 1)
+
+
+def condition_headers(request: Request) -> tuple[str | None, str | None]:
+    """The first ``If-Match`` and the ``Idempotency-Key``, in one pass over the raw headers.
+
+    Several ``Idempotency-Key`` lines are one list (RFC 9110 section 5.3), which is not the one String the header
+    holds: they are joined, and refused as malformed; an empty one is there, and malformed too.
+    """
+    if_match, keys = None, []
+    for name, value in request.scope["headers"]:
+        if name == b"if-match":
+            if if_match is None:
+                if_match = value.decode("latin-1")
+        elif name == b"idempotency-key":
+            keys.append(value.decode("latin-1"))
+    return if_match, ", ".join(keys) if keys else None

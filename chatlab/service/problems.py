@@ -124,10 +124,10 @@ def _allowed_methods(request: Request) -> list[str]:
 
 def _http_hint(status: int) -> str:
     if status == 404:
-        return "no such endpoint: see GET /docs for the API (/, /chat-history, /chat-history/{conversationKey})"
+        return "no such endpoint: see GET /openapi.json for the API (/, /chat-history, /chat-history/{conversationKey})"
     if status == 405:
-        return "this endpoint does not accept that method: see GET /docs"
-    return "see GET /docs for the API"
+        return "this endpoint does not accept that method: see GET /openapi.json"
+    return "see GET /openapi.json for the API"
 
 
 _HANDLERS: dict[type[Exception], Any] = {

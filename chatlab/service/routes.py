@@ -25,23 +25,50 @@ moved on since.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from urllib.parse import quote
 
-from fastapi import FastAPI, Request, Response
+import anyio
+import msgspec
+from fastapi import Depends, FastAPI, Request, Response
 
 from ..stores import ChatHistoryStore
-from ..stores.base import Idempotency
+from ..stores.base import ConversationSummary, Idempotency
 from ..vocabulary import Refused
+from . import jsontext
 from . import schema as wire
 from .bodies import BodyReader
-from .direct_routes import Arguments, direct
+from .callers import caller_dependency
 from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_docs, header_doc, problem_doc
-from .parameters import After, IdempotencyKey, IfMatch, Limit, parse_header
+from .parameters import (
+    AFTER,
+    IDEMPOTENCY_KEY,
+    IF_MATCH,
+    LIMIT,
+    condition_headers,
+    conversation_key_dependency,
+    documented,
+    parse_header,
+    read_positions,
+)
 from .responses import Answer, json_answer, json_response
 from .security.auth import Caller
 from .security.conditions import etag, fingerprint, parse_idempotency_key, parse_if_match
 from .settings import ServiceSettings
 
 SERVICE_NAME = "chat-history-service"
+_encode = msgspec.json.Encoder().encode
+
+
+class Arguments:
+    """What the endpoints take besides their own parameters: who calls (``caller``) and which conversation (``key``).
+
+    Use them as parameter defaults, not in local ``Annotated`` aliases: the endpoints' annotations are strings,
+    resolved in this module's scope.
+    """
+
+    def __init__(self, settings: ServiceSettings) -> None:
+        self.caller = Depends(caller_dependency(settings))
+        self.key = Depends(conversation_key_dependency(settings))
 
 
 def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
@@ -68,20 +95,27 @@ def _add_listing_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         summary="Stored conversations and their message counts, ordered by key",
     )
     async def list_conversations(caller: Caller = arguments.caller) -> Response:
-        prefix = caller.prefix
-        summaries = await store.summaries(prefix)
-        return json_response(
-            [
-                {
-                    "conversationKey": s.conversation_key[len(prefix) :],
-                    "messageCount": s.message_count,
-                    "createdAt": iso_time(s.created_at),
-                    "updatedAt": iso_time(s.updated_at),
-                }
-                for s in summaries
-                if caller.owns(s.conversation_key)
-            ]
-        )
+        summaries = await store.summaries(caller.prefix)
+        # formatted and encoded in a worker thread, a piece at a time: a long list must not hold the event loop
+        return json_answer(await anyio.to_thread.run_sync(_listing, summaries, caller), [])
+
+
+def _listing(summaries: list[ConversationSummary], caller: Caller) -> bytes:
+    """The JSON of ``GET /chat-history``: the caller's conversations, encoded :data:`jsontext.PIECE` at a time
+    (each encoding call holds the GIL, which the event loop needs between them)."""
+    prefix = caller.prefix
+    rows = [
+        {
+            "conversationKey": s.conversation_key[len(prefix) :],
+            "messageCount": s.message_count,
+            "createdAt": iso_time(s.created_at),
+            "updatedAt": iso_time(s.updated_at),
+        }
+        for s in summaries
+        if caller.owns(s.conversation_key)
+    ]
+    pieces = [_encode(rows[i : i + jsontext.PIECE])[1:-1] for i in range(0, len(rows), jsontext.PIECE)]
+    return b"[" + b",".join(pieces) + b"]"
 
 
 def _refuse_empty_key(app: FastAPI) -> None:
@@ -111,11 +145,10 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         description="Without parameters, every message in order (the article's request). `after=N` skips the "
         "first N, `limit=L` returns at most L; the `ETag` and `X-Message-Count` describe the whole conversation "
         "in the same snapshot as the messages returned.",
+        openapi_extra=documented(AFTER, LIMIT),
     )
-    @direct(arguments.for_read)
-    async def get_messages(
-        caller: Caller = arguments.caller, key: str = arguments.key, after: After = None, limit: Limit = None
-    ) -> Response:
+    async def get_messages(request: Request, caller: Caller = arguments.caller, key: str = arguments.key) -> Response:
+        after, limit = read_positions(request)
         stored = caller.stored_key(key)
         if after is None and limit is None:
             whole = await store.read_array(stored)
@@ -124,7 +157,8 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         headers = _version_headers(part.version, part.count)
         end = part.start + len(part.messages)
         if limit is not None and end < part.count:
-            headers.append((b"link", f'</chat-history/{key}?after={end}&limit={limit}>; rel="next"'.encode("latin-1")))
+            link = f'<{conversation_path(key)}?after={end}&limit={limit}>; rel="next"'
+            headers.append((b"link", link.encode("ascii")))
         return json_answer(b"[" + b",".join(part.messages) + b"]", headers)
 
     @app.head(
@@ -141,10 +175,15 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         },
         summary="Whether a conversation exists and how many messages it holds, without reading them",
     )
-    @direct(arguments.caller_and_key)
     async def count_messages(caller: Caller = arguments.caller, key: str = arguments.key) -> Response:
         part = await store.read_slice(caller.stored_key(key), 0, 0)
         return Answer(200, _version_headers(part.version, part.count))  # no Content-Length: a GET's is not 0
+
+
+def conversation_path(key: str) -> str:
+    """The path of a conversation as a header carries it: ASCII, the key percent-encoded as UTF-8 (RFC 3986),
+    so that any key the key pattern allows makes a valid ``Location`` or ``Link``."""
+    return "/chat-history/" + quote(key, safe="")
 
 
 def iso_time(seconds: float | None) -> str | None:
@@ -185,16 +224,12 @@ def _add_writing_routes(
             422: problem_doc("The `Idempotency-Key` was used before with other messages."),
         },
         summary="Append messages to a conversation",
-        openapi_extra=body_doc("AppendChatMessagesRequest"),
+        openapi_extra={**body_doc("AppendChatMessagesRequest"), **documented(IF_MATCH, IDEMPOTENCY_KEY)},
     )
-    @direct(arguments.for_append)
     async def append_messages(
-        request: Request,
-        caller: Caller = arguments.caller,
-        key: str = arguments.key,
-        if_match: IfMatch = None,
-        idempotency_key: IdempotencyKey = None,
+        request: Request, caller: Caller = arguments.caller, key: str = arguments.key
     ) -> Response:
+        if_match, idempotency_key = condition_headers(request)
         condition = parse_header(parse_if_match, if_match) if if_match is not None else None
         idem_key = parse_header(parse_idempotency_key, idempotency_key) if idempotency_key is not None else None
         messages = await read_messages(request)
@@ -204,7 +239,7 @@ def _add_writing_routes(
             else None
         )
         result = await store.append(caller.stored_key(key), messages, if_match=condition, idempotency=idempotency)
-        headers = [(b"location", f"/chat-history/{key}".encode("latin-1")), (b"etag", etag(result.version).encode())]
+        headers = [(b"location", conversation_path(key).encode("ascii")), (b"etag", etag(result.version).encode())]
         if result.replayed:
             headers.append((b"idempotent-replayed", b"true"))
         headers.append((b"content-length", b"0"))
@@ -216,12 +251,12 @@ def _add_writing_routes(
         response_class=Response,
         responses={204: {"description": "Replaced.", "headers": {"ETag": ETAG_DOC}}, **errors.writes},
         summary="Replace a conversation's messages",
-        openapi_extra=body_doc("ReplaceChatMessagesRequest"),
+        openapi_extra={**body_doc("ReplaceChatMessagesRequest"), **documented(IF_MATCH)},
     )
-    @direct(arguments.for_replace)
     async def replace_messages(
-        request: Request, caller: Caller = arguments.caller, key: str = arguments.key, if_match: IfMatch = None
+        request: Request, caller: Caller = arguments.caller, key: str = arguments.key
     ) -> Response:
+        if_match = condition_headers(request)[0]
         condition = parse_header(parse_if_match, if_match)
         messages = await read_messages(request)
         result = await store.replace(caller.stored_key(key), messages, if_match=condition)
@@ -238,10 +273,11 @@ def _add_writing_routes(
         summary="Delete a conversation",
         description="Without `If-Match`, as in the article. With the `ETag` of a GET, only if nobody wrote "
         "meanwhile: a client that read a conversation and decided to delete it never wipes an append it did not see.",
+        openapi_extra=documented(IF_MATCH),
     )
-    @direct(arguments.for_delete)
     async def delete_conversation(
-        caller: Caller = arguments.caller, key: str = arguments.key, if_match: IfMatch = None
+        request: Request, caller: Caller = arguments.caller, key: str = arguments.key
     ) -> Response:
+        if_match = condition_headers(request)[0]
         await store.delete(caller.stored_key(key), if_match=parse_header(parse_if_match, if_match))
         return Answer(204, [])

@@ -218,6 +218,10 @@ class Problem(BaseModel):
     )
 
 
+#: The refusal of a body nested deeper than a parser or validator on its way takes (each has its own limit).
+TOO_DEEP = "the body is nested too deeply for a chat message: flatten it"
+
+
 #: The most validation errors listed in one answer (a body can hold 500,000 invalid items).
 MAX_ERRORS = 100
 _messages_adapter = TypeAdapter(list[ChatMessage])
@@ -236,11 +240,19 @@ def decode_messages_body(
     """Parse a ``{"messages": [...]}`` body once, check it and return each message as compact JSON.
 
     Each message's bytes are the compact JSON of what was sent, every number's text kept
-    (:mod:`.jsontext`). The limits (413) are checked before the schema (400), the cheap before the dear.
+    (:mod:`.jsontext`). The limits (413) are checked before the schema (400), the cheap before the dear; a body
+    nested deeper than a parser takes is a 400 (:data:`TOO_DEEP`), whichever parser finds it.
     Raises :class:`~chatlab.vocabulary.Refused` saying what is wrong; nothing is returned for a bad body,
     so a refused request changes nothing. ``in_pieces``: a large body in a worker thread is
     validated, encoded and freed in pieces that each hold the GIL briefly, and freed there.
     """
+    try:
+        return _decode_body(body, max_messages, max_message_bytes, in_pieces)
+    except RecursionError:  # raised cleanly by each parser and encoder at its own depth limit
+        raise Refused(400, TOO_DEEP) from None
+
+
+def _decode_body(body: bytes, max_messages: int, max_message_bytes: int | None, in_pieces: bool) -> list[bytes]:
     if not in_pieces:
         stored = _already_stored_form(body, max_messages, max_message_bytes)
         if stored is not None:
@@ -283,7 +295,7 @@ def _already_stored_form(body: bytes, max_messages: int, max_message_bytes: int 
         too_large = max_message_bytes is not None and encoded and max(map(len, encoded)) > max_message_bytes
         if too_large or not precheck.valid(messages, _PRECHECKED):
             return None
-    except (msgspec.MsgspecError, ValueError):  # not JSON, or numbers out of msgspec's range
+    except (msgspec.MsgspecError, ValueError, RecursionError):  # not JSON, numbers out of range, or too deep
         return None
     for message in messages:  # valid: each is an object whose "contents" is a list of objects
         for content in message["contents"]:

@@ -204,6 +204,14 @@ class ServiceSettings(BaseSettings):
         Field(description="serve the read-only conversation viewer at `/ui` (docs/viewer.md)"),
         Flag(group="access", default="on; `serve` beyond loopback: off unless asked"),
     ] = True
+    api_docs: Annotated[
+        bool,
+        Field(
+            description="serve Swagger UI at `/docs` and ReDoc at `/redoc` (they load their scripts from a CDN, so "
+            "they need the internet; `/openapi.json` is always served)"
+        ),
+        Flag(group="access", default="off"),
+    ] = False
     access_log: Annotated[
         bool,
         Field(description="log a line per request (`uvicorn.access`); off: quiet, and up to a fifth faster"),
@@ -234,7 +242,7 @@ class ServiceSettings(BaseSettings):
             raise ValueError(f"the conversation key pattern {pattern!r} is not a regular expression: {exc}") from None
         return pattern
 
-    @field_validator("viewer", "metrics", "access_log", mode="before")
+    @field_validator("viewer", "metrics", "access_log", "api_docs", mode="before")
     @classmethod
     def _yes_no(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, str) and value.strip().lower() not in _YES_NO:

@@ -49,10 +49,13 @@ def test_health_is_open_and_outside_the_rate_limit() -> None:
     server = start_service(settings=settings)
     try:
         with httpx.Client(base_url=server.url) as http:
-            for path in ("/healthz", "/readyz", "/metrics") * 3:
-                assert http.get(path).status_code == 200, path
-            assert http.get("/chat-history").status_code == 401
             authorized = {"Authorization": f"Bearer {KEY}"}
+            for path in ("/healthz", "/readyz") * 3:
+                assert http.get(path).status_code == 200, path
+            for _ in range(3):  # /metrics: behind a key when keys are on, outside the rate limit
+                assert http.get("/metrics", headers=authorized).status_code == 200
+            assert http.get("/metrics").status_code == 401
+            assert http.get("/chat-history").status_code == 401
             assert http.get("/chat-history", headers=authorized).status_code == 200
             assert http.get("/chat-history", headers=authorized).status_code == 429
     finally:

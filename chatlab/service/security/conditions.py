@@ -8,10 +8,11 @@
   nothing, so a client never overwrites or deletes what it has not seen.
 * ``Idempotency-Key`` on ``POST``: a structured-field String (RFC 8941) of 1 to 255 characters, as
   the IETF draft (draft-ietf-httpapi-idempotency-key-header) defines it: ``"8e03978e-..."``, quoted;
-  anything else is refused with 400. The first request with a key is applied and recorded
-  (per conversation, for the idempotency TTL); the same key with the same messages is
-  answered as before without appending again (``Idempotent-Replayed: true``); the same key
-  with other messages is refused with ``422``.
+  or the same characters unquoted, as most clients send it (``8e03978e-...``: printable ASCII, no
+  space, quote or backslash); ``"abc"`` and ``abc`` are the same key. Anything else is refused with 400.
+  The first request with a key is applied and recorded (per conversation, for the idempotency TTL);
+  the same key with the same messages is answered as before without appending again
+  (``Idempotent-Replayed: true``); the same key with other messages is refused with ``422``.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from ...stores.base import ANY, EncodedMessage
 from ...vocabulary import Version
 
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
-IDEMPOTENCY_KEY_PATTERN = r'^"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\]){1,255}"$'
-"""An ``Idempotency-Key`` header's OpenAPI pattern: an sf-string (RFC 8941 section 3.3.3) of 1 to 255 characters.
-An Item's parameters after it (``;name=value``) are ignored, as the draft defines none."""
+IDEMPOTENCY_KEY_PATTERN = r'^(?:"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\]){1,255}"|[\x21\x23-\x5b\x5d-\x7e]{1,255})$'
+"""An ``Idempotency-Key`` header's OpenAPI pattern: an sf-string (RFC 8941 section 3.3.3) of 1 to 255 characters,
+or the unquoted form. A String's parameters after it (``;name=value``) are ignored, as the draft defines none."""
 
 
 def etag(version: str) -> str:
@@ -66,6 +67,8 @@ def parse_if_match(value: str | None) -> tuple[str, ...] | None:
 
 #: A String without escapes, whitespace around it or parameters: its characters are the key.
 _PLAIN_KEY = re.compile(r'"[\x20\x21\x23-\x5b\x5d-\x7e]{1,255}"')
+#: The unquoted form most clients send (Stripe's, for one): printable ASCII without space, quote or backslash.
+_TOKEN_KEY = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,255}")
 
 
 def parse_idempotency_key(value: str | None) -> str | None:
@@ -74,6 +77,8 @@ def parse_idempotency_key(value: str | None) -> str | None:
         return None
     if _PLAIN_KEY.fullmatch(value):  # the usual key, as the provider sends it: what http_sf would return
         return value[1:-1]
+    if _TOKEN_KEY.fullmatch(value):  # unquoted: the same key as quoted
+        return value
     try:  # header values come as Latin-1 text: encoding gives back the bytes that were sent
         item = http_sf.parse(value.encode("latin-1"), tltype="item")  # (value, parameters)
     except (http_sf.StructuredFieldError, UnicodeEncodeError):
@@ -81,9 +86,9 @@ def parse_idempotency_key(value: str | None) -> str | None:
     key = item[0] if isinstance(item, tuple) else None
     if type(key) is not str or not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_LENGTH:
         raise ValueError(
-            f"Idempotency-Key must be a quoted string of 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters "
-            '(an RFC 8941 String; \\ escapes " and \\), for example a UUID: '
-            'Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"'
+            f"Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII characters, quoted (an RFC "
+            '8941 String; \\ escapes " and \\) or unquoted without spaces, quotes or backslashes, for example a '
+            'UUID: Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324" or Idempotency-Key: 8e03978e40d543e8'
         )
     return key
 

@@ -1,0 +1,192 @@
+"""What uvicorn does not bound itself: a request head's time and size while it arrives, and who waits for a slot.
+
+uvicorn closes an idle keep-alive connection after ``timeout_keep_alive`` and answers 503 past
+``limit_concurrency`` open connections, but it waits for a request's head for ever (its keep-alive
+timer stops at the first byte), httptools keeps a head in memory however long it grows (h11 stops
+at ``h11_max_incomplete_event_size``), and a client that holds every connection slot with heads it
+never finishes locks everyone else out. No option of uvicorn covers these (upstream:
+https://github.com/Kludex/uvicorn/issues/157), so :func:`guarded_protocol` subclasses uvicorn's
+own HTTP protocol class (httptools' or h11's, passed as ``uvicorn.Config(http=...)``) and uses
+only the asyncio protocol's callbacks (``connection_made``, ``data_received``, ``connection_lost``)
+and uvicorn's ``on_response_complete``:
+
+* **head deadline**: from a connection's opening (or its previous answer) a request's head must be
+  in within ``header_timeout``, else the connection is closed (with a 408 if part of a head came);
+* **head size**: a head (request line and header fields) over :data:`MAX_HEAD_BYTES` is answered
+  431 and the connection closed as soon as that many bytes came, before the parser holds more; the
+  app then holds a head to its own, smaller limits (:mod:`.heads`);
+* **fair slots**: at ``max_connections`` open connections, a new one closes the connection that has
+  waited longest for a head (a silent or trickling one, or an idle keep-alive one), so clients that
+  hold slots without sending requests cannot lock others out; connections serving a request are
+  never closed, and when every slot serves one uvicorn's ``limit_concurrency`` answers 503.
+
+A head's end is found in the bytes as they arrive (the blank line after the fields). Bytes a client
+pipelines while its previous request is served are not counted, and the deadline restarts at each
+answer: a pipelined request still being served when it passes is cut off (no common client pipelines).
+uvicorn's versions this was tested with are pinned in pyproject.toml. A body's deadline is kept by
+the app (:mod:`.bodies`), and under another server that server's own bounds apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import weakref
+from typing import Any
+
+from ..serverstack import server_stack
+from .settings import ServiceSettings
+
+#: The largest request head (request line and header fields) a connection may send: RFC 9110 section 4.1 asks
+#: for URLs of 8,000 octets, and the app refuses header fields over 8 KiB (:mod:`.heads`); the rest is headroom
+#: for a client's own headers, so that a head the app would answer is never cut off here.
+MAX_HEAD_BYTES = 64 * 1024
+
+
+def server_options(settings: ServiceSettings, http: str | None = None) -> dict[str, Any]:
+    """The :class:`uvicorn.Config` options that enforce the settings' connection bounds, on the HTTP protocol
+    ``http`` ("h11" or "httptools"; default: the server stack's, :mod:`chatlab.serverstack`)."""
+    http = http or server_stack().http
+    return {
+        "timeout_keep_alive": settings.keep_alive_timeout,
+        # uvicorn counts the connection a request came on: at N it refuses the N-th, so N + 1 serves N
+        "limit_concurrency": settings.max_connections + 1,
+        "http": guarded_protocol(http, settings.header_timeout, settings.max_connections),
+    }
+
+
+def _base(http: str) -> type[asyncio.Protocol]:
+    if http == "httptools":
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+        return HttpToolsProtocol
+    if http == "h11":
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        return H11Protocol
+    raise ValueError(f"unknown HTTP protocol {http!r}: use h11 or httptools")
+
+
+class _Waiting:
+    """The connections of one server that wait for a request's head, the longest-waiting first."""
+
+    def __init__(self) -> None:
+        self.connections: dict[Any, None] = {}
+        self.open = 0
+
+
+#: Per uvicorn server (its shared ``ServerState``, which every protocol instance is given).
+_SERVERS: weakref.WeakKeyDictionary[Any, _Waiting] = weakref.WeakKeyDictionary()
+
+
+@functools.cache  # one class per choice: equal settings give equal server options (see BackgroundServer.ensure)
+def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol ``http`` with a deadline and a size bound on each request's head, and fair slots."""
+    base: type[Any] = _base(http)
+    late = _problem(408, "Request Timeout", f"the request's head did not arrive within {header_timeout:g} s")
+    large = _problem(
+        431, "Request Header Fields Too Large", f"the request's head is over {MAX_HEAD_BYTES} bytes: send less"
+    )
+
+    class GuardedProtocol(base):  # type: ignore[misc]  # the base class is chosen at run time
+        """Bound the time and size of each request's head; give a waiting slot to a new connection when full."""
+
+        def __init__(self, config: Any, server_state: Any, *args: Any, **kwargs: Any) -> None:
+            super().__init__(config, server_state, *args, **kwargs)
+            self.guard_server = _SERVERS.setdefault(server_state, _Waiting())
+            self.guard_loop: asyncio.AbstractEventLoop | None = None
+            self.guard_transport: asyncio.Transport | None = None
+            self.guard_timer: asyncio.TimerHandle | None = None
+            self.guard_head: int | None = 0  # bytes of the head arriving; None: a request is being served
+            self.guard_tail = b""  # the last bytes seen, for a blank line split between two reads
+            self.guard_since = 0.0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            self.guard_loop, self.guard_transport = asyncio.get_running_loop(), transport
+            server = self.guard_server
+            server.open += 1
+            if server.open > max_connections and server.connections:  # the longest waiter makes room
+                oldest = next(iter(server.connections))
+                oldest.guard_close(late if oldest.guard_head else None)
+            self.guard_wait()
+
+        def data_received(self, data: bytes) -> None:
+            if self.guard_head is not None and not self.guard_seen(data):
+                return
+            super().data_received(data)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            transport = self.guard_transport
+            if transport is not None and not transport.is_closing():
+                self.guard_wait()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.guard_server.open -= 1
+            self.guard_server.connections.pop(self, None)
+            if self.guard_timer is not None:
+                self.guard_timer.cancel()
+                self.guard_timer = None
+            super().connection_lost(exc)
+
+        def guard_wait(self) -> None:
+            """From now on the next request's head has ``header_timeout``; this connection waits for it."""
+            self.guard_head, self.guard_tail = 0, b""
+            assert self.guard_loop is not None
+            self.guard_since = self.guard_loop.time()
+            self.guard_server.connections.pop(self, None)
+            self.guard_server.connections[self] = None  # the newest waiter
+            if self.guard_timer is None:  # one timer per connection, moved only when it fires
+                self.guard_timer = self.guard_loop.call_at(self.guard_since + header_timeout, self.guard_expire)
+
+        def guard_seen(self, data: bytes) -> bool:
+            """Count a head's bytes; ``False`` when the head is over the limit (answered 431 and closed)."""
+            seen = self.guard_tail + data
+            ends = [at + len(mark) for mark in (b"\r\n\r\n", b"\n\n") if (at := seen.find(mark)) >= 0]
+            arrived = (min(ends) if ends else len(seen)) - len(self.guard_tail)
+            size = (self.guard_head or 0) + arrived
+            if size > MAX_HEAD_BYTES:
+                self.guard_close(large)
+                return False
+            if ends:  # the head is in: the request is the app's now
+                self.guard_head = None
+                self.guard_server.connections.pop(self, None)
+            else:
+                self.guard_head, self.guard_tail = size, seen[-3:]
+            return True
+
+        def guard_expire(self) -> None:
+            """Close the connection if it still waits for a head and its time is up."""
+            self.guard_timer = None
+            if self.guard_head is None:
+                return  # a request is served: its answer starts the next wait
+            due, loop = self.guard_since + header_timeout, self.guard_loop
+            if loop is not None and due > loop.time():  # the wait started again after the timer was set
+                self.guard_timer = loop.call_at(due, self.guard_expire)
+                return
+            self.guard_close(late if self.guard_head else None)
+
+        def guard_close(self, answer: bytes | None) -> None:
+            """Close the connection, with ``answer`` first (written as raw bytes: no request reached the app)."""
+            self.guard_server.connections.pop(self, None)
+            transport = self.guard_transport
+            if transport is None or transport.is_closing():
+                return
+            if answer is not None:
+                transport.write(answer)
+            transport.close()
+
+    GuardedProtocol.__name__ = GuardedProtocol.__qualname__ = f"Guarded{base.__name__}"
+    return GuardedProtocol
+
+
+def _problem(status: int, title: str, detail: str) -> bytes:
+    """A problem JSON answer that closes the connection, as raw bytes."""
+    body = json.dumps({"title": title, "status": status, "detail": detail}).encode()
+    head = (
+        f"HTTP/1.1 {status} {title}\r\ncontent-type: application/problem+json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
