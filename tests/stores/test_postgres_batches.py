@@ -479,3 +479,31 @@ def test_calls_behind_a_long_statement_start_another_once_it_is_slow() -> None:
         assert await first == "a"
 
     asyncio.run(main())
+
+
+def test_without_a_set_patience_it_follows_how_long_statements_usually_take() -> None:
+    """By default a batcher's patience is derived from the statements it ran: after quick ones, calls queued behind
+    a statement that runs far longer start another at once rather than waiting for it."""
+    from chatlab.stores.postgres.batches import Batcher
+
+    async def main() -> None:
+        batches: list[list[str]] = []
+        release = asyncio.Event()
+
+        async def run(args: list[str], deadline: float) -> list[str]:
+            batches.append(list(args))
+            if args == ["slow"]:
+                await release.wait()
+            return args
+
+        batcher: Batcher[str, str] = Batcher(run, timeout=lambda: 30.0, late=lambda: StoreError("late"), statements=2)
+        for quick in "abcde":
+            assert await batcher.submit(quick) == quick
+        slow = batcher.submit("slow")
+        await asyncio.sleep(0)
+        assert await asyncio.wait_for(batcher.submit("f"), 5.0) == "f"  # answered while "slow" still runs
+        assert not slow.done()
+        release.set()
+        assert await slow == "slow"
+
+    asyncio.run(main())
