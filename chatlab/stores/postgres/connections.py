@@ -201,6 +201,8 @@ class Lease:
         connections = self._connections
         try:
             if self._pool is not None and self._conn is not None:
+                if exc is not None and not isinstance(exc, Exception):  # cancelled: maybe mid-statement
+                    self._conn.terminate()  # rather than wait for the server to confirm a cancel request
                 await self._pool.release(self._conn)  # a terminated connection is replaced, not reused
         except Exception as release_exc:
             if exc is None:
