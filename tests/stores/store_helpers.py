@@ -84,27 +84,20 @@ def run_writers(writer: Callable[[int], None], writers: int, timeout: float = 12
     assert errors == [], errors
 
 
-def call_append(conn: Any, query: str, member: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The single append function's row for ``member``, sent as the store sends it (libpq, binary parameters) on
-    a synchronous psycopg connection."""
-    from chatlab.stores.postgres_raw_append import append_parameters, append_row
+def call_append_function(base: str, schema: str, batches: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """The PostgreSQL append function's answers for each batch of ``AppendMember``s in turn, called as the store
+    calls it (one statement per batch), on a connection of its own to the server at ``base``."""
+    import asyncpg
 
-    encoding = conn.info.encoding
-    return append_row(_exec(conn, query, append_parameters(member, encoding)), encoding)
+    from chatlab.stores.postgres.appends import append_many
+    from chatlab.stores.postgres.statements import statements_for
 
+    async def main() -> list[list[Any]]:
+        conn = await asyncpg.connect(base)
+        try:
+            call = statements_for(schema).append
+            return [list(await append_many(conn, call, members)) for members in batches]
+        finally:
+            await conn.close()
 
-def call_append_batch(conn: Any, query: str, members: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The batch append function's rows for ``members``, in order, sent as the store sends them."""
-    from chatlab.stores.postgres_raw_append import append_batch_parameters, append_batch_rows
-
-    encoding = conn.info.encoding
-    return append_batch_rows(_exec(conn, query, append_batch_parameters(members, encoding)), encoding, len(members))
-
-
-def _exec(conn: Any, query: str, parameters: Sequence[bytes | None]) -> Any:
-    from psycopg import errors, pq
-
-    result = conn.pgconn.exec_params(query.encode(), parameters, param_formats=[1] * len(parameters), result_format=1)
-    if result.status != pq.ExecStatus.TUPLES_OK:
-        raise errors.error_from_result(result)
-    return result
+    return asyncio.run(main())

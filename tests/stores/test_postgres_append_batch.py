@@ -1,5 +1,5 @@
-"""The PostgreSQL batch append function decides a batch set-based exactly as the single append decides its members
-one at a time, in arrival order (real PostgreSQL): the same answers, the same tables after. Random batches over few
+"""The PostgreSQL append function decides a batch set-based exactly as it decides the same members sent one at a
+time, in arrival order (real PostgreSQL): the same answers, the same tables after. Random batches over few
 conversations mix If-Match (current, stale, ``*``, empty lists), idempotency replays, keys reused with other bodies,
 several members on one key, records that expire between members, empty appends, refusals beside successes."""
 
@@ -12,9 +12,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from chatlab.stores.postgres_sql import build_queries
+from chatlab.stores.postgres.appends import AppendMember
 from tests.stores.conftest import drop_postgres_schema
-from tests.stores.store_helpers import call_append, call_append_batch
+from tests.stores.store_helpers import call_append_function
 
 KEYS = ["a", "b", "c", "new1", "new2"]
 
@@ -64,8 +64,8 @@ def _state(conn: Any, schema: str, now: float) -> tuple[list[Any], ...]:
     )
 
 
-def _batch(rng: random.Random, conn: Any, schema: str, round_: int, now: float) -> list[tuple[Any, ...]]:
-    """A batch's members as the single append's parameters, If-Match lists guessed from the stored versions."""
+def _batch(rng: random.Random, conn: Any, schema: str, round_: int, now: float) -> list[AppendMember]:
+    """A batch's members, If-Match lists guessed from the stored versions."""
     versions = dict(conn.execute(f'SELECT conversation_key, version FROM "{schema}".chatlab_conversations').fetchall())
     members = []
     for i in range(rng.randint(1, 12)):
@@ -79,20 +79,11 @@ def _batch(rng: random.Random, conn: Any, schema: str, round_: int, now: float) 
         ttl = rng.choice([1000.0, 1000.0, 0.0005])  # a record that expires before the next member's now
         at = now + i * 0.001
         bodies = [f"r{round_}m{i}b{j}".encode() for j in range(count)]
-        params = (
-            f"lock:{key}",
-            key,
-            at,
-            count,
-            bodies,
-            f"g{round_}x{i}",
-            at + 0.5,
-            if_match,
-            idem,
-            fingerprint,
-            at + ttl,
+        members.append(
+            AppendMember(
+                f"lock:{key}", key, at, bodies, f"g{round_}x{i}", at + 0.5, if_match, idem, fingerprint, at + ttl
+            )
         )
-        members.append(params)
     return members
 
 
@@ -106,13 +97,12 @@ def test_a_batch_decides_as_its_members_one_at_a_time(postgres_url: str) -> None
         with _open(base, schema) as batched, _open(base, one) as single:
             _seed(batched, schema, now)
             _seed(single, one, now)
-            q_batch, q_one = build_queries(schema), build_queries(one)
             outcomes = {"written": 0, "refused": 0, "replayed": 0}
             for round_ in range(40):
                 now += 1.0
                 members = _batch(rng, single, one, round_, now)
-                rows = call_append_batch(batched, q_batch["append_batch"], members)  # every member answered
-                expected = [call_append(single, q_one["append"], m) for m in members]
+                [rows] = call_append_function(base, schema, [members])  # every member answered
+                expected = [row for [row] in call_append_function(base, one, [[m] for m in members])]
                 assert rows == expected, round_
                 assert _state(batched, schema, now + 1) == _state(single, one, now + 1), round_
                 for _, fingerprint, _, written in expected:
@@ -123,22 +113,39 @@ def test_a_batch_decides_as_its_members_one_at_a_time(postgres_url: str) -> None
 
 
 def test_the_batch_function_s_generic_plans_read_through_indexes(postgres_url: str) -> None:
-    """The function plans its statements once per session (generic plans: custom ones were planned anew on each
-    call, ~0.5 ms), maybe while the tables are still empty: its reads and its purge of expired records must go
+    """The function plans its statements once per session (generic plans: custom ones would be planned anew on each
+    call), maybe while the tables are still empty: its reads and its purge of expired records must go
     through the indexes all the same, or they would scan the tables once large."""
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]
-    with _open(base, schema) as conn:
-        plans: list[str] = []
-        conn.add_notice_handler(lambda diag: plans.append(diag.message_primary or ""))
+    import asyncio
+
+    import asyncpg
+
+    from chatlab.stores.postgres.appends import append_many
+    from chatlab.stores.postgres.statements import statements_for
+
+    _open(base, schema).close()
+    plans: list[str] = []
+
+    async def main() -> None:
+        conn = await asyncpg.connect(base)
         try:
-            conn.execute("LOAD 'auto_explain'")
-        except Exception as exc:  # pragma: no cover - depends on the server's contrib modules
-            pytest.skip(f"auto_explain is not available: {exc}")
-        for setting in ["log_min_duration = 0", "log_nested_statements = on", "log_level = notice"]:
-            conn.execute(f"SET auto_explain.{setting}")
-        members = [(f"lock:k{i}", f"k{i}", 1e9, 1, [b"m"], "g", 1e9, None, f"i{i}", "fp", 2e9) for i in range(3)]
-        call_append_batch(conn, build_queries(schema)["append_batch"], members)
+            conn.add_log_listener(lambda _, message: plans.append(message.message or ""))
+            try:
+                await conn.execute("LOAD 'auto_explain'")
+            except Exception as exc:  # pragma: no cover - depends on the server's contrib modules
+                pytest.skip(f"auto_explain is not available: {exc}")
+            for setting in ["log_min_duration = 0", "log_nested_statements = on", "log_level = notice"]:
+                await conn.execute(f"SET auto_explain.{setting}")
+            members = [
+                AppendMember(f"lock:k{i}", f"k{i}", 1e9, [b"m"], "g", 1e9, None, f"i{i}", "fp", 2e9) for i in range(3)
+            ]
+            await append_many(conn, statements_for(schema).append, members)
+        finally:
+            await conn.close()
+
+    asyncio.run(main())
     inner = [plan for plan in plans if "chatlab_idempotency" in plan and "Query Text: SELECT * FROM" not in plan]
     assert len(inner) == 2, plans  # the read, the write
     assert all("Seq Scan on chatlab_" not in plan for plan in inner), inner

@@ -26,9 +26,7 @@ def _store(url: str, **options: float) -> object:
 
 
 def _batches(store):  # type: ignore[no-untyped-def]
-    from chatlab.stores.postgres_batches import batches_of
-
-    return batches_of(store)
+    return store.batches()
 
 
 def message(**fields: object) -> bytes:
@@ -247,7 +245,7 @@ def test_a_call_whose_deadline_passes_in_the_queue_fails_without_running(postgre
             await store.read("k")
 
             async def hold() -> None:
-                async with store._connection():
+                async with store.connections.acquire():
                     await asyncio.sleep(0.8)
 
             holder = asyncio.create_task(hold())
@@ -297,14 +295,14 @@ def test_the_sweep_and_batched_appends_do_not_deadlock(postgres_url: str) -> Non
             await asyncio.gather(sweep(), *(appender(t) for t in range(8)))
             assert swept > 0
             assert all(_batches(w).appends.members > _batches(w).appends.statements for w in writers)
-            async with sweeper._connection() as conn:  # type: ignore[attr-defined]
-                cur = await conn.execute(
+            async with sweeper.connections.acquire() as conn:  # type: ignore[attr-defined]
+                found = await conn.fetch(
                     "SELECT c.conversation_key, c.message_count, count(m.*), coalesce(max(m.position), -1)"
                     f' FROM "{sweeper.schema}".chatlab_conversations c'  # type: ignore[attr-defined]
                     f' LEFT JOIN "{sweeper.schema}".chatlab_messages m USING (conversation_key)'  # type: ignore[attr-defined]
                     " GROUP BY c.conversation_key, c.message_count"
                 )
-                for key, count, rows, last in await cur.fetchall():
+                for key, count, rows, last in found:
                     assert count == rows == last + 1, key
         finally:
             for store in (*writers, sweeper):
@@ -348,12 +346,12 @@ def test_a_member_whose_arguments_the_database_refuses_fails_alone(postgres_url:
 
 
 def test_a_burst_larger_than_a_batch_is_split_and_every_call_answered(postgres_url: str) -> None:
-    """More calls at once than a statement takes (MAX_BATCH): they go in two statements, each call answered with
+    """More calls at once than a statement takes (``max_batch``): they go in two statements, each call answered with
     its own conversation."""
-    from chatlab.stores.postgres_batches import MAX_BATCH
+    MAX_BATCH = 64
 
     async def main() -> None:
-        store = _store(postgres_url, timeout=30.0)
+        store = _store(postgres_url, timeout=30.0, max_batch=MAX_BATCH)
         try:
             await asyncio.gather(*(store.append(f"k{i}", [message(k=i)] * (i % 3 + 1)) for i in range(10)))
             reads, appends = _batches(store).reads, _batches(store).appends
@@ -371,17 +369,17 @@ def test_a_burst_larger_than_a_batch_is_split_and_every_call_answered(postgres_u
     asyncio.run(main())
 
 
-def test_a_role_that_may_not_create_the_function_appends_one_at_a_time(
+def test_a_role_that_may_not_create_the_missing_function_reads_and_is_told_why_it_cannot_append(
     postgres_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A schema an older chatlab made (the single append's function, no batch append function), used by a role that
-    may read and write its tables but not create in it: the store still works, its appends running one statement
-    each."""
+    """A schema that lacks the append function (an older chatlab made it), used by a role that may read and write its
+    tables but not create in it: reads work; appends fail with a StoreError (503) that says what to do, and
+    nothing is written; the warning is logged once."""
     import os
 
     import psycopg
 
-    from chatlab.stores.postgres_append_sql import APPEND_BATCH_FUNCTION
+    from chatlab.stores.postgres.appends import FUNCTION
 
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]
@@ -396,7 +394,7 @@ def test_a_role_that_may_not_create_the_function_appends_one_at_a_time(
 
     asyncio.run(create())
     with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f'DROP FUNCTION "{schema}"."{APPEND_BATCH_FUNCTION}"')
+        admin.execute(f'DROP FUNCTION "{schema}"."{FUNCTION}"')
         admin.execute(f'CREATE ROLE "{role}" LOGIN')
         try:
             admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
@@ -407,18 +405,22 @@ def test_a_role_that_may_not_create_the_function_appends_one_at_a_time(
             async def use() -> None:
                 store = _store(url, timeout=30.0)
                 try:
-                    results = await asyncio.gather(*(store.append(f"k{i % 3}", [message(n=i)]) for i in range(9)))
-                    assert sorted(count_of(r.version) for r in results) == [1, 1, 1, 2, 2, 2, 3, 3, 3]
                     assert (await store.read("k")).messages == [message(n=0)]
+                    results = await asyncio.gather(
+                        *(store.append(f"k{i % 3}", [message(n=i)]) for i in range(4)), return_exceptions=True
+                    )
+                    for result in results:
+                        assert isinstance(result, StoreError) and "run chatlab once with a role" in str(result)
+                    assert (await store.read("k0")).version == ABSENT
                 finally:
                     await store.close()
 
             asyncio.run(use())
-            assert sum("appends run one at a time" in r.getMessage() for r in caplog.records) == 1
+            assert sum("may not create it" in r.getMessage() for r in caplog.records) == 1
             exists = admin.execute(
                 "SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
                 " WHERE n.nspname = %s AND p.proname = %s",
-                (schema, APPEND_BATCH_FUNCTION),
+                (schema, FUNCTION),
             ).fetchone()
             assert exists is None
         finally:
@@ -426,9 +428,9 @@ def test_a_role_that_may_not_create_the_function_appends_one_at_a_time(
             admin.execute(f'DROP ROLE "{role}"')
 
 
-def _held_batcher(batches: list[list[str]], release: asyncio.Event):  # type: ignore[no-untyped-def]
+def _held_batcher(batches: list[list[str]], release: asyncio.Event, patience: float):  # type: ignore[no-untyped-def]
     """A batcher of two drainers whose first statement runs until ``release`` is set (the scheduling alone)."""
-    from chatlab.stores.postgres_batches import Batcher
+    from chatlab.stores.postgres.batches import Batcher
 
     async def run(args: list[str], deadline: float) -> list[str]:
         batches.append(list(args))
@@ -436,19 +438,16 @@ def _held_batcher(batches: list[list[str]], release: asyncio.Event):  # type: ig
             await release.wait()
         return args
 
-    return Batcher(run, lambda: 30.0, lambda: StoreError("late"), inflight=2)
+    return Batcher(run, timeout=lambda: 30.0, late=lambda: StoreError("late"), statements=2, patience=patience)
 
 
-def test_calls_queued_behind_a_statement_just_begun_wait_and_share_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_calls_queued_behind_a_statement_just_begun_wait_and_share_the_next() -> None:
     """A second statement does not start while the first is young: the calls behind it go together after it."""
-    from chatlab.stores import postgres_batches
-
-    monkeypatch.setattr(postgres_batches, "SLOW", 30.0)
 
     async def main() -> None:
         batches: list[list[str]] = []
         release = asyncio.Event()
-        batcher = _held_batcher(batches, release)
+        batcher = _held_batcher(batches, release, patience=30.0)
         first = batcher.submit("a")
         await asyncio.sleep(0)  # its statement runs
         later = []
@@ -464,22 +463,47 @@ def test_calls_queued_behind_a_statement_just_begun_wait_and_share_the_next(monk
     asyncio.run(main())
 
 
-def test_calls_behind_a_long_statement_start_another_once_it_is_slow(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With every caller waiting no later call comes to start a drainer: a timer does, SLOW after the statement
-    began, so a long read (a large conversation) does not hold up the short ones behind it."""
-    from chatlab.stores import postgres_batches
-
-    monkeypatch.setattr(postgres_batches, "SLOW", 0.05)
+def test_calls_behind_a_long_statement_start_another_once_it_is_slow() -> None:
+    """With every caller waiting no later call comes to start a drainer: a timer does, once the statement has run
+    its batcher's patience, so a long read (a large conversation) does not hold up the short ones behind it."""
 
     async def main() -> None:
         batches: list[list[str]] = []
         release = asyncio.Event()
-        batcher = _held_batcher(batches, release)
+        batcher = _held_batcher(batches, release, patience=0.05)
         first = batcher.submit("a")
         await asyncio.sleep(0)
         assert await asyncio.wait_for(batcher.submit("b"), 5.0) == "b"  # answered while "a" still runs
         assert not first.done() and batches == [["a"], ["b"]]
         release.set()
         assert await first == "a"
+
+    asyncio.run(main())
+
+
+def test_without_a_set_patience_it_follows_how_long_statements_usually_take() -> None:
+    """By default a batcher's patience is derived from the statements it ran: after quick ones, calls queued behind
+    a statement that runs far longer start another at once rather than waiting for it."""
+    from chatlab.stores.postgres.batches import Batcher
+
+    async def main() -> None:
+        batches: list[list[str]] = []
+        release = asyncio.Event()
+
+        async def run(args: list[str], deadline: float) -> list[str]:
+            batches.append(list(args))
+            if args == ["slow"]:
+                await release.wait()
+            return args
+
+        batcher: Batcher[str, str] = Batcher(run, timeout=lambda: 30.0, late=lambda: StoreError("late"), statements=2)
+        for quick in "abcde":
+            assert await batcher.submit(quick) == quick
+        slow = batcher.submit("slow")
+        await asyncio.sleep(0)
+        assert await asyncio.wait_for(batcher.submit("f"), 5.0) == "f"  # answered while "slow" still runs
+        assert not slow.done()
+        release.set()
+        assert await slow == "slow"
 
     asyncio.run(main())

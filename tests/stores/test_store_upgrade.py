@@ -163,21 +163,23 @@ def test_postgres_schema_made_once_by_many_first_calls(postgres_url: str) -> Non
     asyncio.run(main())
 
 
+OLDER_FUNCTION = "chatlab_append_1"
+"""The single append's function that an older chatlab created beside the batch one (left as it is)."""
+
+
 @pytest.mark.parametrize("dropped", ["both", "grouped"])
-def test_postgres_version_3_schema_gains_the_append_functions(postgres_url: str, dropped: str) -> None:
+def test_postgres_version_3_schema_gains_the_append_function(postgres_url: str, dropped: str) -> None:
     """A version 3 schema that an older chatlab made (tables only, or tables and the single append's function)
-    gets the missing functions on first use, once, and keeps its tables and data: the functions are created beside
-    them, nothing is altered; grouped appends then run through the new function."""
+    gets the missing append function on first use, once, and keeps its tables, data and other functions: the
+    function is created beside them, nothing is altered; grouped appends then run through it."""
     from urllib.parse import parse_qs, urlsplit
 
     import psycopg
 
-    from chatlab.stores.postgres_append_sql import APPEND_BATCH_FUNCTION
-    from chatlab.stores.postgres_sql import APPEND_FUNCTION
+    from chatlab.stores.postgres.appends import FUNCTION
 
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]
-    both = sorted([APPEND_FUNCTION, APPEND_BATCH_FUNCTION])
 
     async def write_then_drop_the_function() -> str:
         store = open_store(postgres_url)
@@ -196,11 +198,12 @@ def test_postgres_version_3_schema_gains_the_append_functions(postgres_url: str,
             ).fetchall()
             return sorted(row[0] for row in rows)
 
-    assert functions() == both
+    assert functions() == [FUNCTION]
     with psycopg.connect(base, autocommit=True) as conn:  # the schema as an older chatlab left it
-        conn.execute(f'DROP FUNCTION "{schema}"."{APPEND_BATCH_FUNCTION}"')
-        if dropped == "both":
-            conn.execute(f'DROP FUNCTION "{schema}"."{APPEND_FUNCTION}"')
+        conn.execute(f'DROP FUNCTION "{schema}"."{FUNCTION}"')
+        if dropped == "grouped":  # it had the single append's function only (its body does not matter here)
+            conn.execute(f'CREATE FUNCTION "{schema}"."{OLDER_FUNCTION}"() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$')
+    expected = [FUNCTION] if dropped == "both" else sorted([OLDER_FUNCTION, FUNCTION])
 
     async def use() -> None:
         store = open_store(postgres_url)
@@ -215,4 +218,4 @@ def test_postgres_version_3_schema_gains_the_append_functions(postgres_url: str,
             await store.close()
 
     asyncio.run(use())
-    assert functions() == both
+    assert functions() == expected

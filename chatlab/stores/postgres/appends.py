@@ -1,10 +1,11 @@
-"""The PostgreSQL store's append function: a batch of appends (one or many) decided and written set-based.
+"""The append rules of the PostgreSQL store, in one place: a server-side function that decides and writes a batch
+of appends (one or many) in one statement, one transaction.
 
-Per statement, not per row, is what an append costs the backend (its executor's start, its plan's locks): running
-the single append's statement once per member of a batch spent most of a batch's time starting statements. This
-function runs a fixed number of statements whatever the batch's size: the locks, one read of what the members
-need, then one write of everything decided. Between the two, a loop in arrival order decides each member against
-the stored state and the members before it, the rules of one append applied one member at a time:
+An append must check its conversation's version (``if_match``) and its idempotency record, then write, as one atomic
+step across every process sharing the database; doing that in the database makes an append (or a batch of them)
+one round trip. The function runs a fixed number of statements whatever the batch's size: the locks, one read of what
+the members need, then one write of everything decided. Between the two, a loop in arrival order decides each member
+against the stored state and the members before it, the rules of one append applied one member at a time:
 
 * If-Match: the conversation's version (``"0"`` when absent) is in the list, or the list holds ``"*"`` and the
   conversation exists;
@@ -12,37 +13,70 @@ the stored state and the members before it, the rules of one append applied one 
   answers it (a replay, or a reuse with another fingerprint), and nothing is written;
 * otherwise the member is written: its messages after the conversation's last, the version the conversation's
   generation and its new count (an empty append writes no message and keeps the version), its record if it has
-  a key.
+  a key; and a few expired idempotency records are purged (:data:`PURGE_BATCH` per record written).
 
 Members to one conversation, or to one record, see the members before them: the state of each conversation and of
-each record is kept at the index of its first member in the batch.
+each record is kept at the index of its first member in the batch. Python only reads the answers
+(:class:`AppendOutcome`).
 """
 
 from __future__ import annotations
 
-from .postgres_sql import PURGE_BATCH
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
-APPEND_BATCH_FUNCTION = "chatlab_append_many_2"
-"""The append's server-side function (named as the others: a new name, never a changed body under the same name).
-Parameters: one array element per member, the single append's parameters ($5 the members' messages one after
-another, $8 their ``if_match`` lists one after another, $9 each list's length, -1 for none); one row back per member,
-in arrival order, with its 1-based index: the version before it, the record that answered it (fingerprint and
-version), the version written (``None`` when refused)."""
+if TYPE_CHECKING:
+    from asyncpg import Connection
+    from asyncpg.pool import PoolConnectionProxy
+
+FUNCTION = "chatlab_append_many_2"
+"""The function's name. A new body gets a new name, never a changed body under the same name, so processes of
+different chatlab versions can share a database, each calling the function it was written for."""
+
+PURGE_BATCH = 16
+"""Expired idempotency records deleted per record written (part of the function's body: a change needs a new name)."""
 
 PURGE_SCAN = 1024
-"""The purge's inner bound, a constant (so even a generic plan reads the expiry index in order); the outer bound,
-:data:`~chatlab.stores.postgres_sql.PURGE_BATCH` per record written, stops it early."""
+"""The purge's inner bound, a constant (so even a generic plan reads the expiry index in order)."""
 
-# Variables, per member i: its conversation's first member c (r.c) and its record's first member p (r.p, NULL without
-# a key). Kept at c: cv version (NULL: absent), cn count of versions (0 while the version is NULL), cp rows, cg
-# generation (NULL: a new one), ca messages added, cf/cl first/last writer's clock. Kept at p: pf, pv, pe the live
-# record (fingerprint, version, expiry), pw whether it is written. wp[i] where member i's messages start, bo[i] its
-# first message's offset in $5.
-CREATE_APPEND_BATCH_FUNCTION = (
-    "CREATE OR REPLACE FUNCTION {append_batch_function}(text[], text[], float8[], int4[], bytea[], text[],"
+
+class AppendMember(NamedTuple):
+    """One append as the function takes it."""
+
+    lock_key: str
+    """The conversation's advisory lock key (replace, delete, restore and the sweep take the same one)."""
+    conversation_key: str
+    now: float
+    """Wall-clock time: idempotency records that expire at or before it are dead."""
+    messages: Sequence[bytes]
+    generation: str
+    """The version's generation if the conversation does not exist yet."""
+    written_at: float
+    """The store's clock: the conversation's ``updated_at`` (and ``created_at`` when new)."""
+    if_match: Sequence[str] | None = None
+    idempotency_key: str | None = None
+    fingerprint: str | None = None
+    expires_at: float | None = None
+    """When the idempotency record written by this append expires."""
+
+
+class AppendOutcome(NamedTuple):
+    """What the function decided for one member."""
+
+    before: str | None
+    """The conversation's version before the member (``None``: it did not exist)."""
+    fingerprint: str | None
+    """The live idempotency record that answered it (``None``: none did), and the version it recorded."""
+    recorded: str | None
+    written: str | None
+    """The version the member wrote (``None``: refused, by ``if_match`` or by an idempotency record)."""
+
+
+CREATE_FUNCTION = (
+    "CREATE OR REPLACE FUNCTION {function}(text[], text[], float8[], int4[], bytea[], text[],"
     " float8[], text[], int4[], text[], text[], float8[])"
     " RETURNS TABLE (o_index int4, o_version text, o_fingerprint text, o_recorded text, o_written text)"
-    # generic plans, planned once per session: custom ones were planned anew on every call (~0.5 ms a batch); planned
+    # generic plans, planned once per session (custom ones would be planned anew on every call); planned
     # maybe while the tables are empty, so no sequential scan, which would read the tables once large
     " LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off"
     " AS $fn$ DECLARE n int4 := cardinality($2); r record; i int4; ci int4;"
@@ -106,11 +140,53 @@ CREATE_APPEND_BATCH_FUNCTION = (
     " WHERE pw[s.i] ON CONFLICT (conversation_key, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
     " version = excluded.version, expires_at = excluded.expires_at; END IF; END $fn$"
 )
-"""The function's creation (the table names filled in by :func:`~chatlab.stores.postgres_sql.build_queries`)."""
+"""The function's creation, its table names to fill in by :func:`create_function`."""
 
-CALL_APPEND_BATCH = (
-    "SELECT * FROM {append_batch_function}($1::text[], $2::text[], $3::float8[], $4::int4[], $5::bytea[],"
+CALL = (
+    "SELECT * FROM {function}($1::text[], $2::text[], $3::float8[], $4::int4[], $5::bytea[],"
     " $6::text[], $7::float8[], $8::text[], $9::int4[], $10::text[], $11::text[], $12::float8[])"
 )
-"""A batch's one statement: one call of the function (numbered binary parameters, sent on libpq by
-:mod:`chatlab.stores.postgres_raw`)."""
+
+
+def create_function(names: dict[str, str]) -> str:
+    """The ``CREATE FUNCTION`` statement, with ``names`` (quoted, schema-qualified ``function``, ``conversations``,
+    ``messages``, ``idempotency``) filled in."""
+    return CREATE_FUNCTION.format(**names)
+
+
+def call_function(names: dict[str, str]) -> str:
+    """The statement that appends a batch: one call of the function, one row per member."""
+    return CALL.format(**names)
+
+
+def arguments(members: Sequence[AppendMember]) -> list[object]:
+    """The function's twelve arrays: one element per member, the messages and the ``if_match`` lists flattened one
+    member after another (with each list's length, -1 for none)."""
+    return [
+        [m.lock_key for m in members],
+        [m.conversation_key for m in members],
+        [m.now for m in members],
+        [len(m.messages) for m in members],
+        [body for m in members for body in m.messages],
+        [m.generation for m in members],
+        [m.written_at for m in members],
+        [version for m in members if m.if_match is not None for version in m.if_match],
+        [-1 if m.if_match is None else len(m.if_match) for m in members],
+        [m.idempotency_key for m in members],
+        [m.fingerprint for m in members],
+        [m.expires_at for m in members],
+    ]
+
+
+async def append_many(
+    conn: Connection | PoolConnectionProxy, call: str, members: Sequence[AppendMember]
+) -> list[AppendOutcome]:
+    """Run a batch (``call``: :func:`call_function`'s statement) on ``conn``: one round trip, one implicit
+    transaction, committed when it returns. The outcomes are in the members' order."""
+    rows = await conn.fetch(call, *arguments(members))
+    outcomes: list[AppendOutcome | None] = [None] * len(members)
+    for index, before, fingerprint, recorded, written in rows:
+        outcomes[index - 1] = AppendOutcome(before, fingerprint, recorded, written)
+    if any(outcome is None for outcome in outcomes):  # pragma: no cover - the function answers every member
+        raise RuntimeError("the append function left a member unanswered")
+    return [outcome for outcome in outcomes if outcome is not None]

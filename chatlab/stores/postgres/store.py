@@ -1,0 +1,375 @@
+"""Chat history in PostgreSQL, shared by any number of service processes (asyncpg; ``pip install 'chatlab[postgres]'``).
+
+Guarantees:
+
+* Each write is one transaction, committed before the call returns: a crash of the service process afterwards loses
+  nothing (PostgreSQL's own durability then applies: ``fsync`` and ``synchronous_commit`` on, as by default).
+* Every write first takes a transaction-scoped advisory lock on its conversation's key, then checks ``if_match`` (and
+  an append its idempotency record), writes and records in the same transaction: a check and its write are one
+  atomic step across processes, also for a conversation that does not exist yet. Concurrent appends to one
+  conversation, from any process, get disjoint contiguous ranges of positions, in commit order.
+* Appends are decided and written by one server-side function (:mod:`.appends`, the one home of the append rules):
+  one statement, one round trip, for one append or a batch. The appends that wait at one moment in one process go
+  together (:mod:`.batches`); a refusal is its member's alone, members to one conversation see each other in arrival
+  order, and a failure fails every member and writes nothing.
+* Reads that wait at one moment go together too: one statement over the array of keys, one snapshot taken after every
+  member's call began. :meth:`read_slice` reads only the positions asked for (the client's incremental reads).
+* ``message_count`` changes in the same transaction as the messages: summaries are exact. Messages are ``bytea``:
+  what was stored is what comes back, byte for byte.
+* Whoever takes several conversations' locks in one transaction (a batch of appends, the retention sweep, a restore)
+  takes them in one order, so they never deadlock.
+* Every operation ends within ``timeout`` seconds, the waits for its batch and a connection included, even when the
+  server or the network stops answering (:mod:`.connections`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from .._urls import split_url
+from ..base import (
+    ABSENT,
+    ChatHistoryStore,
+    Conversation,
+    ConversationArray,
+    ConversationRecord,
+    ConversationSlice,
+    ConversationSummary,
+    EncodedMessage,
+    Idempotency,
+    IdempotencyKeyReused,
+    StoreError,
+    VersionMismatch,
+    WriteResult,
+    check_slice,
+    new_generation,
+    new_version,
+    prefix_upper_bound,
+    version_matches,
+)
+from .appends import AppendMember, AppendOutcome, append_many
+from .batches import Batcher
+from .connections import CHATLAB_PARAMETERS, Connections, PoolSettings, redacted
+from .schema import Schema
+from .statements import SCHEMA_VERSION, statements_for
+
+if TYPE_CHECKING:
+    from asyncpg.pool import PoolConnectionProxy
+
+INT8_MAX = 2**63 - 1
+EMPTY_ARRAY = ConversationArray(b"[]", 0, ABSENT)
+
+
+class ReadRequest(NamedTuple):
+    """One read of a batch: the conversation, its first position, and at most how many messages (``None``: all)."""
+
+    conversation_key: str
+    after: int
+    limit: int | None
+
+
+class ReadRow(NamedTuple):
+    """One read's answer: the conversation's message count, its version, and the messages asked for."""
+
+    message_count: int
+    version: str
+    messages: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Batches:
+    """The store's batchers of one event loop."""
+
+    reads: Batcher[ReadRequest, ReadRow | None]
+    appends: Batcher[AppendMember, AppendOutcome]
+
+
+def _refused_alone(exc: Exception) -> bool:
+    """Whether a batch failed on one member's arguments (asyncpg's encoding of them, or the server's refusal before
+    it ran anything): the members then run one at a time."""
+    import asyncpg
+
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+    return isinstance(cause, asyncpg.DataError | asyncpg.ProgramLimitExceededError) or (
+        isinstance(cause, asyncpg.InterfaceError) and isinstance(cause, ValueError)  # an argument asyncpg cannot send
+    )
+
+
+def _check_key(conversation_key: str) -> None:
+    if "\x00" in conversation_key:
+        raise StoreError("PostgreSQL text cannot hold a NUL character: the conversation key has one")
+
+
+class PostgresChatHistoryStore(ChatHistoryStore):
+    """History in four tables of one PostgreSQL schema (created on first use).
+
+    ``url`` is a libpq-style URL (``postgresql://user@host:5432/db``, ``postgres://`` too); the extra query parameter
+    ``schema=NAME`` puts the tables in that schema (created if missing) instead of ``public``. ``timeout`` bounds
+    each operation on the client side, the waits for its batch and a connection included; ``statement_timeout``
+    (seconds, ``None`` for the server's) bounds each statement on the server, lock waits included. ``min_size`` and
+    ``max_size`` size each event loop's pool. ``read_statements`` and ``append_statements``: how many read and
+    append statements of one event loop may run at once (each takes a connection; the calls waiting meanwhile form
+    the next batch); ``max_batch``: at most this many calls share one statement.
+    """
+
+    schema_version = SCHEMA_VERSION
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        timeout: float = 5.0,
+        statement_timeout: float | None = 30.0,
+        min_size: int = 1,
+        max_size: int = 10,
+        read_statements: int = 2,
+        append_statements: int = 1,
+        max_batch: int = 64,
+    ) -> None:
+        try:
+            import asyncpg  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ImportError("the PostgreSQL store needs asyncpg: pip install 'chatlab[postgres]'") from exc
+        conninfo, ours = split_url(url, CHATLAB_PARAMETERS)
+        self.conninfo = conninfo
+        self.schema = schema or ours.get("schema") or "public"
+        self.statement_timeout = statement_timeout
+        self.min_size = min_size
+        self.max_size = max_size
+        self.read_statements = max(1, min(read_statements, max_size))
+        self.append_statements = max(1, min(append_statements, max_size))
+        self.max_batch = max_batch
+        self.where = redacted(conninfo)
+        self.description = (
+            f"Chat history is stored in PostgreSQL at {self.where} (schema {self.schema}) and exposed over HTTP."
+        )
+        self.statements = statements_for(self.schema)
+        self._schema = Schema(self.statements, where=self.where, clock=lambda: self.clock())
+        settings = PoolSettings.of(
+            conninfo, min_size=min_size, max_size=max_size, statement_timeout=statement_timeout, timeout=timeout
+        )
+        self.connections = Connections(settings, where=self.where, timeout=timeout, prepare=self._schema.ensure)
+        self._batches: dict[asyncio.AbstractEventLoop, Batches] = {}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.where} schema={self.schema}>"
+
+    @property
+    def timeout(self) -> float:
+        """Seconds each operation may take (settable)."""
+        return self.connections.timeout
+
+    @timeout.setter
+    def timeout(self, value: float) -> None:
+        self.connections.timeout = value
+
+    def batches(self) -> Batches:
+        """The batchers of the running event loop (made on first use there)."""
+        loop = asyncio.get_running_loop()
+        batches = self._batches.get(loop)
+        if batches is None:
+            for closed in [other for other in self._batches if other.is_closed()]:
+                del self._batches[closed]
+
+            def timeout() -> float:
+                return self.connections.timeout
+
+            late = self.connections.no_connection
+            batches = self._batches[loop] = Batches(
+                Batcher(
+                    self._read_many,
+                    timeout=timeout,
+                    late=late,
+                    statements=self.read_statements,
+                    max_batch=self.max_batch,
+                    alone=_refused_alone,
+                ),
+                Batcher(
+                    self._append_many,
+                    timeout=timeout,
+                    late=late,
+                    statements=self.append_statements,
+                    max_batch=self.max_batch,
+                    alone=_refused_alone,
+                ),
+            )
+        return batches
+
+    # -- batches' statements ------------------------------------------------------------
+
+    async def _read_many(self, requests: list[ReadRequest], deadline: float) -> list[ReadRow | None]:
+        async with self.connections.acquire(deadline) as conn:
+            rows = await conn.fetch(
+                self.statements.read,
+                [r.conversation_key for r in requests],
+                [r.after for r in requests],
+                [r.limit for r in requests],
+            )
+        return [None if count is None else ReadRow(count, version, messages) for count, version, messages in rows]
+
+    async def _append_many(self, members: list[AppendMember], deadline: float) -> list[AppendOutcome]:
+        async with self.connections.acquire(deadline) as conn:
+            if self._schema.appends_refused is not None:
+                raise StoreError(self._schema.appends_refused)
+            return await append_many(conn, self.statements.append, members)
+
+    # -- the store interface ----------------------------------------------------------
+
+    async def _read(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ReadRow | None:
+        _check_key(conversation_key)
+        # positions past bigint read as far as any can: nothing after such an ``after``, no limit at such a limit
+        limit = None if limit is None or limit > INT8_MAX else limit
+        return await self.batches().reads.submit(ReadRequest(conversation_key, min(after, INT8_MAX), limit))
+
+    async def get(self, conversation_key: str) -> list[EncodedMessage]:
+        row = await self._read(conversation_key)
+        return [] if row is None else row.messages
+
+    async def read(self, conversation_key: str) -> Conversation:
+        row = await self._read(conversation_key)
+        return Conversation([], ABSENT) if row is None else Conversation(row.messages, row.version)
+
+    async def read_array(self, conversation_key: str) -> ConversationArray:
+        row = await self._read(conversation_key)
+        if row is None:
+            return EMPTY_ARRAY
+        return ConversationArray(b"[" + b",".join(row.messages) + b"]", len(row.messages), row.version)
+
+    async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        check_slice(after, limit)
+        row = await self._read(conversation_key, after, limit)
+        if row is None:
+            return ConversationSlice([], after, 0, ABSENT)
+        return ConversationSlice(row.messages, after, row.message_count, row.version)
+
+    def _lock_key(self, conversation_key: str) -> str:
+        """The conversation's advisory lock key: every write to it, from any process, takes this lock first."""
+        return f"chatlab:{self.schema}:{conversation_key}"
+
+    async def append(
+        self,
+        conversation_key: str,
+        messages: Sequence[EncodedMessage],
+        *,
+        if_match: Collection[str] | None = None,
+        idempotency: Idempotency | None = None,
+    ) -> WriteResult:
+        batch = [bytes(m) for m in messages]
+        if not batch and if_match is None and idempotency is None:
+            return WriteResult((await self.read(conversation_key)).version)
+        _check_key(conversation_key)
+        now = time.time()
+        member = AppendMember(
+            lock_key=self._lock_key(conversation_key),
+            conversation_key=conversation_key,
+            now=now,
+            messages=batch,
+            generation=new_generation(),
+            written_at=self.clock(),
+            if_match=None if if_match is None else list(if_match),
+            idempotency_key=None if idempotency is None else idempotency.key,
+            fingerprint=None if idempotency is None else idempotency.fingerprint,
+            expires_at=None if idempotency is None else now + idempotency.ttl,
+        )
+        outcome = await self.batches().appends.submit(member)
+        if idempotency is not None and outcome.fingerprint is not None:
+            if outcome.fingerprint != idempotency.fingerprint:
+                raise IdempotencyKeyReused(idempotency.key)
+            return WriteResult(outcome.recorded or ABSENT, replayed=True)
+        if outcome.written is None:
+            raise VersionMismatch(outcome.before or ABSENT)
+        return WriteResult(outcome.written)
+
+    async def _lock_and_check(
+        self, conn: PoolConnectionProxy, conversation_key: str, if_match: Collection[str] | None
+    ) -> None:
+        """Take the conversation's write lock (until commit), then check ``if_match``: a write that checks and
+        writes under one lock never undoes what another process wrote after the check."""
+        await conn.execute(self.statements.lock, self._lock_key(conversation_key))
+        await self._check(conn, conversation_key, if_match)
+
+    async def _check(self, conn: PoolConnectionProxy, conversation_key: str, if_match: Collection[str] | None) -> None:
+        """Check ``if_match`` against the stored version; the caller holds the conversation's write lock."""
+        current = await conn.fetchval(self.statements.current, conversation_key)
+        current = ABSENT if current is None else current
+        if not version_matches(current, if_match):
+            raise VersionMismatch(current)
+
+    async def _write_messages(self, conn: PoolConnectionProxy, conversation_key: str, messages: list[bytes]) -> None:
+        await conn.execute(self.statements.delete_messages, conversation_key)
+        if messages:
+            await conn.execute(self.statements.insert_messages, conversation_key, 0, messages)
+
+    async def replace(
+        self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
+    ) -> WriteResult:
+        _check_key(conversation_key)
+        batch = [bytes(m) for m in messages]
+        async with self.connections.acquire() as conn, conn.transaction():
+            await self._lock_and_check(conn, conversation_key, if_match)
+            version = new_version(len(batch))
+            now = self.clock()
+            await conn.execute(self.statements.replace_count, conversation_key, len(batch), version, now, now)
+            await self._write_messages(conn, conversation_key, batch)
+            return WriteResult(version)
+
+    async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        _check_key(conversation_key)
+        async with self.connections.acquire() as conn, conn.transaction():
+            await self._lock_and_check(conn, conversation_key, if_match)
+            await conn.execute(self.statements.delete_conversation, conversation_key)
+            await conn.execute(self.statements.delete_messages, conversation_key)
+
+    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
+        q = self.statements
+        upper = prefix_upper_bound(prefix) if prefix else None
+        async with self.connections.acquire() as conn:
+            if not prefix:
+                rows = await conn.fetch(q.summaries)
+            elif upper is None:
+                rows = await conn.fetch(q.summaries_from, prefix)
+            else:
+                rows = await conn.fetch(q.summaries_range, prefix, upper)
+        return [ConversationSummary(*row) for row in rows]
+
+    async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        """All records in one transaction: every lock first (in the one order of all takers of several), then each
+        record checked under its lock and written."""
+        for record in records:
+            _check_key(record.conversation_key)
+        q = self.statements
+        async with self.connections.acquire() as conn, conn.transaction():
+            await conn.execute(q.lock_many, [self._lock_key(r.conversation_key) for r in records])
+            for record in records:
+                key = record.conversation_key
+                await self._check(conn, key, [record.expected])
+                count = len(record.messages)
+                await conn.execute(q.restore_count, key, count, record.version, record.created_at, record.updated_at)
+                await self._write_messages(conn, key, [bytes(m) for m in record.messages])
+
+    async def sweep(self) -> int:
+        """Deletes what is due in transactions of up to ``SWEEP_BATCH`` conversations, each under its write lock and
+        only if still due (a write that came in between keeps its conversation)."""
+        cutoff = self.cutoff()
+        if cutoff is None:
+            return 0
+        q, deleted = self.statements, 0
+        while True:
+            async with self.connections.acquire() as conn, conn.transaction():
+                due = [row[0] for row in await conn.fetch(q.due, cutoff)]
+                if not due:
+                    return deleted
+                await conn.execute(q.lock_many, [self._lock_key(k) for k in due])
+                gone = [row[0] for row in await conn.fetch(q.sweep, due, cutoff)]
+                await conn.execute(q.delete_messages_many, gone)
+                deleted += len(gone)
+
+    async def close(self) -> None:
+        """Close the connection pools (a later call opens new ones)."""
+        self._batches.clear()
+        await self.connections.close()
