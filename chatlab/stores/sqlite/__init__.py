@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .._urls import path_from_url
+from .schema import SCHEMA_VERSION
 from .store import SqliteChatHistoryStore
 
-__all__ = ["SqliteChatHistoryStore", "path_from_url"]
+__all__ = ["SCHEMA_VERSION", "SqliteChatHistoryStore", "path_from_url"]
