@@ -188,18 +188,23 @@ class Readers:
 
     def _next(self, reader: _Reader) -> _Item | None:
         """The next queued read; when there is none, hand back the held answers and park until woken (``None``:
-        stop)."""
+        stop). The answers go back while the thread still counts as running, so the reads their callers send
+        next find it there instead of waking it."""
         while True:
             with self._lock:
                 if self._items:
                     return self._items.popleft()
                 answers, reader.answers = reader.answers, []
+                reader.began = time.monotonic()  # between reads, not stuck on one
+            if answers:
+                settle(answers)
+            with self._lock:
+                if self._items:
+                    return self._items.popleft()
                 self._running.remove(reader)
                 stopping = self._stopping
                 if not stopping:
                     self._parked.append(reader)
-            if answers:
-                settle(answers)
             if stopping:
                 return None
             reader.wake.acquire()  # parked: a submit (or stop) releases it
