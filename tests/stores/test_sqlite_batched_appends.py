@@ -25,6 +25,7 @@ from chatlab.stores.base import (
     version_matches,
 )
 from chatlab.stores.sqlite import SqliteChatHistoryStore
+from chatlab.stores.sqlite.writer import MAX_GROUP
 
 KEYS = ["a", "b", 'c\x00\u2028é🙂"\\', "d"]  # keys and records go through a JSON array: any text
 
@@ -132,6 +133,34 @@ def test_writes_between_appends_of_a_group_keep_their_order(tmp_path: Path) -> N
             assert created.version.endswith(".1") and created.version.split(".")[0] != old.split(".")[0]
             assert last == WriteResult(appended_version(created.version, 2))
             assert await store.get("k") == [_message(3), _message(4)]
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_more_appends_than_a_group_holds_are_all_written(tmp_path: Path) -> None:
+    """Appends past :data:`MAX_GROUP` go to the next group; a full group's statements fit SQLite's parameter limit."""
+
+    async def scenario() -> None:
+        store = SqliteChatHistoryStore(tmp_path / "h.db")
+        try:
+            writer = store.writer
+            release = threading.Event()
+            held = asyncio.ensure_future(writer.submit(lambda conn: release.wait(10)))
+            await asyncio.sleep(0.05)  # the writer thread is now inside the blocking write
+            count = MAX_GROUP + 50
+            appends = [
+                asyncio.ensure_future(store.append(f"k{i}", [_message(i)], idempotency=Idempotency(f"i{i}", "f")))
+                for i in range(count)
+            ]
+            await asyncio.sleep(0)
+            release.set()
+            await held
+            results = await asyncio.gather(*appends)
+            assert all(result.version.endswith(".1") and not result.replayed for result in results)
+            assert writer.writes == count + 1 and writer.groups == 2  # a full group, then the rest
+            assert [len(await store.get(f"k{i}")) for i in range(count)] == [1] * count
         finally:
             await store.close()
 

@@ -42,7 +42,9 @@ Outcome = tuple[Any, BaseException | None]
 
 MAX_GROUP = 256
 """At most this many writes share a transaction: under a steady stream of writes a group still commits (and answers
-its first writes) after a bounded amount of work, and a batch's statements stay within SQLite's parameter limit."""
+its first writes) after a bounded amount of work. It is the largest power of two for which a batch's lookup of
+idempotency records (two parameters an append, one more for the time) stays within the 999 parameters every SQLite
+allows."""
 
 
 class GroupCommitter:
