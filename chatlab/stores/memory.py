@@ -54,7 +54,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
     thread-safe, so one store can serve several servers or threads at once. No lock is
     held across an ``await``. Idempotency records are kept in a dict of their own (taken
     only while the conversation's lock is held, so a check and its write are one step),
-    each a fixed ~190 bytes whatever the keys' lengths (:func:`_record_key`, :func:`_pack`).
+    each of a fixed size whatever the keys' lengths (digests: :func:`_record_key`, :func:`_pack`).
     """
 
     description = "Chat history is stored in memory and exposed over HTTP."
@@ -242,15 +242,19 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             self._records.pop(key, None)  # re-insert at the end
             self._records[key] = _pack(now + idempotency.ttl, _digest(idempotency.fingerprint), version)
             # drop expired records from the front, oldest first, stopping at the first live one (with equal
-            # TTLs the rest are younger): usually one look, not a scan, and no list made
+            # TTLs the rest are younger): usually one look, not a scan
             expired: list[bytes] = []
             for k, record in self._records.items():
-                if _EXPIRES.unpack_from(record)[0] > now or len(expired) == 64:
+                if _EXPIRES.unpack_from(record)[0] > now or len(expired) == EXPIRED_PER_WRITE:
                     break
                 expired.append(k)
             for k in expired:
                 del self._records[k]
 
+
+EXPIRED_PER_WRITE = 64
+"""At most this many expired records are dropped by one write: more than the one record a write adds, so they
+never pile up, and a write after a long quiet spell does a bounded amount of work."""
 
 # An idempotency record holds digests, not copies: 16 bytes stand for a conversation key and an
 # idempotency key of any length (up to 128 + 255 characters), 16 more for the request's fingerprint.

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
-import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -16,10 +15,8 @@ from typing import Any
 
 import pytest
 
-from chatlab.stores import open_store
 from chatlab.stores.base import (
     ABSENT,
-    ChatHistoryStore,
     Idempotency,
     IdempotencyKeyReused,
     VersionMismatch,
@@ -27,6 +24,8 @@ from chatlab.stores.base import (
     appended_version,
     version_matches,
 )
+from chatlab.stores.sqlite import SqliteChatHistoryStore
+from chatlab.stores.sqlite.writer import MAX_GROUP
 
 KEYS = ["a", "b", 'c\x00\u2028é🙂"\\', "d"]  # keys and records go through a JSON array: any text
 
@@ -35,18 +34,11 @@ def _message(i: int) -> bytes:
     return b'{"role":"user","contents":[{"$type":"text","text":"m%d"}]}' % i
 
 
-async def _one_group(store: ChatHistoryStore, calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+async def _one_group(store: SqliteChatHistoryStore, calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
     """Run ``calls`` (each starts one write) queued while a write holds the writer thread: they join its group (one
     transaction) and run there in queue order after it."""
-    writer = store._writer  # type: ignore[attr-defined]  # open_store is typed as the base store
-    groups: list[list[Any]] = []
-    commit = type(writer)._commit
-
-    def counting(conn: sqlite3.Connection, group: list[Any]) -> None:
-        groups.append(group)  # extended in place by the writes that join it, before their answers
-        commit(writer, conn, group)
-
-    writer._commit = counting
+    writer = store.writer
+    groups, writes = writer.groups, writer.writes
     release = threading.Event()
     held = asyncio.ensure_future(writer.submit(lambda conn: release.wait(10)))
     await asyncio.sleep(0.05)  # the writer thread is now inside the blocking write
@@ -55,8 +47,7 @@ async def _one_group(store: ChatHistoryStore, calls: list[Callable[[], Awaitable
     release.set()
     await held
     results = await asyncio.gather(*tasks, return_exceptions=True)
-    assert [len(group) for group in groups] == [1 + len(calls)]  # one group: the blocking write, then every call
-    del writer._commit
+    assert (writer.groups - groups, writer.writes - writes) == (1, 1 + len(calls))  # the blocking write, then all
     return results
 
 
@@ -86,7 +77,7 @@ def test_each_append_of_a_batch_gets_its_own_answer(tmp_path: Path, seed: int) -
     rng = random.Random(seed)
 
     async def scenario() -> None:
-        store = open_store(f"sqlite:///{tmp_path / 'h.db'}")
+        store = SqliteChatHistoryStore(tmp_path / "h.db")
         try:
             first = {key: (await store.append(key, [_message(-1)])).version for key in KEYS}
             model = Model(first)
@@ -126,7 +117,7 @@ def test_writes_between_appends_of_a_group_keep_their_order(tmp_path: Path) -> N
     """A delete queued between appends splits them into two batches, each reading what the delete left."""
 
     async def scenario() -> None:
-        store = open_store(f"sqlite:///{tmp_path / 'h.db'}")
+        store = SqliteChatHistoryStore(tmp_path / "h.db")
         try:
             old = (await store.append("k", [_message(0)])).version
             calls: list[Callable[[], Awaitable[Any]]] = [
@@ -142,6 +133,34 @@ def test_writes_between_appends_of_a_group_keep_their_order(tmp_path: Path) -> N
             assert created.version.endswith(".1") and created.version.split(".")[0] != old.split(".")[0]
             assert last == WriteResult(appended_version(created.version, 2))
             assert await store.get("k") == [_message(3), _message(4)]
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_more_appends_than_a_group_holds_are_all_written(tmp_path: Path) -> None:
+    """Appends past :data:`MAX_GROUP` go to the next group; a full group's statements fit SQLite's parameter limit."""
+
+    async def scenario() -> None:
+        store = SqliteChatHistoryStore(tmp_path / "h.db")
+        try:
+            writer = store.writer
+            release = threading.Event()
+            held = asyncio.ensure_future(writer.submit(lambda conn: release.wait(10)))
+            await asyncio.sleep(0.05)  # the writer thread is now inside the blocking write
+            count = MAX_GROUP + 50
+            appends = [
+                asyncio.ensure_future(store.append(f"k{i}", [_message(i)], idempotency=Idempotency(f"i{i}", "f")))
+                for i in range(count)
+            ]
+            await asyncio.sleep(0)
+            release.set()
+            await held
+            results = await asyncio.gather(*appends)
+            assert all(result.version.endswith(".1") and not result.replayed for result in results)
+            assert writer.writes == count + 1 and writer.groups == 2  # a full group, then the rest
+            assert [len(await store.get(f"k{i}")) for i in range(count)] == [1] * count
         finally:
             await store.close()
 

@@ -6,31 +6,24 @@ import asyncio
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from chatlab.stores import open_store
-from chatlab.stores._group_commit import GroupCommitter
 from chatlab.stores.base import Idempotency, IdempotencyKeyReused, VersionMismatch
+from chatlab.stores.sqlite import SqliteChatHistoryStore
+from chatlab.stores.sqlite.writes import EXPIRY_INTERVAL
 
 
 def _message(i: int) -> bytes:
     return b'{"role":"user","contents":[{"$type":"text","text":"m%d"}]}' % i
 
 
-def test_refused_writes_in_a_group_roll_back_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    groups: list[list[Any]] = []
-    commit = GroupCommitter._commit
-
-    def counting(self: GroupCommitter, conn: sqlite3.Connection, group: list[Any]) -> None:
-        groups.append(group)  # extended in place by the writes queued while it runs
-        commit(self, conn, group)
-
-    monkeypatch.setattr(GroupCommitter, "_commit", counting)
+def test_refused_writes_in_a_group_roll_back_alone(tmp_path: Path) -> None:
+    counts: list[tuple[int, int]] = []
 
     async def scenario() -> None:
-        store = open_store(f"sqlite:///{tmp_path / 'h.db'}")
+        store = SqliteChatHistoryStore(tmp_path / "h.db")
         try:
             first = await store.append("k", [_message(0)], idempotency=Idempotency("once", "a"))
             writes = []
@@ -52,10 +45,12 @@ def test_refused_writes_in_a_group_roll_back_alone(tmp_path: Path, monkeypatch: 
                 at = stored.index(_message(i))
                 assert stored[at + 1] == _message(i)
         finally:
+            counts.append((store.writer.groups, store.writer.writes))
             await store.close()
 
     asyncio.run(scenario())
-    assert sum(map(len, groups)) == 41 and max(map(len, groups)) > 1  # some writes shared a transaction (one fsync)
+    [(groups, writes)] = counts
+    assert writes == 41 and groups < writes  # some writes shared a transaction (one fsync)
 
 
 def test_a_failing_commit_fails_its_whole_group_and_the_next_write_works(tmp_path: Path) -> None:
@@ -68,7 +63,7 @@ def test_a_failing_commit_fails_its_whole_group_and_the_next_write_works(tmp_pat
                 conn.execute("INSERT INTO no_such_table VALUES (1)")
 
             with pytest.raises(Exception, match="no_such_table"):
-                await store._writer.submit(broken)  # type: ignore[attr-defined]  # open_store is typed as the base store
+                await store.writer.submit(broken)
             await store.append("k", [_message(1)])
             assert await store.get("k") == [_message(0), _message(1)]
         finally:
@@ -80,8 +75,6 @@ def test_a_failing_commit_fails_its_whole_group_and_the_next_write_works(tmp_pat
 def test_a_batch_longer_than_one_insert_keeps_its_order_and_expired_records_are_deleted(tmp_path: Path) -> None:
     """A long batch keeps its order; expired idempotency records are deleted by a later
     append (at most once per EXPIRY_INTERVAL), not only ignored."""
-    from chatlab.stores import sqlite as sqlite_store
-
     path = tmp_path / "h.db"
     batch = [_message(i) for i in range(131)]
 
@@ -89,7 +82,7 @@ def test_a_batch_longer_than_one_insert_keeps_its_order_and_expired_records_are_
         store = open_store(f"sqlite:///{path}")
         try:
             await store.append("k", [_message(-1)], idempotency=Idempotency("old", "a", ttl=0.001))
-            await asyncio.sleep(sqlite_store.EXPIRY_INTERVAL + 0.1)
+            await asyncio.sleep(EXPIRY_INTERVAL + 0.1)
             result = await store.append("k", batch, idempotency=Idempotency("new", "b"))
             assert result.version.endswith(f".{len(batch) + 1}")
             assert await store.get("k") == [_message(-1), *batch]
@@ -127,7 +120,7 @@ def test_a_group_waits_for_another_connection_s_write_lock(tmp_path: Path, deadl
                     conn.execute("INSERT INTO chatlab_messages VALUES ('k', 1, ?)", (_message(1),))
                     conn.execute("UPDATE chatlab_conversations SET message_count = 2")
 
-                await store._writer.submit(work)  # type: ignore[attr-defined]  # open_store is typed as the base store
+                await store.writer.submit(work)
             assert (await store.read("k")).messages == [_message(0), _message(1)]
             holder.close()
             await store.append("k", [_message(2)])  # and the lock is free again without a wait
@@ -139,14 +132,13 @@ def test_a_group_waits_for_another_connection_s_write_lock(tmp_path: Path, deadl
 
 def test_a_write_that_would_join_a_group_past_its_deadline_fails_and_writes_nothing(tmp_path: Path) -> None:
     from chatlab.stores import StoreError
-    from chatlab.stores.sqlite import SqliteChatHistoryStore
 
     async def scenario() -> None:
         store = SqliteChatHistoryStore(tmp_path / "h.db", busy_timeout=0.2)
         try:
             await store.append("k", [_message(0)])
             release = threading.Event()
-            held = asyncio.ensure_future(store._writer.submit(lambda conn: release.wait(10)))
+            held = asyncio.ensure_future(store.writer.submit(lambda conn: release.wait(10)))
             await asyncio.sleep(0.05)  # the writer thread is inside the blocking write
             late = asyncio.ensure_future(store.append("k", [_message(1)]))
             await asyncio.sleep(0.3)  # past the append's deadline, still queued

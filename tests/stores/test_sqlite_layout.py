@@ -7,10 +7,14 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from chatlab.stores import open_store
 from chatlab.stores.base import Idempotency
-from chatlab.stores.sqlite_schema import WRITTEN_ORDER
+from chatlab.stores.sqlite import SqliteChatHistoryStore
+from chatlab.stores.sqlite.schema import WRITTEN_ORDER
 
 KEYS = ["a", "b", "c", "d"]
 
@@ -75,13 +79,21 @@ def test_new_files_keep_rows_in_written_order_and_old_files_their_layout(tmp_pat
     assert after["chatlab_idempotency"] == before["chatlab_idempotency"] and "chatlab_idempotency_key" not in after
 
 
-def test_connections_checkpoint_the_wal_every_wal_checkpoint_pages(tmp_path: Path) -> None:
-    from chatlab.stores.sqlite import WAL_CHECKPOINT_PAGES, SqliteChatHistoryStore
-
-    store = SqliteChatHistoryStore(tmp_path / "h.db")
-    conn = store._connect()
+def test_connections_use_the_store_s_settings(tmp_path: Path) -> None:
+    default = SqliteChatHistoryStore(tmp_path / "h.db").connections.open()
+    chosen = SqliteChatHistoryStore(tmp_path / "h.db", synchronous="normal", wal_autocheckpoint=500).connections.open()
     try:
-        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (WAL_CHECKPOINT_PAGES,)
-        assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL, as before
+        assert default.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert default.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+        assert default.execute("PRAGMA wal_autocheckpoint").fetchone() == (10_000,)
+        assert chosen.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+        assert chosen.execute("PRAGMA wal_autocheckpoint").fetchone() == (500,)
     finally:
-        conn.close()
+        default.close()
+        chosen.close()
+
+
+@pytest.mark.parametrize("options", [{"synchronous": "sometimes"}, {"wal_autocheckpoint": -1}])
+def test_unknown_settings_are_refused_with_what_to_use(tmp_path: Path, options: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=r"use one of OFF, NORMAL, FULL, EXTRA|a number of pages"):
+        SqliteChatHistoryStore(tmp_path / "h.db", **options)

@@ -1,17 +1,13 @@
-"""Reader threads for SQLite: each keeps its own connection, answers the event loop once per batch, and wakes only
-when the threads already running cannot take the read soon.
+"""The SQLite store's reader threads: each keeps its own connection, hands answers back to the event loop in
+batches, and wakes only when the threads already running cannot take a read soon.
 
-``asyncio.to_thread`` costs the loop more than a small read itself: a context copy, an executor work item, a
-concurrent future chained to an asyncio one, and one wake-up of the loop per read. Here a read is a tuple on a
-queue; a thread runs the reads waiting there one after another on its connection (its statements stay
-prepared) and hands back all their answers in one ``call_soon_threadsafe``.
-
-Threads wake on need, not on every read: a pool whose idle threads all waited on the queue woke one per read, and
-each woken thread then queued for the GIL behind the loop and the others (2-CPU machine, the bench's 16-connection
-GET load through the service: 6 threads ~4,600 reads/s at ~250 µs of CPU each, one thread ~6,800/s at ~150 µs). A
-read queued while a thread is running reads is left to that thread; another thread is woken (or started, up to
-``threads``) only when none runs, or when each running one has been on its current read for :data:`SLOW` seconds
-(a long read, say a 10,000-message history, does not hold up the short ones behind it).
+A read is a tuple on a queue; a thread runs the reads waiting there one after another on its connection (its
+statements stay prepared) and hands back the answers it finished together (:mod:`.answers`), when the queue runs
+dry or when it has held them ``patience`` seconds. Threads wake on need, not on every read: each woken thread
+would queue for the GIL behind the event loop and the others. A read queued while a thread is running reads is
+left to that thread; another thread is woken (or started, up to ``threads``) only when none runs, or when each
+running one has been on its current read for ``patience`` seconds, so a long read (a long history) does not hold
+up the short ones behind it, nor the answers finished before it.
 """
 
 from __future__ import annotations
@@ -24,31 +20,26 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ._group_commit import Answer, settle
+from .answers import Answer, settle
 
 T = TypeVar("T")
 
 Work = Callable[[sqlite3.Connection], Any]
 _Item = tuple[Work, asyncio.AbstractEventLoop, "asyncio.Future[Any]", float]
 
-BATCH = 16
-"""At most this many answers wait for a thread's next hand-back (a thread runs reads while more are queued)."""
-SLOW = 0.002
-"""Seconds a thread may be on one read before a read queued behind it wakes another thread, and before the answers
-it holds are handed back without it."""
 NOT_WATCHING = -float("inf")
 """The due time recorded while no :meth:`Readers._watch` is scheduled."""
 
 
 class _Reader:
-    """One thread's state: the answers it holds for its next hand-back, when its current read began, and ``wake``,
-    which it waits to acquire while parked (held then: releasing it wakes the thread)."""
+    """One thread's state: the answers it holds for its next hand-back and since when the first was ready, when its
+    current read began, and ``wake``, which it waits to acquire while parked (releasing it wakes the thread)."""
 
-    __slots__ = ("answers", "began", "wake")
+    __slots__ = ("answers", "began", "held_since", "wake")
 
     def __init__(self) -> None:
         self.answers: list[Answer] = []
-        self.began = time.monotonic()
+        self.began = self.held_since = time.monotonic()
         self.wake = threading.Lock()
         self.wake.acquire()
 
@@ -57,7 +48,9 @@ class Readers:
     """Up to ``threads`` reader threads, started when needed; :meth:`submit` runs a read in one of them.
 
     ``connect`` opens a ready connection; ``failure`` turns a database error into the caller's exception;
-    ``too_slow`` is the exception of a read that waited past its deadline for a thread.
+    ``too_slow`` is the exception of a read that waited past its deadline for a thread; ``patience`` is the
+    seconds a thread may be on one read before a read queued behind it wakes another thread, and the longest
+    it holds finished answers.
     """
 
     def __init__(
@@ -66,11 +59,15 @@ class Readers:
         failure: Callable[[BaseException], BaseException],
         too_slow: Callable[[], BaseException],
         threads: int,
+        patience: float,
     ) -> None:
+        if threads < 1 or patience <= 0:
+            raise ValueError(f"reader threads must be 1 or more and patience above 0 (got {threads}, {patience})")
         self._connect = connect
         self._failure = failure
         self._too_slow = too_slow
         self._count = threads
+        self._patience = patience
         self._lock = threading.Lock()  # guards everything below and the readers' answers
         self._items: deque[_Item] = deque()
         self._running: list[_Reader] = []
@@ -78,6 +75,12 @@ class Readers:
         self._threads: list[threading.Thread] = []
         self._stopping = False
         self._watch_due = NOT_WATCHING  # when the scheduled :meth:`_watch` should run
+
+    @property
+    def started(self) -> int:
+        """How many reader threads are started (running or parked)."""
+        with self._lock:
+            return len(self._threads)
 
     async def submit(self, work: Callable[[sqlite3.Connection], T], deadline: float) -> T:
         """Run ``work`` on a reader thread's connection unless ``deadline`` passes before a thread takes it."""
@@ -88,21 +91,21 @@ class Readers:
             now = time.monotonic()
             if self._stuck(now):
                 self._wake()
-            if now > self._watch_due + SLOW:  # none scheduled, or lost with a loop that closed
+            if now > self._watch_due + self._patience:  # none scheduled, or lost with a loop that closed
                 self._watch_soon(loop, now)
         return await future
 
     def _watch_soon(self, loop: asyncio.AbstractEventLoop, now: float) -> None:
-        """Schedule :meth:`_watch` in :data:`SLOW` on ``loop``, replacing any scheduled before (holding the lock)."""
-        self._watch_due = due = now + SLOW
-        loop.call_later(SLOW, self._watch, due)
+        """Schedule :meth:`_watch` in ``patience`` on ``loop``, replacing any scheduled before (holding the lock)."""
+        self._watch_due = due = now + self._patience
+        loop.call_later(self._patience, self._watch, due)
 
     def _stuck(self, now: float) -> bool:
-        """No thread runs, or each running one has been on its current read for :data:`SLOW` (holding the lock)."""
-        return not self._running or now - max(r.began for r in self._running) >= SLOW
+        """No thread runs, or each running one has been on its current read for ``patience`` (holding the lock)."""
+        return not self._running or now - max(r.began for r in self._running) >= self._patience
 
     def _watch(self, due: float) -> None:
-        """On the loop, every :data:`SLOW` while reads wait or answers are held: hand back the answers of a thread
+        """On the loop, every ``patience`` while reads wait or answers are held: hand back the answers of a thread
         that has been on one read that long (they were ready before it), and wake another thread if every running
         one is stuck (with every client waiting, no later :meth:`submit` would come to do it)."""
         now = time.monotonic()
@@ -112,7 +115,7 @@ class Readers:
                 return  # replaced by a later one
             self._watch_due = NOT_WATCHING
             for reader in self._running:
-                if reader.answers and now - reader.began >= SLOW:
+                if reader.answers and now - reader.began >= self._patience:
                     held += reader.answers
                     reader.answers = []
             if self._items and self._stuck(now):
@@ -170,30 +173,38 @@ class Readers:
                 except BaseException as exc:  # the caller's to raise (as asyncio.to_thread would)
                     answer = (loop, future, None, exc)
                 with self._lock:
+                    now = time.monotonic()
+                    if not reader.answers:
+                        reader.held_since = now
                     reader.answers.append(answer)
-                    full = reader.answers if len(reader.answers) >= BATCH else None
-                    if full:
-                        reader.answers = []
-                if full:
-                    settle(full)
+                    due = None
+                    if self._items and now - reader.held_since >= self._patience:  # else parking hands them back
+                        due, reader.answers = reader.answers, []
+                if due:
+                    settle(due)
         finally:
             if conn is not None:
                 conn.close()
 
     def _next(self, reader: _Reader) -> _Item | None:
         """The next queued read; when there is none, hand back the held answers and park until woken (``None``:
-        stop)."""
+        stop). The answers go back while the thread still counts as running, so the reads their callers send
+        next find it there instead of waking it."""
         while True:
             with self._lock:
                 if self._items:
                     return self._items.popleft()
                 answers, reader.answers = reader.answers, []
+                reader.began = time.monotonic()  # between reads, not stuck on one
+            if answers:
+                settle(answers)
+            with self._lock:
+                if self._items:
+                    return self._items.popleft()
                 self._running.remove(reader)
                 stopping = self._stopping
                 if not stopping:
                     self._parked.append(reader)
-            if answers:
-                settle(answers)
             if stopping:
                 return None
             reader.wake.acquire()  # parked: a submit (or stop) releases it

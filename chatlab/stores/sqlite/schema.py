@@ -8,12 +8,9 @@ opening the file together wait for each other, and a failed upgrade leaves the f
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING
+from pathlib import Path
 
-from .base import StoreError, new_version
-
-if TYPE_CHECKING:
-    from .sqlite import SqliteChatHistoryStore
+from ..base import StoreError, new_version
 
 SCHEMA_VERSION = 3
 
@@ -32,12 +29,6 @@ CREATE TABLE IF NOT EXISTS chatlab_conversations (
 CREATE INDEX IF NOT EXISTS chatlab_idempotency_expiry ON chatlab_idempotency (expires_at);
 """
 
-#: Messages and idempotency records in the order they were written (rowid tables), found by unique indexes on
-#: (conversation, position) and (conversation, key). A group commit's rows then fill the tables' last pages, and only
-#: the small index entries go to each conversation's place: 16 appends of 4 messages with a record each wrote ~32
-#: message pages and ~21 record pages to the WAL where tables ordered by conversation (``WITHOUT ROWID``, those
-#: primary keys) wrote ~63 and ~25, splitting pages across the tree. Files made before keep that layout, which the
-#: same statements read and write alike: no upgrade, no copy.
 WRITTEN_ORDER = {
     "chatlab_messages": (
         "CREATE TABLE chatlab_messages (conversation_key TEXT NOT NULL, position INTEGER NOT NULL, body BLOB NOT NULL)",
@@ -49,52 +40,51 @@ WRITTEN_ORDER = {
         "CREATE UNIQUE INDEX chatlab_idempotency_key ON chatlab_idempotency (conversation_key, idempotency_key)",
     ),
 }
+"""Messages and idempotency records in the order they were written (rowid tables), found by unique indexes on
+(conversation, position) and (conversation, key). A group commit's rows then fill the tables' last pages, and only
+the small index entries go to each conversation's place, where tables ordered by conversation (``WITHOUT ROWID``
+with those primary keys, as older files have them) split pages across the tree. Older files keep their layout,
+which the same statements read and write alike: no upgrade, no copy."""
 
-#: Schema version 3: when each conversation was created and last written (the index serves retention).
 TIMESTAMPS = "CREATE INDEX IF NOT EXISTS chatlab_conversations_updated ON chatlab_conversations (updated_at)"
+"""Schema version 3: when each conversation was created and last written (the index serves retention)."""
 
 
 def rollback(conn: sqlite3.Connection) -> None:
-    if conn.in_transaction:  # SQLite may have rolled back already (disk full, I/O error)
+    """End the transaction, if SQLite has not ended it already (it may have, after disk full or an I/O error)."""
+    if conn.in_transaction:
         conn.execute("ROLLBACK")
 
 
-def ensure_schema(store: SqliteChatHistoryStore, conn: sqlite3.Connection) -> None:
-    """Create the tables if missing, or upgrade versions 1 and 2 in place, once per store (one transaction)."""
-    if store._schema_ready:
-        return
-    with store._schema_lock:
-        if store._schema_ready:
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # not executescript(), which would COMMIT first: one statement at a time
-            for table, statements in WRITTEN_ORDER.items():  # new tables in written order (old ones stay as they are)
-                if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (table,)).fetchone() is None:
-                    for statement in statements:
-                        conn.execute(statement)
-            for statement in filter(None, (s.strip() for s in SCHEMA.split(";"))):
-                conn.execute(statement)
-            row = conn.execute("SELECT value FROM chatlab_meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
-                conn.execute(
-                    "INSERT INTO chatlab_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-                )
-            elif int(row[0]) in (1, 2):
-                if int(row[0]) == 1:
-                    _upgrade_from_1(conn)
-                _upgrade_from_2(conn, store.clock())
-            elif int(row[0]) != SCHEMA_VERSION:
-                raise StoreError(
-                    f"SQLite store {store.path} has schema version {row[0]}; "
-                    f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
-                )
-            conn.execute(TIMESTAMPS)
-            conn.execute("COMMIT")
-        except BaseException:
-            rollback(conn)
-            raise
-        store._schema_ready = True
+def ensure_schema(conn: sqlite3.Connection, now: float, path: Path) -> None:
+    """Create the tables if missing, or upgrade versions 1 and 2 in place (``now``: the upgraded conversations'
+    times), in one transaction; a file of another version is refused."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # not executescript(), which would COMMIT first: one statement at a time
+        for table, statements in WRITTEN_ORDER.items():  # new tables in written order (old ones stay as they are)
+            if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (table,)).fetchone() is None:
+                for statement in statements:
+                    conn.execute(statement)
+        for statement in filter(None, (s.strip() for s in SCHEMA.split(";"))):
+            conn.execute(statement)
+        row = conn.execute("SELECT value FROM chatlab_meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            conn.execute("INSERT INTO chatlab_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) in (1, 2):
+            if int(row[0]) == 1:
+                _upgrade_from_1(conn)
+            _upgrade_from_2(conn, now)
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise StoreError(
+                f"SQLite store {path} has schema version {row[0]}; "
+                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
+            )
+        conn.execute(TIMESTAMPS)
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback(conn)
+        raise
 
 
 def _upgrade_from_1(conn: sqlite3.Connection) -> None:

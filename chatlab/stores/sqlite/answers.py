@@ -1,0 +1,36 @@
+"""Answering callers on their event loops from a worker thread, one wake-up of each loop per hand-back.
+
+The store's threads (:mod:`.writer`, :mod:`.readers`) finish work for callers waiting on asyncio futures. A future
+may only be completed on its own loop, so each answer goes through ``call_soon_threadsafe``; answering many at
+once in one call wakes the loop once for all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+Answer = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Any, BaseException | None]
+"""A caller's loop and future, and what to answer: a result, or an exception."""
+
+
+def settle(answers: list[Answer]) -> None:
+    """Answer callers on their own loops, one call per loop (a caller that gave up, or a closed loop, is not
+    waiting any more)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[Answer]] = {}
+    for answer in answers:
+        by_loop.setdefault(answer[0], []).append(answer)
+    for loop, some in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # the loop is closed
+            loop.call_soon_threadsafe(_answer, some)
+
+
+def _answer(answers: list[Answer]) -> None:
+    for _, future, result, error in answers:
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)

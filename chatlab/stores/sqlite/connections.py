@@ -1,0 +1,101 @@
+"""Opening the SQLite store's connections: WAL, the synchronous level, the busy timeout, the schema.
+
+Every connection of the store (the writer thread's, each reader thread's) comes from :meth:`Connections.open`,
+so they all run with the same settings. The first one also creates or upgrades the tables (:mod:`.schema`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from ..base import StoreError
+from .schema import ensure_schema
+
+T = TypeVar("T")
+
+SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+"""SQLite's ``PRAGMA synchronous`` levels. In WAL mode ``FULL`` fsyncs every commit (a committed write survives a
+power cut), ``NORMAL`` only at checkpoints (it survives a crash of the process, not of the machine)."""
+
+
+def busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused because another connection holds a lock (worth waiting for)."""
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+class Connections:
+    """Opens connections to one SQLite file, all with the same settings.
+
+    ``busy_timeout``: seconds a statement waits for another connection's (or process's) lock;
+    ``synchronous``: one of :data:`SYNCHRONOUS`; ``wal_autocheckpoint``: the WAL's size in pages at which a
+    commit copies it into the database; ``clock``: the time an upgrade gives the conversations it stamps.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        busy_timeout: float,
+        synchronous: str,
+        wal_autocheckpoint: int,
+        clock: Callable[[], float],
+    ) -> None:
+        if synchronous.upper() not in SYNCHRONOUS:
+            raise ValueError(f"synchronous={synchronous!r}: use one of {', '.join(SYNCHRONOUS)}")
+        if wal_autocheckpoint < 0:
+            raise ValueError(f"wal_autocheckpoint={wal_autocheckpoint}: give a number of pages, 0 or more")
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self.synchronous = synchronous.upper()
+        self.wal_autocheckpoint = wal_autocheckpoint
+        self._clock = clock
+        self._schema_lock = threading.Lock()
+        self._schema_ready = False
+
+    def open(self) -> sqlite3.Connection:
+        """A new connection in WAL mode, with the tables in place; transactions are begun explicitly."""
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout,  # the busy handler: wait for other processes' write locks
+            isolation_level=None,  # no implicit transactions: each function says BEGIN itself
+            check_same_thread=False,  # used by one thread at a time (the thread that opened it, or a successor)
+        )
+        try:
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA wal_autocheckpoint={self.wal_autocheckpoint}")
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                # Switching to WAL needs the file to itself and SQLite does not wait for that
+                # (no busy handler): retry while another connection or process holds it.
+                with self._schema_lock:
+                    mode = self._retry_while_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"SQLite store {self.path}: cannot switch to WAL journal mode (got {mode!r})")
+            self._ensure_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        """The tables, created or upgraded by the first connection (a flag after that)."""
+        if self._schema_ready:
+            return
+        with self._schema_lock:
+            if not self._schema_ready:
+                ensure_schema(conn, self._clock(), self.path)
+                self._schema_ready = True
+
+    def _retry_while_busy(self, attempt: Callable[[], T]) -> T:
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                return attempt()
+            except sqlite3.OperationalError as exc:
+                if not busy(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.01)

@@ -1,0 +1,169 @@
+"""Chat history in a SQLite file: embedded, persistent, no server to run.
+
+Uses the standard library's ``sqlite3`` in threads, so the event loop never waits on the disk: reads on reader
+threads, each with a connection of its own (:mod:`.readers`, the statements in :mod:`.reads`); writes on one
+writer thread that commits the writes waiting at one moment together (:mod:`.writer`: one fsync for many
+writes, each answered only once committed; the statements and the append rules in :mod:`.writes`).
+
+Guarantees:
+
+* WAL journal with ``synchronous=FULL`` by default: a transaction that returned is in the WAL file and fsync'ed,
+  so it survives a kill -9 of the process and also a power cut (``NORMAL`` survives a crash of the process, but
+  may lose the last transactions on a power cut).
+* Writes begin with ``BEGIN IMMEDIATE``: they hold SQLite's write lock before reading a conversation's count, so
+  a batch gets contiguous positions even when several processes append to the same file, and a version or
+  idempotency check and its write are one atomic step.
+* Every operation ends within ``busy_timeout`` seconds of its call, waits included (for a reader thread, for the
+  writer's next group, for another connection's or process's write lock): past it, an operation that has not
+  started fails (503) and writes nothing.
+* Readers don't block the writer (WAL) and see whole transactions only.
+* The file's tables (:mod:`.schema`, version 3) are created on first use; files of versions 1 and 2 are
+  upgraded in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from ..base import (
+    ChatHistoryStore,
+    Conversation,
+    ConversationArray,
+    ConversationRecord,
+    ConversationSlice,
+    ConversationSummary,
+    EncodedMessage,
+    Idempotency,
+    IdempotencyKeyReused,
+    StoreError,
+    VersionMismatch,
+    WriteResult,
+    check_slice,
+)
+from . import reads, writes
+from .connections import Connections
+from .readers import Readers
+from .schema import SCHEMA_VERSION
+from .writer import GroupCommitter
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class SqliteChatHistoryStore(ChatHistoryStore):
+    """History in one SQLite database file (created with its tables on first use).
+
+    ``busy_timeout``: the store timeout, seconds (see the module's guarantees). ``synchronous``: SQLite's
+    ``PRAGMA synchronous`` level (``FULL``: each commit fsync'ed). ``reader_threads``: at most this many reader
+    threads (default: as many as asyncio's default executor would have). ``reader_patience``: seconds a reader
+    thread may spend on one read before a read queued behind it wakes another thread, and the longest it holds
+    finished answers to hand them back together; small against a request's time, large against a short read.
+    ``wal_autocheckpoint``: the WAL's size in pages at which a commit copies it into the database; above SQLite's
+    default of 1,000, as a group commit rewrites the same pages often and a checkpoint copies each once.
+    """
+
+    schema_version = SCHEMA_VERSION
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        synchronous: str = "FULL",
+        reader_threads: int | None = None,
+        reader_patience: float = 0.002,
+        wal_autocheckpoint: int = 10_000,
+    ) -> None:
+        self.path = Path(path).expanduser().absolute()
+        self.busy_timeout = busy_timeout
+        self.description = f"Chat history is stored in the SQLite file {self.path} and exposed over HTTP."
+        self.connections = Connections(
+            self.path,
+            busy_timeout=busy_timeout,
+            synchronous=synchronous,
+            wal_autocheckpoint=wal_autocheckpoint,
+            clock=lambda: self.clock(),
+        )
+        threads = reader_threads if reader_threads is not None else min(32, (os.cpu_count() or 1) + 4)
+        self.readers = Readers(self.connections.open, self._failure, self._too_slow, threads, reader_patience)
+        self.writer = GroupCommitter(self.connections.open, self._failure, (VersionMismatch, IdempotencyKeyReused))
+        self._appends = writes.Appends(lambda: self.clock())
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.path}>"
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.busy_timeout
+
+    async def _read(self, work: Callable[..., T], *args: object) -> T:
+        return await self.readers.submit(lambda conn: work(conn, *args), self._deadline())
+
+    async def _write(self, work: Callable[..., T], *args: object) -> T:
+        return await self.writer.submit(lambda conn: work(conn, *args), self._deadline())
+
+    def _too_slow(self) -> StoreError:
+        return StoreError(f"SQLite store {self.path} is busy: no answer within {self.busy_timeout:g} s")
+
+    def _failure(self, exc: BaseException) -> BaseException:
+        log.warning("SQLite store %s failed: %r", self.path, exc)
+        return exc if isinstance(exc, StoreError) else StoreError(f"SQLite store {self.path}: {exc}")
+
+    # -- the store interface ----------------------------------------------------------
+
+    async def read(self, conversation_key: str) -> Conversation:
+        return await self._read(reads.read, conversation_key)
+
+    async def read_array(self, conversation_key: str) -> ConversationArray:
+        return await self._read(reads.read_array, conversation_key)
+
+    async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        check_slice(after, limit)
+        return await self._read(reads.read_slice, conversation_key, after, limit)
+
+    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
+        return await self._read(reads.summaries, prefix)
+
+    async def append(
+        self,
+        conversation_key: str,
+        messages: Sequence[EncodedMessage],
+        *,
+        if_match: Collection[str] | None = None,
+        idempotency: Idempotency | None = None,
+    ) -> WriteResult:
+        batch = [bytes(m) for m in messages]
+        if not batch and if_match is None and idempotency is None:
+            return WriteResult((await self.read(conversation_key)).version)
+        request = writes.Append(conversation_key, batch, if_match, idempotency)
+        result: WriteResult = await self.writer.submit_batch(self._appends, request, self._deadline())
+        return result
+
+    async def replace(
+        self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
+    ) -> WriteResult:
+        return await self._write(writes.replace, conversation_key, [bytes(m) for m in messages], if_match, self.clock())
+
+    async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        await self._write(writes.delete, conversation_key, if_match)
+
+    async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        await self.writer.submit(lambda conn: writes.restore(conn, records))
+
+    async def sweep(self) -> int:
+        """One write transaction deletes every conversation due (found by the ``updated_at`` index)."""
+        cutoff = self.cutoff()
+        if cutoff is None:
+            return 0
+        return await self.writer.submit(lambda conn: writes.sweep(conn, cutoff))
+
+    async def close(self) -> None:
+        """End the writer thread and the reader threads, closing their connections (a later call opens new ones)."""
+        await asyncio.to_thread(self.writer.stop)
+        await asyncio.to_thread(self.readers.stop)

@@ -1,0 +1,163 @@
+"""What each write of the SQLite store does in the writer thread's transaction, and the rules it keeps.
+
+The append rules live here once, in Python: an append first finds a live idempotency record (a replay answers
+what was recorded, another request with the same key is refused), then checks ``If-Match`` against the
+conversation's version, then writes its messages at the conversation's count, the new version and count, and its
+record. Replace, delete and restore check the version by the same :func:`checked`. Everything runs inside the
+group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`), which holds SQLite's write lock from the first read:
+a check and its write are one atomic step, also against other processes writing the same file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Collection, Sequence
+from typing import NamedTuple
+
+from ..base import (
+    ABSENT,
+    ConversationRecord,
+    Idempotency,
+    IdempotencyKeyReused,
+    VersionMismatch,
+    WriteResult,
+    appended_version,
+    new_version,
+    version_matches,
+)
+from . import statements as sql
+
+EXPIRY_INTERVAL = 1.0
+"""Seconds between deletions of expired idempotency records (a lookup ignores them meanwhile)."""
+
+Outcome = tuple[WriteResult | None, BaseException | None]
+"""An append's answer: its result, or the refusal its caller gets."""
+
+
+class Append(NamedTuple):
+    """One append: the conversation, its messages, the ``If-Match`` versions (``None``: no condition), and its
+    idempotency key (``None``: none)."""
+
+    conversation_key: str
+    messages: list[bytes]
+    if_match: Collection[str] | None
+    idempotency: Idempotency | None
+
+
+def checked(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> tuple[str, int]:
+    """The conversation's version and count, or :class:`VersionMismatch` when ``if_match`` does not hold."""
+    row = conn.execute(sql.VERSION_AND_COUNT, (conversation_key,)).fetchone()
+    version, count = (row[0], row[1]) if row is not None else (ABSENT, 0)
+    if not version_matches(version, if_match):
+        raise VersionMismatch(version)
+    return version, count
+
+
+class Appends:
+    """The appends queued together, as one batch of the writer (:meth:`.writer.GroupCommitter.submit_batch`).
+
+    One read of every version, count and record they need, then each append decided in queue order against
+    what the ones before it wrote, as if each had run alone (a refused one writes no row), then one
+    ``executemany`` each for the conversations, the messages and the records. ``clock`` stamps the
+    conversations; records expire by the wall clock.
+    """
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._next_expiry = 0.0  # when expired records are next deleted (only the writer thread calls this)
+
+    def __call__(self, conn: sqlite3.Connection, appends: list[Append]) -> list[Outcome]:
+        now, written = time.time(), self._clock()
+        conversations, records = _state(conn, appends, now)
+        outcomes: list[Outcome] = []
+        messages: list[tuple[str, int, bytes]] = []
+        changed: dict[str, tuple[str, int]] = {}
+        new_records: list[tuple[str, str, str, str, float]] = []
+        for key, batch, if_match, idempotency in appends:
+            if idempotency is not None and (record := records.get((key, idempotency.key))) is not None:
+                if record[0] != idempotency.fingerprint:
+                    outcomes.append((None, IdempotencyKeyReused(idempotency.key)))
+                else:
+                    outcomes.append((WriteResult(record[1], replayed=True), None))
+                continue
+            version, count = conversations.get(key, (ABSENT, 0))
+            if not version_matches(version, if_match):
+                outcomes.append((None, VersionMismatch(version)))
+                continue
+            if batch:
+                version = appended_version(version, count + len(batch))
+                messages += ((key, position, body) for position, body in enumerate(batch, count))
+                conversations[key] = changed[key] = (version, count + len(batch))
+            if idempotency is not None:
+                records[key, idempotency.key] = (idempotency.fingerprint, version)
+                new_records.append((key, idempotency.key, idempotency.fingerprint, version, now + idempotency.ttl))
+            outcomes.append((WriteResult(version), None))
+        conn.executemany(sql.UPSERT_CONVERSATION, [(k, n, v, written, written) for k, (v, n) in changed.items()])
+        conn.executemany(sql.INSERT_MESSAGE, messages)
+        if new_records:
+            if now >= self._next_expiry:
+                conn.execute(sql.DELETE_EXPIRED_RECORDS, (now,))
+                self._next_expiry = now + EXPIRY_INTERVAL
+            conn.executemany(sql.PUT_RECORD, new_records)
+        return outcomes
+
+
+def _state(
+    conn: sqlite3.Connection, appends: Sequence[Append], now: float
+) -> tuple[dict[str, tuple[str, int]], dict[tuple[str, str], tuple[str, str]]]:
+    """The (version, count) of each existing conversation and the (fingerprint, version) of each live record the
+    appends need: two statements, whatever their number."""
+    keys: list[object] = list(dict.fromkeys(append.conversation_key for append in appends))
+    padded = sql.padded(keys)
+    conversations = {
+        key: (version, count)
+        for key, version, count in conn.execute(sql.versions_and_counts(len(padded)), padded).fetchall()
+    }
+    pairs = list(dict.fromkeys((a.conversation_key, a.idempotency.key) for a in appends if a.idempotency is not None))
+    records: dict[tuple[str, str], tuple[str, str]] = {}
+    if pairs:
+        padded_pairs = sql.padded(pairs)
+        params: list[object] = [value for pair in padded_pairs for value in pair]
+        params.append(now)
+        for key, record, fingerprint, version in conn.execute(sql.live_records(len(padded_pairs)), params).fetchall():
+            records[key, record] = (fingerprint, version)
+    return conversations, records
+
+
+def replace(
+    conn: sqlite3.Connection, conversation_key: str, messages: list[bytes], if_match: Collection[str] | None, now: float
+) -> WriteResult:
+    """Make the conversation hold exactly ``messages``, with a new generation (``now``: its last write)."""
+    checked(conn, conversation_key, if_match)
+    version = new_version(len(messages))
+    conn.execute(sql.UPSERT_CONVERSATION, (conversation_key, len(messages), version, now, now))
+    conn.execute(sql.DELETE_MESSAGES, (conversation_key,))
+    conn.executemany(sql.INSERT_MESSAGE, [(conversation_key, i, m) for i, m in enumerate(messages)])
+    return WriteResult(version)
+
+
+def delete(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> None:
+    """Forget the conversation (its idempotency records stay)."""
+    checked(conn, conversation_key, if_match)
+    conn.execute(sql.DELETE_CONVERSATION, (conversation_key,))
+    conn.execute(sql.DELETE_MESSAGES, (conversation_key,))
+
+
+def restore(conn: sqlite3.Connection, records: Sequence[ConversationRecord]) -> None:
+    """Write whole conversations with their own versions and times, each only if at its ``expected`` version."""
+    for record in records:
+        key = record.conversation_key
+        checked(conn, key, [record.expected])
+        conn.execute(sql.DELETE_MESSAGES, (key,))
+        conn.execute(
+            sql.PUT_CONVERSATION, (key, len(record.messages), record.version, record.created_at, record.updated_at)
+        )
+        conn.executemany(sql.INSERT_MESSAGE, [(key, i, bytes(m)) for i, m in enumerate(record.messages)])
+
+
+def sweep(conn: sqlite3.Connection, cutoff: float) -> int:
+    """Delete every conversation last written at or before ``cutoff`` (found by the ``updated_at`` index)."""
+    conn.execute(sql.DELETE_DUE_MESSAGES, (cutoff,))
+    deleted: int = conn.execute(sql.DELETE_DUE_CONVERSATIONS, (cutoff,)).rowcount
+    return deleted
