@@ -6,7 +6,7 @@ PostgreSQL / Redis when their URLs are given):
 1. **HTTP** (:mod:`.http`): requests per second of reading a 20-message conversation and of
    appending a 4-message batch with an ``Idempotency-Key``: the service started as ``chatlab
    serve`` starts it, the obvious FastAPI app on the same store (:mod:`.baselines`) and a bare
-   Starlette app (:mod:`.ceiling`), on the same server stack, in rounds run back to back.
+   Starlette app (:mod:`.ceiling`), on the same server stack, in passes run back to back.
 2. **Provider** (:mod:`.turns`): the time and HTTP bytes of one agent turn at history lengths
    10, 1,000 and 10,000.
 3. **Memory** (:mod:`.storage`): the service's RSS per message under the provider's traffic.
@@ -15,7 +15,7 @@ PostgreSQL / Redis when their URLs are given):
 5. **Goals** (:mod:`.report`): each with its figure and met / NOT met.
 
 The benchmark uses chatlab's public API only (the CLI, ``open_store``, the store interface,
-``create_app``, the provider). ``--quick`` is the CI mode: short runs, at least 3 rounds per ratio;
+``create_app``, the provider). ``--quick`` is the CI mode: short runs, at least 3 passes per ratio;
 it never fails because a figure is slow (it prints them), only when the benchmark itself breaks.
 """
 

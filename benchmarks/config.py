@@ -78,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="short runs for CI (a few minutes)")
     parser.add_argument("--seconds", type=float, default=None, help="seconds per load run (default 3; quick 1)")
     parser.add_argument(
-        "--repeats", type=int, default=None, help="back-to-back rounds per ratio, median taken (default 5; quick 3)"
+        "--repeats", type=int, default=None, help="back-to-back passes per ratio, median taken (default 5; quick 3)"
     )
     parser.add_argument("--connections", type=int, default=None, help="keep-alive connections of the load (16)")
     parser.add_argument("--lengths", default=None, help="history lengths of the provider turns (default 10,1000,10000)")

@@ -2,9 +2,9 @@
 
 For each store three servers run side by side on the same stack: the **service** (``chatlab
 serve``), the **baseline** for that store (:mod:`benchmarks.baselines`: what a user would write
-instead) and the **ceiling** (:mod:`benchmarks.ceiling`: a bare Starlette app). Each round runs
-the three back to back, in alternating order, and each ratio is the median over the rounds of
-the service's rate over the other's in the same round, so a noisy moment of a shared machine hits
+instead) and the **ceiling** (:mod:`benchmarks.ceiling`: a bare Starlette app). Each pass runs
+the three back to back, in alternating order, and each ratio is the median over the passes of
+the service's rate over the other's in the same pass, so a noisy moment of a shared machine hits
 both sides of a ratio alike.
 """
 
@@ -35,7 +35,7 @@ class HttpRow:
     store: str
     op: str
     runs: dict[str, list[LoadResult]] = field(default_factory=lambda: {side: [] for side in SIDES})
-    #: the service's rate over the baseline's, and over the ceiling's, in each round
+    #: the service's rate over the baseline's, and over the ceiling's, in each pass
     vs_baseline: list[float] = field(default_factory=list)
     vs_ceiling: list[float] = field(default_factory=list)
 
@@ -50,7 +50,7 @@ class HttpRow:
     def ceiling_ratio(self) -> float:
         return statistics.median(self.vs_ceiling) if self.vs_ceiling else float("nan")
 
-    def add_round(self, runs: dict[str, LoadResult]) -> None:
+    def add_pass(self, runs: dict[str, LoadResult]) -> None:
         for side in SIDES:
             self.runs[side].append(runs[side])
         service = runs["service"].rps
@@ -71,13 +71,13 @@ class Load:
     keys: int
 
 
-def round_order(repeat: int) -> tuple[str, ...]:
-    """The sides of round ``repeat``: alternately forwards and backwards, so no side always runs first."""
+def pass_order(repeat: int) -> tuple[str, ...]:
+    """The sides of pass ``repeat``: alternately forwards and backwards, so no side always runs first."""
     return SIDES if repeat % 2 == 0 else SIDES[::-1]
 
 
 def bench_http(config: BenchConfig, targets: list[StoreTarget], tmp: Path, gen: LoadGenerator) -> list[HttpRow]:
-    """Each store's service, baseline and ceiling, in rounds; prints each row as it is measured."""
+    """Each store's service, baseline and ceiling, in passes; prints each row as it is measured."""
     from .report import print_http_row
 
     (tmp / "read.json").write_bytes(read_answer())
@@ -99,8 +99,8 @@ def bench_http(config: BenchConfig, targets: list[StoreTarget], tmp: Path, gen: 
                         warm_up(server.url, loads[op])
                     row = HttpRow(target.name, op)
                     for repeat in range(config.repeats):
-                        order = round_order(repeat)
-                        row.add_round({side: gen.run(servers[side].url, *_args(loads[op], config)) for side in order})
+                        order = pass_order(repeat)
+                        row.add_pass({side: gen.run(servers[side].url, *_args(loads[op], config)) for side in order})
                     rows.append(row)
                     print_http_row(row)
     return rows

@@ -23,16 +23,16 @@ GOAL_MEMORY = 2.0  # the service's RSS growth against the messages' JSON
 
 @dataclass
 class Goal:
-    """One goal: what it asks, the figure measured, whether the figure meets it, and its rounds' spread."""
+    """One goal: what it asks, the figure measured, whether the figure meets it, and its passes' spread."""
 
     text: str
     figure: str
     met: bool
-    #: for a ratio of rounds, the lowest and highest round
+    #: for a ratio of passes, the lowest and highest pass
     spread: tuple[float, float] | None = None
 
     def line(self) -> str:
-        spread = f" (rounds {self.spread[0]:.2f}-{self.spread[1]:.2f})" if self.spread is not None else ""
+        spread = f" (passes {self.spread[0]:.2f}-{self.spread[1]:.2f})" if self.spread is not None else ""
         return f"  {self.text}: {self.figure}{spread} ({'met' if self.met else 'NOT met'})"
 
 
@@ -54,7 +54,7 @@ def print_setup(config: BenchConfig, load_name: str, stores: Sequence[str]) -> N
         f"{os.cpu_count()} CPUs, {platform.system()} {platform.machine()}"
     )
     say(
-        f"load generator: {load_name}; {config.seconds:g} s per run; ratio = median over {config.repeats} rounds "
+        f"load generator: {load_name}; {config.seconds:g} s per run; ratio = median over {config.repeats} passes "
         "of the three servers run back to back (in alternating order); loopback"
     )
     say(

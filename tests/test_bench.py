@@ -21,7 +21,7 @@ import pytest
 from benchmarks import add_arguments, config_from_args
 from benchmarks.baselines import baseline_app
 from benchmarks.ceiling import ceiling_app
-from benchmarks.http import HttpRow, round_order
+from benchmarks.http import HttpRow, pass_order
 from benchmarks.load import LoadResult, median_run
 from benchmarks.report import GOAL_BASELINE, goals
 from benchmarks.storage import StorageRow, traffic
@@ -64,14 +64,14 @@ def run(rps: float) -> LoadResult:
     return LoadResult(rps, 1.0, 2.0, int(rps), 0)
 
 
-def test_a_ratio_is_the_median_of_its_rounds_not_of_medians() -> None:
+def test_a_ratio_is_the_median_of_its_passes_not_of_medians() -> None:
     row = HttpRow("memory", "read")
     for service, baseline, ceiling in [(300, 100, 400), (100, 100, 100), (250, 50, 500)]:
-        row.add_round({"service": run(service), "baseline": run(baseline), "ceiling": run(ceiling)})
+        row.add_pass({"service": run(service), "baseline": run(baseline), "ceiling": run(ceiling)})
     assert row.vs_baseline == [3.0, 1.0, 5.0] and row.baseline_ratio == 3.0
     assert row.vs_ceiling == [0.75, 1.0, 0.5] and row.ceiling_ratio == 0.75
     assert row.median("service").rps == 250 == median_run(row.runs["service"]).rps
-    assert round_order(0) == ("service", "baseline", "ceiling") and round_order(1) == round_order(0)[::-1]
+    assert pass_order(0) == ("service", "baseline", "ceiling") and pass_order(1) == pass_order(0)[::-1]
 
 
 def test_goals_cover_every_store_against_its_baseline_and_memory_against_the_ceiling() -> None:
@@ -80,7 +80,7 @@ def test_goals_cover_every_store_against_its_baseline_and_memory_against_the_cei
     for store in ("memory", "sqlite"):
         for op in ("read", "append"):
             row = HttpRow(store, op)
-            row.add_round({"service": run(210), "baseline": run(100), "ceiling": run(1000 if op == "read" else 300)})
+            row.add_pass({"service": run(210), "baseline": run(100), "ceiling": run(1000 if op == "read" else 300)})
             rows.append(row)
     turns = [
         TurnRow("memory", length, mode, 1.0, 100, ratio)
@@ -90,9 +90,9 @@ def test_goals_cover_every_store_against_its_baseline_and_memory_against_the_cei
     lines = [goal.line() for goal in goals(config, rows, turns, StorageRow(100, 300.0, 100.0))]
     for store in ("memory", "sqlite"):
         for op in ("read", "append"):
-            assert f"  {store} {op} >= {GOAL_BASELINE} x the baseline: 2.10 (rounds 2.10-2.10) (met)" in lines
-    assert "  memory read >= 0.7 x the ceiling: 0.21 (rounds 0.21-0.21) (NOT met)" in lines
-    assert "  memory append >= 0.5 x the ceiling: 0.70 (rounds 0.70-0.70) (met)" in lines
+            assert f"  {store} {op} >= {GOAL_BASELINE} x the baseline: 2.10 (passes 2.10-2.10) (met)" in lines
+    assert "  memory read >= 0.7 x the ceiling: 0.21 (passes 0.21-0.21) (NOT met)" in lines
+    assert "  memory append >= 0.5 x the ceiling: 0.70 (passes 0.70-0.70) (met)" in lines
     assert not any(line.startswith("  sqlite read >= 0.") for line in lines)  # a database store's: printed, no goal
     assert "  provider turn at 40 messages <= 1.2x the turn at 10: 1.30x (full loads: 1.3x) (NOT met)" in lines
     assert "  memory (service RSS) <= 2.0x the JSON under the provider's traffic: 3.00x (NOT met)" in lines
