@@ -1,4 +1,4 @@
-"""``python -m chatlab``: run the chat history service, the article's demo, or the benchmark, from a terminal."""
+"""``python -m chatlab``: run the chat history service or the article's demo from a terminal."""
 
 from __future__ import annotations
 
@@ -134,9 +134,14 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .bench import config_from_args, run
+    print(BENCH_MOVED, file=sys.stderr)
+    return 2
 
-    return run(config_from_args(args))
+
+BENCH_MOVED = (
+    "the benchmark is not part of the installed package: from a clone of chatlab's repository, run "
+    "`python -m benchmarks` (or `python -m benchmarks --quick`); see docs/performance.md"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -189,12 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--runs", type=int, default=2, help="how many runs against the same service (default 2)")
     demo.set_defaults(run=_demo)
 
-    from .bench import add_arguments
-
-    bench = commands.add_parser(
-        "bench", help="measure the service against a bare FastAPI ceiling, the provider's turns, memory per message"
-    )
-    add_arguments(bench)
+    bench = commands.add_parser("bench", help="moved: run `python -m benchmarks` from a clone (docs/performance.md)")
     bench.set_defaults(run=_bench)
     return parser
 
@@ -204,7 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .service.settings import describe_error
 
-    args = build_parser().parse_args(argv)
+    args, extra = build_parser().parse_known_args(argv)
+    if extra and args.command != "bench":
+        build_parser().parse_args(argv)  # says which arguments are not understood, and exits
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)

@@ -1,15 +1,15 @@
-"""The loop-stall measurement runs and prints its two rows (its figures are not checked: this machine is shared)."""
+"""The benchmark's stall jobs: the worst body fills the default limit, the list counts what it read."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+import asyncio
 
-from chatlab.bench.stall import MAX_BODY_BYTES, worst_body
+import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.servers import filled_store
+from benchmarks.stall import MAX_BODY_BYTES, Latencies, list_conversations, under, worst_body
+from chatlab.runner import BackgroundServer
+from chatlab.service import create_app
 
 
 def test_the_worst_body_fills_the_default_limit() -> None:
@@ -18,12 +18,17 @@ def test_the_worst_body_fills_the_default_limit() -> None:
     assert body.count(b'{"$type":"text"}') == items > 490_000
 
 
-def test_quick_stall_prints_get_alone_and_under_load() -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    cmd = [sys.executable, "-m", "chatlab.bench.stall", "--quick"]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
-    assert out.returncode == 0, out.stdout + out.stderr
-    rows = {line[:18].strip(): line[18:].split() for line in out.stdout.splitlines()}
-    alone, loaded = rows["GET / alone"], rows["GET / under load"]
-    assert len(alone) == 4 and all(float(x.replace(",", "")) > 0 for x in alone), out.stdout
-    assert float(loaded[1]) > 0 and "(2 writes of" in out.stdout, out.stdout
+def test_latencies_read_percentiles_in_milliseconds() -> None:
+    p50, p99, top = Latencies([0.001] * 98 + [0.002, 0.5]).ms()
+    assert (p50, p99, top) == (1.0, 2.0, 500.0)
+
+
+def test_the_list_job_reads_every_conversation_while_get_is_probed() -> None:
+    store = asyncio.run(filled_store(30))
+    assert len(asyncio.run(store.summaries())) == 30
+    with BackgroundServer(create_app(store), name="listing").start() as server:
+        with httpx.Client(base_url=server.url) as client:
+            listed = client.get("/chat-history")
+            assert listed.status_code == 200 and listed.content.count(b"user-00000") == 30
+        alone, _, took, size = under(server.url, list_conversations, 2, 5)
+    assert len(alone.seconds) == 5 and len(took) == 2 and size == len(listed.content)

@@ -49,4 +49,4 @@ def test_relative_links_and_anchors_exist(page: Path) -> None:
 def test_the_anchors_are_made_as_github_makes_them() -> None:
     """The rule above, on headings the pages have: ``### conda / mamba`` drops the slash and keeps both spaces."""
     assert "conda--mamba" in anchors(ROOT / "README.md")
-    assert {"the-server-stack", "how-much-a-figure-moves"} <= anchors(ROOT / "docs" / "performance.md")
+    assert {"the-server-stack", "what-limits-each-store"} <= anchors(ROOT / "docs" / "performance.md")

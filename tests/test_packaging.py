@@ -1,11 +1,13 @@
-"""environment.yml and pyproject.toml install what the tutorial needs."""
+"""environment.yml and pyproject.toml install what the tutorial needs, and a user's script type-checks against it."""
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,3 +98,57 @@ def test_the_notebooks_extra_installs_everything_the_notebooks_import() -> None:
                     if not providers.get(top, set()) & installed:
                         missing[top] = path.name
     assert not missing, f"imported by the notebooks but not installed by chatlab[notebooks]: {missing}"
+
+
+USER_SCRIPT = """\
+import asyncio
+
+from chatlab import ChatHistoryClient, RemoteChatHistoryProvider, open_store
+
+
+async def main() -> None:
+    store = open_store("memory://")
+    await store.append("k", [b'{"role":"user","contents":[]}'])
+    provider = RemoteChatHistoryProvider("http://127.0.0.1:5000")
+    await provider.aclose()
+    client: ChatHistoryClient = ChatHistoryClient("http://127.0.0.1:5000")
+    client.close()
+
+
+asyncio.run(main())
+"""
+
+
+def test_a_users_script_in_another_folder_type_checks_against_the_installed_chatlab(tmp_path: Path) -> None:
+    """After the README's install (``pip install -e .``) mypy --strict finds chatlab from any folder.
+
+    An editable install that works by an import hook (setuptools' default) is invisible to type
+    checkers; the build backend's path entry is what mypy reads. Run where this clone is the
+    installed chatlab (as .ci/run installs it); elsewhere there is nothing of this clone to check."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH")}
+    locate = "import chatlab, pathlib; print(pathlib.Path(chatlab.__file__).parent.parent.resolve())"
+    where = subprocess.run(
+        [sys.executable, "-c", locate],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    if where.returncode != 0 or Path(where.stdout.strip()) != ROOT:
+        pytest.skip(f"this clone is not the chatlab installed in {sys.prefix} (run `pip install -e .` here)")
+    (tmp_path / "script.py").write_text(USER_SCRIPT)
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "script.py"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
+    assert checked.returncode == 0, (
+        f"{checked.stdout}{checked.stderr}\n(an editable install by import hook hides chatlab from type checkers: "
+        "reinstall with the README's `pip install -e .`)"
+    )

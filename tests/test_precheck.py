@@ -84,7 +84,7 @@ def test_the_tag_fields_name_is_left_to_the_models(tag: str, named: str) -> None
 
 
 def test_the_providers_turn_passes() -> None:
-    from chatlab.bench import workload
+    from benchmarks import workload
     from chatlab.service import jsontext
 
     messages = jsontext.parse(workload.append_body())["messages"]

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from chatlab.bench.workload import append_body
+from benchmarks.workload import append_body
 from chatlab.service import jsontext, schema
 from chatlab.vocabulary import Refused
 

@@ -14,10 +14,10 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 
-from chatlab.bench import sample_messages, sample_turn
 from chatlab.runner import BackgroundServer
 from chatlab.service import ServiceSettings, create_app
 from chatlab.stores import InMemoryChatHistoryStore
+from chatlab.tutorial.samples import sample_messages, sample_turn
 from tests.browser import chromium, requested_urls, wait_for
 
 __all__ = ["chromium"]  # the fixture, imported to be found

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 from typing import Any
 
-from chatlab.bench import sample_turn
 from chatlab.client.codec import messages_from_meai
 from chatlab.client.provider import ChatHistorySummary
+from chatlab.tutorial.samples import sample_turn
 from chatlab.tutorial.views import ConversationView, SummariesView, show_conversation, show_summaries
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>&amp;'

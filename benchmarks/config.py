@@ -1,4 +1,4 @@
-"""The benchmark's arguments: what ``python -m chatlab bench`` takes, and the run they describe."""
+"""The benchmark's arguments: what ``python -m benchmarks`` takes, and the run they describe."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..serverstack import STACKS, server_stack
+from chatlab.serverstack import STACKS, server_stack
 
 STORES = ("memory", "sqlite", "postgresql", "redis")
 
@@ -23,9 +23,11 @@ class BenchConfig:
     lengths: tuple[int, ...] = (10, 1_000, 10_000)
     turns: int = 20
     memory_messages: int = 20_000
+    #: conversations stored for the ``GET /chat-history`` figure
+    conversations: int = 100_000
     stores: tuple[str, ...] = STORES
-    #: the server stacks of the HTTP table; by default the one ``serve`` runs on (``CHATLAB_SERVER_STACK``, else fast)
-    stacks: tuple[str, ...] = field(default_factory=lambda: (server_stack().name,))
+    #: the server stack every server of the run is on; by default the one ``serve`` runs on
+    stack: str = field(default_factory=lambda: server_stack().name)
     postgres_url: str | None = None
     redis_url: str | None = None
     load: str = "auto"
@@ -40,26 +42,30 @@ class BenchConfig:
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     """The run the command line asks for; ``ValueError`` says what is wrong with it."""
     overrides: dict[str, Any] = {}
-    for name in ("seconds", "repeats", "connections", "turns", "memory_messages"):
+    for name in ("seconds", "repeats", "connections", "turns", "memory_messages", "conversations"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
     if overrides.get("repeats", 3) < 1:
         raise ValueError("--repeats must be at least 1")
+    if overrides.get("conversations", 1) < 1:
+        raise ValueError("--conversations must be at least 1")
     if args.lengths:
-        overrides["lengths"] = tuple(int(x) for x in args.lengths.split(","))
+        try:
+            overrides["lengths"] = tuple(sorted(int(x) for x in args.lengths.split(",")))
+        except ValueError:
+            raise ValueError(f"--lengths takes whole numbers separated by commas, not {args.lengths!r}") from None
     if args.stores:
-        overrides["stores"] = _choices("store", args.stores, STORES)
-    if args.stacks:
-        overrides["stacks"] = _choices("server stack", args.stacks, STACKS)
-        for stack in overrides["stacks"]:
-            server_stack(stack)
+        overrides["stores"] = choices("store", args.stores, STORES)
+    if args.stack:
+        overrides["stack"] = server_stack(args.stack).name
     overrides["postgres_url"] = args.postgres_url or os.environ.get("CHATLAB_TEST_POSTGRES_URL") or None
     overrides["redis_url"] = args.redis_url or os.environ.get("CHATLAB_TEST_REDIS_URL") or None
     overrides["load"] = args.load
     return BenchConfig.quick_mode(**overrides) if args.quick else BenchConfig(**overrides)
 
 
-def _choices(what: str, text: str, known: tuple[str, ...]) -> tuple[str, ...]:
+def choices(what: str, text: str, known: tuple[str, ...]) -> tuple[str, ...]:
+    """The comma list ``text``, each item one of ``known`` (else ``ValueError``)."""
     chosen = tuple(s.strip() for s in text.split(",") if s.strip())
     unknown = [s for s in chosen if s not in known]
     if unknown or not chosen:
@@ -68,33 +74,26 @@ def _choices(what: str, text: str, known: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The bench's options, on ``python -m chatlab bench`` and ``python -m chatlab.bench``."""
+    """The benchmark's options."""
     parser.add_argument("--quick", action="store_true", help="short runs for CI (a few minutes)")
     parser.add_argument("--seconds", type=float, default=None, help="seconds per load run (default 3; quick 1)")
     parser.add_argument(
-        "--repeats", type=int, default=None, help="back-to-back pairs per ratio, median taken (default 5; quick 3)"
+        "--repeats", type=int, default=None, help="back-to-back passes per ratio, median taken (default 5; quick 3)"
     )
-    parser.add_argument(
-        "--connections", type=int, default=None, help="keep-alive connections of the load generator (16)"
-    )
+    parser.add_argument("--connections", type=int, default=None, help="keep-alive connections of the load (16)")
     parser.add_argument("--lengths", default=None, help="history lengths of the provider turns (default 10,1000,10000)")
     parser.add_argument(
-        "--turns",
-        type=int,
-        default=None,
-        help="full-load turns measured per length, 4x as many incremental ones (default 20; quick 3)",
+        "--turns", type=int, default=None, help="full-load turns per length, 4x as many incremental (20; quick 3)"
     )
     parser.add_argument(
-        "--memory-messages", type=int, default=None, help="messages stored for the memory and storage figures"
+        "--memory-messages", type=int, default=None, help="messages sent for the memory figure (20000; quick 4000)"
     )
     parser.add_argument(
-        "--stores", default=None, help="comma list of memory,sqlite,postgresql,redis (default: all available)"
+        "--conversations", type=int, default=None, help="conversations listed by GET /chat-history (100000)"
     )
+    parser.add_argument("--stores", default=None, help="comma list of memory,sqlite,postgresql,redis (default: all)")
     parser.add_argument(
-        "--stacks",
-        default=None,
-        help="server stacks of the HTTP table, comma list of fast,asyncio (default: the one `serve` runs on; "
-        "the goals are read on the first)",
+        "--stack", default=None, choices=STACKS, help="server stack of every server (default: the one `serve` uses)"
     )
     parser.add_argument("--postgres-url", default=None, help="PostgreSQL server (default CHATLAB_TEST_POSTGRES_URL)")
     parser.add_argument("--redis-url", default=None, help="Redis server (default CHATLAB_TEST_REDIS_URL)")

@@ -85,7 +85,8 @@ class _Session:
     """One conversation of ``length`` messages and the provider that runs turns on it."""
 
     def __init__(self, client: httpx.AsyncClient, url: str, length: int, mode: str) -> None:
-        from ..client.provider import KEY_FIELD, RemoteChatHistoryProvider
+        from chatlab import RemoteChatHistoryProvider
+        from chatlab.client.provider import KEY_FIELD
 
         self.length = length
         self.stored = length
@@ -96,7 +97,7 @@ class _Session:
         self.sizes: list[int] = []
 
     async def turn(self, transport: _CountingTransport, number: int) -> float:
-        from ..client.codec import messages_from_meai
+        from chatlab import messages_from_meai
 
         new = messages_from_meai(sample_turn(50_000 + number))
         gc.collect()
@@ -136,8 +137,8 @@ async def _turns(store: str, url: str, lengths: tuple[int, ...], turns: int) -> 
     return rows
 
 
-def bench_provider(config: BenchConfig, stack: str, targets: list[StoreTarget]) -> list[TurnRow]:
-    """Each store's turns at every length of ``config.lengths``, on ``stack``; prints the table."""
+def bench_provider(config: BenchConfig, targets: list[StoreTarget]) -> list[TurnRow]:
+    """Each store's turns at every length of ``config.lengths``; prints the table."""
     from .report import print_turn_rows
 
     print(
@@ -149,7 +150,7 @@ def bench_provider(config: BenchConfig, stack: str, targets: list[StoreTarget]) 
     )
     rows: list[TurnRow] = []
     for target in targets:
-        with ServerProcess("service", stack, store=target.url) as service:
+        with ServerProcess("service", config.stack, store=target.url) as service:
             measured = asyncio.run(_turns(target.name, service.url, tuple(sorted(config.lengths)), config.turns))
         print_turn_rows(measured, first=not rows)
         rows += measured

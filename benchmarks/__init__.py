@@ -1,0 +1,57 @@
+"""``python -m benchmarks``: how fast chatlab is against what a user would write instead.
+
+Run from a clone's root. One run prints, for each store available (memory, SQLite, and
+PostgreSQL / Redis when their URLs are given):
+
+1. **HTTP** (:mod:`.http`): requests per second of reading a 20-message conversation and of
+   appending a 4-message batch with an ``Idempotency-Key``: the service started as ``chatlab
+   serve`` starts it, the obvious FastAPI app on the same store (:mod:`.baselines`) and a bare
+   Starlette app (:mod:`.ceiling`), on the same server stack, in passes run back to back.
+2. **Provider** (:mod:`.turns`): the time and HTTP bytes of one agent turn at history lengths
+   10, 1,000 and 10,000.
+3. **Memory** (:mod:`.storage`): the service's RSS per message under the provider's traffic.
+4. **Stalls** (:mod:`.stall`): how long a ``GET /`` waits while the worst body is written and
+   while ``GET /chat-history`` lists 100,000 conversations.
+5. **Goals** (:mod:`.report`): each with its figure and met / NOT met.
+
+The benchmark uses chatlab's public API only (the CLI, ``open_store``, the store interface,
+``create_app``, the provider). ``--quick`` is the CI mode: short runs, at least 3 passes per ratio;
+it never fails because a figure is slow (it prints them), only when the benchmark itself breaks.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from .config import BenchConfig, add_arguments, config_from_args
+from .http import bench_http
+from .load import load_generator
+from .report import goals, print_goals, print_http_header, print_setup
+from .stall import bench_stall
+from .storage import bench_storage
+from .targets import store_targets
+from .turns import bench_provider
+from .workload import append_body, read_answer
+
+__all__ = ["BenchConfig", "add_arguments", "config_from_args", "run"]
+
+
+def run(config: BenchConfig) -> int:
+    """Run every part of the benchmark and print it; 0 unless the benchmark itself broke."""
+    gen = load_generator(config.load, config.connections)
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="chatlab-bench-") as tmpdir,
+            store_targets(config, Path(tmpdir)) as targets,
+        ):
+            print_setup(config, gen.name, [t.name for t in targets])
+            print_http_header(len(read_answer()), len(append_body()))
+            http_rows = bench_http(config, targets, Path(tmpdir), gen)
+            turn_rows = bench_provider(config, targets)
+            storage = bench_storage(config) if "memory" in config.stores else None
+            bench_stall(config)
+            print_goals(config, goals(config, http_rows, turn_rows, storage), http_rows)
+    finally:
+        gen.close()
+    return 0

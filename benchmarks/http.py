@@ -1,0 +1,134 @@
+"""The HTTP figures: requests per second of a read and an append, against the baseline and the ceiling.
+
+For each store three servers run side by side on the same stack: the **service** (``chatlab
+serve``), the **baseline** for that store (:mod:`benchmarks.baselines`: what a user would write
+instead) and the **ceiling** (:mod:`benchmarks.ceiling`: a bare Starlette app). Each pass runs
+the three back to back, in alternating order, and each ratio is the median over the passes of
+the service's rate over the other's in the same pass, so a noisy moment of a shared machine hits
+both sides of a ratio alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from .config import BenchConfig
+from .load import LoadGenerator, LoadResult, median_run
+from .servers import ServerProcess
+from .targets import StoreTarget
+from .workload import APPEND_KEYS, READ_MESSAGES, append_body, body, read_answer, sample_messages
+
+READ_PATH = "/chat-history/bench-read"
+APPEND_PATH = "/chat-history/bench-append"
+OPS = ("read", "append")
+SIDES = ("service", "baseline", "ceiling")
+
+
+@dataclass
+class HttpRow:
+    """One store's figures for one operation: each side's median run, and the service's ratios to the others."""
+
+    store: str
+    op: str
+    runs: dict[str, list[LoadResult]] = field(default_factory=lambda: {side: [] for side in SIDES})
+    #: the service's rate over the baseline's, and over the ceiling's, in each pass
+    vs_baseline: list[float] = field(default_factory=list)
+    vs_ceiling: list[float] = field(default_factory=list)
+
+    def median(self, side: str) -> LoadResult:
+        return median_run(self.runs[side])
+
+    @property
+    def baseline_ratio(self) -> float:
+        return statistics.median(self.vs_baseline) if self.vs_baseline else float("nan")
+
+    @property
+    def ceiling_ratio(self) -> float:
+        return statistics.median(self.vs_ceiling) if self.vs_ceiling else float("nan")
+
+    def add_pass(self, runs: dict[str, LoadResult]) -> None:
+        for side in SIDES:
+            self.runs[side].append(runs[side])
+        service = runs["service"].rps
+        self.vs_baseline.append(ratio(service, runs["baseline"].rps))
+        self.vs_ceiling.append(ratio(service, runs["ceiling"].rps))
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+@dataclass
+class Load:
+    """What one operation's load sends: a path, a body file (``None``: a ``GET``), how many conversations."""
+
+    path: str
+    body: Path | None
+    keys: int
+
+
+def pass_order(repeat: int) -> tuple[str, ...]:
+    """The sides of pass ``repeat``: alternately forwards and backwards, so no side always runs first."""
+    return SIDES if repeat % 2 == 0 else SIDES[::-1]
+
+
+def bench_http(config: BenchConfig, targets: list[StoreTarget], tmp: Path, gen: LoadGenerator) -> list[HttpRow]:
+    """Each store's service, baseline and ceiling, in passes; prints each row as it is measured."""
+    from .report import print_http_row
+
+    (tmp / "read.json").write_bytes(read_answer())
+    (tmp / "append.json").write_bytes(append_body())
+    loads = {"read": Load(READ_PATH, None, 1), "append": Load(APPEND_PATH, tmp / "append.json", APPEND_KEYS)}
+    rows: list[HttpRow] = []
+    with ServerProcess("ceiling", config.stack, child=["--read-body", str(tmp / "read.json")]) as ceiling:
+        for target in targets:
+            baseline_child = ["--store", target.name, "--url", target.baseline_url]
+            with (
+                ServerProcess("service", config.stack, store=target.url) as service,
+                ServerProcess("baseline", config.stack, child=baseline_child) as baseline,
+            ):
+                servers = {"service": service, "baseline": baseline, "ceiling": ceiling}
+                for server in (service, baseline):
+                    fill_read_conversation(server.url)
+                for op in OPS:
+                    for server in servers.values():
+                        warm_up(server.url, loads[op])
+                    row = HttpRow(target.name, op)
+                    for repeat in range(config.repeats):
+                        order = pass_order(repeat)
+                        row.add_pass({side: gen.run(servers[side].url, *_args(loads[op], config)) for side in order})
+                    rows.append(row)
+                    print_http_row(row)
+    return rows
+
+
+def _args(load: Load, config: BenchConfig) -> tuple[str, Path | None, float, int]:
+    return load.path, load.body, config.seconds, load.keys
+
+
+_JSON = {"content-type": "application/json"}
+
+
+def fill_read_conversation(url: str) -> None:
+    """Store the read load's conversation, and check the server answers its 20 messages."""
+    with httpx.Client(base_url=url, timeout=30) as client:
+        # a PUT: the conversation holds exactly these messages, also in a store an earlier run filled
+        client.put(READ_PATH, content=body(sample_messages(READ_MESSAGES)), headers=_JSON).raise_for_status()
+        got = client.get(READ_PATH)
+        got.raise_for_status()
+        if got.json() != sample_messages(READ_MESSAGES):
+            raise RuntimeError(f"{url} answers another conversation than the one stored: the comparison is unfair")
+
+
+def warm_up(url: str, load: Load) -> None:
+    raw = load.body.read_bytes() if load.body else None
+    with httpx.Client(base_url=url, timeout=10) as client:
+        for i in range(30):
+            if raw is None:
+                client.get(load.path).raise_for_status()
+            else:
+                client.post(f"{load.path}-{i % load.keys}", content=raw, headers=_JSON).raise_for_status()

@@ -1,0 +1,158 @@
+"""What the benchmark prints: the run's set-up, each table, and the goals, each with its figure and met / NOT met."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .config import BenchConfig
+from .http import HttpRow
+from .stall import StallRow
+from .storage import StorageRow
+from .turns import TurnRow
+from .workload import APPEND_KEYS, APPEND_MESSAGES, READ_MESSAGES
+
+GOAL_BASELINE = 2.0  # every store, read and append: chatlab against what a user would write instead
+GOAL_CEILING = {"read": 0.7, "append": 0.5}  # the in-memory store against the bare Starlette app
+GOAL_TURN = 1.2  # the provider's turn at the longest history against the turn at the shortest
+GOAL_MEMORY = 2.0  # the service's RSS growth against the messages' JSON
+
+
+@dataclass
+class Goal:
+    """One goal: what it asks, the figure measured, whether the figure meets it, and its passes' spread."""
+
+    text: str
+    figure: str
+    met: bool
+    #: for a ratio of passes, the lowest and highest pass
+    spread: tuple[float, float] | None = None
+
+    def line(self) -> str:
+        spread = f" (passes {self.spread[0]:.2f}-{self.spread[1]:.2f})" if self.spread is not None else ""
+        return f"  {self.text}: {self.figure}{spread} ({'met' if self.met else 'NOT met'})"
+
+
+def say(*parts: object) -> None:
+    print(*parts, flush=True)
+
+
+def print_setup(config: BenchConfig, load_name: str, stores: Sequence[str]) -> None:
+    import fastapi
+    import starlette
+    import uvicorn
+
+    from chatlab.serverstack import server_stack
+
+    mode = "quick" if config.quick else "full"
+    say(
+        f"chatlab benchmark ({mode}): Python {platform.python_version()}, FastAPI {fastapi.__version__}, "
+        f"Starlette {starlette.__version__}, uvicorn {uvicorn.__version__} with {server_stack(config.stack)}, "
+        f"{os.cpu_count()} CPUs, {platform.system()} {platform.machine()}"
+    )
+    say(
+        f"load generator: {load_name}; {config.seconds:g} s per run; ratio = median over {config.repeats} passes "
+        "of the three servers run back to back (in alternating order); loopback"
+    )
+    say(
+        f"stores: {', '.join(stores)}"
+        + ("" if config.postgres_url else " (PostgreSQL: give --postgres-url or CHATLAB_TEST_POSTGRES_URL)")
+        + ("" if config.redis_url else " (Redis: give --redis-url or CHATLAB_TEST_REDIS_URL)")
+    )
+
+
+def print_http_header(read_size: int, append_size: int) -> None:
+    say(
+        f"\nHTTP: read = GET of a {READ_MESSAGES}-message conversation ({read_size:,} bytes); append = POST of a "
+        f"{APPEND_MESSAGES}-message batch ({append_size:,} bytes) with an Idempotency-Key, to {APPEND_KEYS} "
+        "conversations in turn. service = `chatlab serve`; baseline = the obvious FastAPI app on the same store "
+        "(benchmarks/baselines); ceiling = a bare Starlette app"
+    )
+    say(
+        f"{'store':<11} {'op':<7} {'service/s':>9} {'p50 ms':>7} {'p99 ms':>7} | {'baseline/s':>10} {'p50 ms':>7} | "
+        f"{'ceiling/s':>9} | {'x baseline':>10} {'x ceiling':>9}"
+    )
+
+
+def print_http_row(row: HttpRow) -> None:
+    s, b, c = row.median("service"), row.median("baseline"), row.median("ceiling")
+    errors = sum(r.errors for side in row.runs.values() for r in side)
+    note = f"  ({errors} non-2xx answers)" if errors else ""
+    say(
+        f"{row.store:<11} {row.op:<7} {s.rps:>9,.0f} {s.p50_ms:>7.2f} {s.p99_ms:>7.2f} | {b.rps:>10,.0f} "
+        f"{b.p50_ms:>7.2f} | {c.rps:>9,.0f} | {row.baseline_ratio:>10.2f} {row.ceiling_ratio:>9.2f}{note}"
+    )
+
+
+def print_turn_rows(rows: Sequence[TurnRow], *, first: bool) -> None:
+    if first and rows:
+        shortest = min(r.length for r in rows)
+        say(f"{'store':<11} {'history':>8} {'mode':<12} {'ms/turn':>9} {'bytes/turn':>11} {f'vs {shortest:,}':>8}")
+    for r in rows:
+        say(f"{r.store:<11} {r.length:>8,} {r.mode:<12} {r.ms:>9.2f} {r.bytes:>11,} {r.vs_shortest:>7.2f}x")
+
+
+def print_storage_row(row: StorageRow) -> None:
+    say(
+        f"\nMemory: {row.messages:,} messages sent as the provider sends them ({APPEND_MESSAGES} per append, each with "
+        f"an Idempotency-Key) to `chatlab serve` on the in-memory store: RSS growth {row.per_message:,.0f} bytes per "
+        f"message, {row.json_per_message:,.0f} bytes of JSON: {row.ratio:.2f}x"
+    )
+
+
+def print_stall_header(conversations: int) -> None:
+    say(
+        "\nStalls: GET / alone, then while a client repeats a large job (each on a service of its own): PUT of the "
+        f"worst body the default limits allow; GET /chat-history of {conversations:,} conversations (in-memory)"
+    )
+    say(f"  {'GET / ...':<28}{'p50 ms':>8}{'p99 ms':>9}{'max ms':>9}{'requests':>10}")
+
+
+def print_stall_rows(row: StallRow) -> None:
+    say(row.alone.row(f"alone ({row.job})"))
+    each = f"{statistics.median(row.took):.3f} s" if row.took else "n/a"
+    say(row.loaded.row(f"during {row.job}", f"({len(row.took)} jobs of {each} each, {row.size:,} bytes)"))
+
+
+def goals(
+    config: BenchConfig, http_rows: Sequence[HttpRow], turn_rows: Sequence[TurnRow], storage: StorageRow | None
+) -> list[Goal]:
+    """Every goal the run has a figure for."""
+    out: list[Goal] = []
+    for row in http_rows:
+        spread = (min(row.vs_baseline), max(row.vs_baseline))
+        text = f"{row.store} {row.op} >= {GOAL_BASELINE} x the baseline"
+        out.append(Goal(text, f"{row.baseline_ratio:.2f}", row.baseline_ratio >= GOAL_BASELINE, spread))
+    for row in http_rows:
+        if row.store == "memory":
+            goal = GOAL_CEILING[row.op]
+            spread = (min(row.vs_ceiling), max(row.vs_ceiling))
+            text = f"memory {row.op} >= {goal} x the ceiling"
+            out.append(Goal(text, f"{row.ceiling_ratio:.2f}", row.ceiling_ratio >= goal, spread))
+    turns = {(r.length, r.mode): r for r in turn_rows if r.store == "memory"}
+    lo, hi = min(config.lengths), max(config.lengths)
+    if (hi, "incremental") in turns and lo != hi:
+        factor = turns[(hi, "incremental")].vs_shortest
+        full = turns[(hi, "full")].vs_shortest
+        text = f"provider turn at {hi:,} messages <= {GOAL_TURN}x the turn at {lo:,}"
+        out.append(Goal(text, f"{factor:.2f}x (full loads: {full:.1f}x)", factor <= GOAL_TURN))
+    if storage is not None:
+        text = f"memory (service RSS) <= {GOAL_MEMORY}x the JSON under the provider's traffic"
+        out.append(Goal(text, f"{storage.ratio:.2f}x", storage.ratio <= GOAL_MEMORY))
+    return out
+
+
+def print_goals(config: BenchConfig, measured: Sequence[Goal], http_rows: Sequence[HttpRow]) -> None:
+    say("\nGoals (from this run):")
+    for goal in measured:
+        say(goal.line())
+    database = [r for r in http_rows if r.store != "memory"]
+    if database:
+        say("Database stores against the ceiling (printed, not goals):")
+        for row in database:
+            say(f"  {row.store} {row.op}: {row.ceiling_ratio:.2f}")
+    if config.quick:
+        say("(quick mode: short runs on a shared machine; figures are indicative, nothing fails on them)")

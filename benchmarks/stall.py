@@ -1,0 +1,141 @@
+"""How long other requests wait while the service does its largest jobs: ``GET /`` timed alone, then
+while a client repeats the job, each on a service of its own.
+
+* **the worst body**: one request may carry 8 MiB (``--max-body-bytes``' default) of about
+  500,000 tiny content items; ``chatlab serve`` on the in-memory store takes ``PUT``s of it.
+* **the list**: ``GET /chat-history`` of a service holding 100,000 conversations (``--conversations``),
+  in-memory, each of one turn; besides the stall, the list's time and size.
+
+Nothing is asserted: the machine may be shared, the figures are printed for a person to read.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from .config import BenchConfig
+from .servers import ServerProcess
+
+#: ``--max-body-bytes``' default, given to the server explicitly so the environment cannot change it.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+_ITEM = b'{"$type":"text"}'
+_PROBE_INTERVAL = 0.005
+
+
+def worst_body(max_body_bytes: int = MAX_BODY_BYTES) -> tuple[bytes, int]:
+    """The largest body within ``max_body_bytes``: one message of as many content items as fit, and how many."""
+    head, tail = b'{"messages":[{"role":"user","contents":[', b"]}]}"
+    count = (max_body_bytes - len(head) - len(tail) + 1) // (len(_ITEM) + 1)
+    return head + b",".join([_ITEM] * count) + tail, count
+
+
+@dataclass
+class Latencies:
+    """Round trips, in seconds."""
+
+    seconds: list[float]
+
+    def ms(self) -> tuple[float, float, float]:
+        """p50, p99 and the longest, in milliseconds."""
+        ms = sorted(s * 1000 for s in self.seconds)
+        if not ms:
+            return (float("nan"),) * 3
+        return statistics.median(ms), ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))], ms[-1]
+
+    def row(self, label: str, note: str = "") -> str:
+        p50, p99, top = self.ms()
+        return f"  {label:<28}{p50:>8.2f}{p99:>9.2f}{top:>9.2f}{len(self.seconds):>10,}  {note}".rstrip()
+
+
+@dataclass
+class StallRow:
+    """``GET /`` alone and while the job repeats, and how long each job took (and its answer's bytes)."""
+
+    job: str
+    alone: Latencies
+    loaded: Latencies
+    took: list[float]
+    size: int
+
+
+def probe(client: httpx.Client, until: threading.Event | None, count: int) -> Latencies:
+    """Time ``GET /`` every few milliseconds: ``count`` times, or until ``until`` is set."""
+    seconds: list[float] = []
+    while (until is None and len(seconds) < count) or (until is not None and not until.is_set()):
+        start = time.perf_counter()
+        client.get("/").raise_for_status()
+        seconds.append(time.perf_counter() - start)
+        time.sleep(_PROBE_INTERVAL)
+    return Latencies(seconds)
+
+
+def under(
+    url: str, job: Callable[[httpx.Client], int], times: int, probes: int
+) -> tuple[Latencies, Latencies, list[float], int]:
+    """``GET /`` alone, then while ``job`` runs ``times`` times one after the other; the jobs' seconds and size."""
+    took: list[float] = []
+    size = 0
+    done = threading.Event()
+    failed: list[BaseException] = []
+
+    def repeat() -> None:
+        nonlocal size
+        try:
+            with httpx.Client(base_url=url, timeout=300) as client:
+                for _ in range(times):
+                    start = time.perf_counter()
+                    size = job(client)
+                    took.append(time.perf_counter() - start)
+        except BaseException as exc:  # re-raised in the caller's thread
+            failed.append(exc)
+        finally:
+            done.set()
+
+    with httpx.Client(base_url=url, timeout=60) as client:
+        alone = probe(client, None, probes)
+        worker = threading.Thread(target=repeat)
+        worker.start()
+        loaded = probe(client, done, 0)
+        worker.join()
+    if failed:
+        raise failed[0]
+    return alone, loaded, took, size
+
+
+def put_worst_body(client: httpx.Client) -> int:
+    raw, _ = worst_body()
+    client.put("/chat-history/stall", content=raw, headers={"content-type": "application/json"}).raise_for_status()
+    return len(raw)
+
+
+def list_conversations(client: httpx.Client) -> int:
+    size = 0
+    with client.stream("GET", "/chat-history") as response:
+        response.raise_for_status()
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+    return size
+
+
+def bench_stall(config: BenchConfig) -> list[StallRow]:
+    """Both jobs, measured and printed."""
+    from .report import print_stall_header, print_stall_rows
+
+    print_stall_header(config.conversations)
+    rows: list[StallRow] = []
+    probes = 100 if config.quick else 500
+    body_args = ["--max-body-bytes", str(MAX_BODY_BYTES)]
+    with ServerProcess("service", config.stack, child=body_args) as service:
+        rows.append(StallRow("worst body", *under(service.url, put_worst_body, 2 if config.quick else 10, probes)))
+    print_stall_rows(rows[-1])
+    listing = ["--conversations", str(config.conversations)]
+    with ServerProcess("listing", config.stack, child=listing) as service:
+        rows.append(StallRow("list", *under(service.url, list_conversations, 3 if config.quick else 10, probes)))
+    print_stall_rows(rows[-1])
+    return rows
