@@ -27,8 +27,6 @@ from ..vocabulary import Refused
 _DECODER = json.JSONDecoder(parse_int=str, parse_float=str)
 _SPACE = " \t\r\n"
 BOM = b"\xef\xbb\xbf"
-#: Bytes read at a time while skipping the rest of a line that is too long.
-_CHUNK = 1 << 20
 
 
 class BadLine(ValueError):
@@ -74,8 +72,8 @@ def parse_line(raw: bytes, number: int) -> tuple[str, list[bytes]]:
 def numbered_lines(source: BinaryIO | Iterable[bytes], limit: int) -> Iterator[tuple[int, bytes | None]]:
     """Each line of ``source`` with its number (from 1), without its line break; ``None`` for one over ``limit``.
 
-    A file is read with ``readline`` bounded by the limit, so no more than the limit (and a chunk while the rest
-    of a long line is skipped) is ever held. A UTF-8 byte-order mark at the very start is dropped.
+    A file is read with ``readline`` bounded by the limit (the rest of a long line too, while it is skipped), so
+    no more than the limit is ever held. A UTF-8 byte-order mark at the very start is dropped.
     """
     lines = _bounded(source, limit) if isinstance(source, _Readable) else iter(source)
     for number, line in enumerate(lines, 1):
@@ -99,7 +97,7 @@ def _bounded(stream: _Readable, limit: int) -> Iterator[bytes | None]:
             return
         if len(line) == most and not line.endswith(b"\n"):
             while True:  # the rest of the long line, a chunk at a time, dropped
-                rest = stream.readline(_CHUNK)
+                rest = stream.readline(most)
                 if not rest or rest.endswith(b"\n"):
                     break
             yield None
