@@ -66,7 +66,7 @@ def _terminated_as_interrupt() -> Iterator[None]:
 
 def _export(args: argparse.Namespace) -> int:
     from .exporter import export_conversations
-    from .places import PlaceUnavailable, StorePlace
+    from .places import PlaceError, PlaceUnavailable, StorePlace
 
     async def run() -> tuple[int, list[str]]:
         place = _place(args)
@@ -83,7 +83,7 @@ def _export(args: argparse.Namespace) -> int:
 
     try:
         count, left_out = asyncio.run(run())
-    except PlaceUnavailable as exc:
+    except (PlaceError, PlaceUnavailable) as exc:
         _say(f"error: export stopped: {exc}; the output is incomplete: run the same command again")
         return STOPPED
     _say(f"exported {count} conversations")
@@ -159,7 +159,7 @@ def _migrate(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         stop()
         _say(
-            f"migrate: interrupted with {seen[0]} of {seen[1]} conversations in the target, each whole; "
+            f"migrate: interrupted with at least {seen[0]} of {seen[1]} conversations in the target, each whole; "
             "run the same command again to finish"
         )
         return INTERRUPTED

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -117,3 +119,23 @@ def test_a_conflict_is_one_line_with_what_to_run(tmp_path) -> None:
     merged = _chatlab("migrate", "--from", source, "--to", target, "--overwrite")
     assert merged.returncode == 0, merged.stderr
     assert asyncio.run(_everything(target))["same"] == [_message("source"), _message("target")]
+
+
+def test_a_terminated_migration_says_how_far_it_got_and_a_rerun_finishes(tmp_path) -> None:
+    """``kill`` (SIGTERM) with stderr in a pipe: it says how far it got and what to run; the rerun finishes."""
+    source, target = f"sqlite:///{tmp_path / 'source.db'}", f"sqlite:///{tmp_path / 'target.db'}"
+    held = asyncio.run(_fill(source))
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    command = [sys.executable, "-m", "chatlab", "migrate", "--from", source, "--to", target, "--batch", "1"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    while process.poll() is None and not asyncio.run(_everything(target)):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, said = process.communicate(timeout=60)
+    if process.returncode != 0:  # not finished before the signal came
+        assert process.returncode == 130 and "Traceback" not in said, said
+        assert "interrupted with at least" in said.splitlines()[-1]
+        assert "run the same command again" in said.splitlines()[-1]
+    again = _chatlab("migrate", "--from", source, "--to", target)
+    assert again.returncode == 0 and "all verified" in again.stderr
+    assert asyncio.run(_everything(target)) == held
