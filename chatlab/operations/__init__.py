@@ -3,17 +3,17 @@
 * :mod:`.lines`: the JSON Lines format, one conversation a line, each message's bytes as stored;
 * :mod:`.places`: where conversations come from and go to: a store (by URL) or a running service (HTTP);
 * :mod:`.exporter`: ``chatlab export``; :mod:`.importer`: ``chatlab import``;
-* :mod:`.migrate`: ``chatlab migrate --from URL --to URL``, resumable and verified;
+* :mod:`.migrate`: ``chatlab migrate --from URL --to URL``, resumable, keeping concurrent writes, verified;
 * :mod:`.commands`: the command-line side of the three.
 
 See docs/operations.md.
 """
 
 from .exporter import export_conversations
-from .importer import EXISTING_CHOICES, ImportReport, import_conversations
-from .lines import BadLine, encode_line, parse_line
-from .migrate import MigrationConflict, MigrationReport, migrate
-from .places import ServicePlace, StorePlace, open_place
+from .importer import EXISTING_CHOICES, ImportReport, holds_run, import_conversations
+from .lines import BadLine, encode_line, numbered_lines, parse_line
+from .migrate import MigrationConflict, MigrationReport, MigrationStopped, migrate
+from .places import PlaceError, PlaceUnavailable, ServicePlace, StorePlace, open_place
 
 __all__ = [
     "EXISTING_CHOICES",
@@ -21,12 +21,17 @@ __all__ = [
     "ImportReport",
     "MigrationConflict",
     "MigrationReport",
+    "MigrationStopped",
+    "PlaceError",
+    "PlaceUnavailable",
     "ServicePlace",
     "StorePlace",
     "encode_line",
     "export_conversations",
+    "holds_run",
     "import_conversations",
     "migrate",
+    "numbered_lines",
     "open_place",
     "parse_line",
 ]

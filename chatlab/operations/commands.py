@@ -1,14 +1,26 @@
-"""``chatlab export``, ``chatlab import`` and ``chatlab migrate`` on the command line (docs/operations.md)."""
+"""``chatlab export``, ``chatlab import`` and ``chatlab migrate`` on the command line (docs/operations.md).
+
+Every failure ends in one line on stderr that says what was done and what to run next, and a non-zero
+exit status: 1 when something was left out (bad lines, conversations that differ), 2 for a usage error
+(nothing done), 3 when the command stopped part-way (running it again finishes the job), 130 when it
+was interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..vocabulary import API_KEY_VARIABLE
+
+STOPPED = 3
+INTERRUPTED = 130
 
 
 def _where(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -19,66 +31,150 @@ def _where(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument(
         "--api-key", default=None, help=f"the service's API key, when it has keys on (default: {API_KEY_VARIABLE})"
     )
+    parser.add_argument(
+        "--namespace",
+        default=None,
+        metavar="NAME",
+        help="with --store: the conversations of one API key namespace, keys as its clients send them "
+        "(default: the conversations outside any namespace)",
+    )
 
 
 def _place(args: argparse.Namespace) -> Any:
     from .places import open_place
 
-    return open_place(args.store, args.url, args.api_key or os.environ.get(API_KEY_VARIABLE) or None)
+    return open_place(args.store, args.url, args.api_key or os.environ.get(API_KEY_VARIABLE) or None, args.namespace)
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _terminated_as_interrupt() -> Iterator[None]:
+    """``kill`` (SIGTERM) ends the command like Ctrl+C, so it can still say how far it got."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _export(args: argparse.Namespace) -> int:
     from .exporter import export_conversations
+    from .places import PlaceError, PlaceUnavailable, StorePlace
 
-    async def run() -> int:
+    async def run() -> tuple[int, list[str]]:
         place = _place(args)
         try:
+            left_out: list[str] = []
+            if isinstance(place, StorePlace) and args.key is None:
+                left_out = place.left_out(await place.stored_keys())
             if args.output == "-":
-                return await export_conversations(place, sys.stdout.buffer, args.key)
+                return await export_conversations(place, sys.stdout.buffer, args.key), left_out
             with open(args.output, "wb") as out:
-                return await export_conversations(place, out, args.key)
+                return await export_conversations(place, out, args.key), left_out
         finally:
             await place.close()
 
-    count = asyncio.run(run())
-    print(f"exported {count} conversations", file=sys.stderr)
+    try:
+        count, left_out = asyncio.run(run())
+    except (PlaceError, PlaceUnavailable) as exc:
+        _say(f"error: export stopped: {exc}; the output is incomplete: run the same command again")
+        return STOPPED
+    _say(f"exported {count} conversations")
+    if left_out:
+        spaces = sorted({key.split("/", 1)[0] for key in left_out if "/" in key})
+        within = f"namespaces {', '.join(spaces)}" if not args.namespace else "other namespaces"
+        _say(
+            f"note: {len(left_out)} conversations of {within} left out: export each with --namespace NAME "
+            "(or copy the whole store with chatlab migrate)"
+        )
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    from .importer import import_conversations
+    from .importer import ImportReport, default_line_limit, import_conversations
 
-    async def run() -> Any:
+    limit = args.max_line_bytes if args.max_line_bytes is not None else default_line_limit()
+    if limit < 1:
+        raise ValueError(f"--max-line-bytes must be 1 or more, not {limit}")
+    if args.strict and args.file == "-":
+        raise ValueError("--strict reads the file twice (check, then write): give a file, not - (standard input)")
+
+    async def run() -> ImportReport:
         place = _place(args)
         try:
             if args.file == "-":
-                return await import_conversations(place, sys.stdin.buffer, args.existing)
+                return await import_conversations(place, sys.stdin.buffer, args.existing, limit=limit)
             with open(args.file, "rb") as lines:
-                return await import_conversations(place, lines, args.existing)
+                return await import_conversations(place, lines, args.existing, limit=limit, strict=args.strict)
         finally:
             await place.close()
 
-    report = asyncio.run(run())
+    try:
+        report = asyncio.run(run())
+    except FileNotFoundError as exc:
+        raise ValueError(f"cannot read {args.file}: {exc.strerror}") from None
     for bad in report.bad_lines:
-        print(f"error: {args.file}: {bad}", file=sys.stderr)
-    print(f"imported: {report}", file=sys.stderr)
+        _say(f"error: {args.file}: {bad}")
+    if report.checked_only:
+        _say(f"import: nothing written (--strict): {len(report.bad_lines)} bad lines; fix them and run it again")
+        return 1
+    _say(f"import: {report}")
+    if report.stopped is not None:
+        _say(
+            f"error: import stopped at line {report.stopped_at}: {report.stopped}; nothing of line "
+            f"{report.stopped_at} on was written; run the same command again to finish (what is in changes nothing)"
+        )
+        return STOPPED
     return 1 if report.bad_lines else 0
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from .migrate import migrate, terminal_progress
+    from ..stores import describe_url
+    from .migrate import MigrationStopped, migrate, terminal_progress
 
+    where = f"from {describe_url(args.source)} to {describe_url(args.target)}"
+    _say(f"migrate: {where}; if it is interrupted, run the same command again: it finishes the job")
+    seen = [0, 0]
     update, stop = terminal_progress()
+
+    def progress(done: int, total: int) -> None:
+        seen[:] = [done, total]
+        update(done, total)
+
+    merge = args.merge or args.overwrite
     try:
-        report = asyncio.run(
-            migrate(args.source, args.target, batch=args.batch, overwrite=args.overwrite, progress=update)
-        )
-    finally:
+        with _terminated_as_interrupt():
+            report = asyncio.run(migrate(args.source, args.target, batch=args.batch, merge=merge, progress=progress))
+    except MigrationStopped as exc:
         stop()
-    print(report, file=sys.stderr)
+        _say(f"error: {exc}")
+        return STOPPED
+    except KeyboardInterrupt:
+        stop()
+        _say(
+            f"migrate: interrupted with at least {seen[0]} of {seen[1]} conversations in the target, each whole; "
+            "run the same command again to finish"
+        )
+        return INTERRUPTED
+    stop()
+    _say(f"migrate: {report}")
     for key in report.mismatches[:20]:
-        print(f"differs: {key!r}", file=sys.stderr)
-    return 1 if report.mismatches else 0
+        _say(f"differs: {key!r} (the target lacks some of the source's messages)")
+    if report.diverged and not merge:
+        _say(
+            f"migrate: {len(report.diverged)} conversations were written in both places and left as they were; "
+            "run again with --merge to merge them (nothing is discarded)"
+        )
+    if report.mismatches:
+        _say("migrate: run the same command again once the source's writers have stopped")
+    return 1 if report.mismatches or report.diverged else 0
 
 
 def add_commands(commands: Any) -> None:
@@ -101,13 +197,28 @@ def add_commands(commands: Any) -> None:
         help="a conversation that already exists: leave it (default), replace it, or append to it; "
         "repeating an import changes nothing whichever",
     )
+    load.add_argument("--strict", action="store_true", help="check every line first and write nothing if one is bad")
+    load.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="longest line taken (default: the service's request limit, CHATLAB_MAX_BODY_BYTES or 8 MiB); "
+        "a longer one is reported and skipped, never read whole",
+    )
     load.set_defaults(run=_import)
 
-    move = commands.add_parser("migrate", help="copy every conversation to another store, resumably, then verify")
+    move = commands.add_parser(
+        "migrate", help="copy every conversation to another store, resumably, keeping every write, then verify"
+    )
     move.add_argument("--from", dest="source", required=True, metavar="URL", help="the store to copy from")
     move.add_argument("--to", dest="target", required=True, metavar="URL", help="the store to copy into")
     move.add_argument("--batch", type=int, default=200, help="conversations per write (default 200)")
     move.add_argument(
-        "--overwrite", action="store_true", help="replace conversations the target holds at other versions"
+        "--merge",
+        action="store_true",
+        help="a conversation written in both places becomes the source's messages followed by the target's own "
+        "(without it: refused at the start, left as it is during the copy); nothing is ever discarded",
     )
+    move.add_argument("--overwrite", action="store_true", help="the old name of --merge: nothing is overwritten")
     move.set_defaults(run=_migrate)

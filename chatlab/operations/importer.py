@@ -1,61 +1,155 @@
 """``chatlab import``: conversations from JSON Lines into a store or a service, safe to run again.
 
-What happens to a conversation that already exists is the caller's choice (``--existing``):
+What happens to a conversation that already exists is the caller's choice (``existing``):
 
 * ``skip`` (the default): it is left as it is;
 * ``replace``: it becomes the file's messages (unchanged when it already holds exactly them);
-* ``append``: the file's messages go after its own, unless it already ends with them.
+* ``append``: the file's messages go after its own, unless it already holds them, one after another in the
+  file's order, anywhere (an earlier import of the same line, with whatever was written after it).
 
-So running the same import twice changes nothing the second time, whichever the choice. Each
-conversation is one write with the version read just before (``if_match`` / ``If-Match``): a
-conversation written by someone else meanwhile is read again and decided again, never
-overwritten blind, and never left half-imported. A bad line is reported with its number and
-nothing of it is written; the other lines are imported.
+So running the same import twice changes nothing the second time, whichever the choice, also after
+later writes to those conversations. Each conversation is one write with the version read just before
+(``if_match`` / ``If-Match``): a conversation written by someone else meanwhile is read again and
+decided again, never overwritten blind, and never left half-imported.
+
+A bad line (not a conversation, a key the service refuses, longer than the limit, refused by the
+place) is reported with its number, nothing of it is written, and the import goes on; with
+``strict`` every line is checked first and nothing at all is written when one is bad. When the place
+itself fails (unreachable, a wrong API key, the store down) the import stops there and the report
+says which line it stopped at: a rerun finishes the job.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
+from ..service.settings import ServiceSettings
 from ..stores.base import ABSENT, VersionMismatch
-from .lines import BadLine, parse_line
-from .places import Place, PlaceError
+from .lines import BadLine, numbered_lines, parse_line
+from .places import Place, PlaceError, PlaceUnavailable
 
 EXISTING_CHOICES = ("skip", "replace", "append")
+WRITTEN = ("created", "replaced", "appended")
 ATTEMPTS = 5
+
+
+def default_line_limit() -> int:
+    """The longest line taken by default: the service's request body limit (``CHATLAB_MAX_BODY_BYTES``)."""
+    return ServiceSettings().max_body_bytes
 
 
 @dataclass
 class ImportReport:
-    """What an import did: how many conversations had each outcome, and the lines refused."""
+    """What an import did: how many conversations had each outcome, the lines refused, where it stopped."""
 
     outcomes: Counter[str] = field(default_factory=Counter)
     bad_lines: list[BadLine] = field(default_factory=list)
+    #: Why the import stopped before the end (``None``: it read every line), and at which line.
+    stopped: str | None = None
+    stopped_at: int | None = None
+    #: ``strict`` found bad lines, so nothing was written.
+    checked_only: bool = False
+
+    @property
+    def written(self) -> int:
+        return sum(self.outcomes[outcome] for outcome in WRITTEN)
+
+    @property
+    def left(self) -> int:
+        return sum(count for outcome, count in self.outcomes.items() if outcome not in WRITTEN)
 
     def __str__(self) -> str:
-        done = ", ".join(f"{count} {outcome}" for outcome, count in sorted(self.outcomes.items())) or "nothing"
-        return f"{done}; {len(self.bad_lines)} bad lines"
+        def detail(outcomes: Iterable[str]) -> str:
+            parts = [f"{self.outcomes[o]} {o}" for o in sorted(outcomes) if self.outcomes[o]]
+            return f" ({', '.join(parts)})" if parts else ""
+
+        numbers = ", ".join(str(bad.line) for bad in self.bad_lines[:20])
+        numbers += ", ..." if len(self.bad_lines) > 20 else ""
+        skipped = f"{len(self.bad_lines)} bad lines skipped" + (f" (line {numbers})" if self.bad_lines else "")
+        return (
+            f"{self.written} conversations written{detail(WRITTEN)}, "
+            f"{self.left} left as they were{detail(set(self.outcomes) - set(WRITTEN))}, {skipped}"
+        )
 
 
-async def import_conversations(place: Place, lines: Iterable[bytes], existing: str = "skip") -> ImportReport:
-    """Import each line of ``lines`` (bytes, ``\\n`` or not) into ``place``."""
+async def import_conversations(
+    place: Place,
+    lines: BinaryIO | Iterable[bytes],
+    existing: str = "skip",
+    *,
+    limit: int | None = None,
+    strict: bool = False,
+) -> ImportReport:
+    """Import each line of ``lines`` (a binary file, or lines as bytes) into ``place``.
+
+    ``limit``: the longest line taken (default: the service's request limit); a longer one is a bad line and
+    is never held whole. ``strict``: check every line first (``lines`` must then be a seekable file, or a
+    list) and write nothing if one is bad.
+    """
     if existing not in EXISTING_CHOICES:
         raise ValueError(f"existing must be one of {', '.join(EXISTING_CHOICES)}, not {existing!r}")
+    limit = default_line_limit() if limit is None else limit
     report = ImportReport()
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip():
+    if strict:
+        lines = _rewindable(lines)
+        for number, raw in numbered_lines(lines, limit):
+            _checked(place, number, raw, limit, report)
+        if report.bad_lines:
+            report.checked_only = True
+            return report
+        if hasattr(lines, "seek"):
+            lines.seek(0)
+    for number, raw in numbered_lines(lines, limit):
+        conversation = _checked(place, number, raw, limit, report)
+        if conversation is None:
             continue
         try:
-            key, messages = parse_line(raw.rstrip(b"\r\n"), number)
-            report.outcomes[await _import_one(place, key, messages, existing, number)] += 1
-        except BadLine as bad:
-            report.bad_lines.append(bad)
+            report.outcomes[await _import_one(place, *conversation, existing)] += 1
+        except PlaceError as exc:  # this conversation refused: nothing of it written, the next may go through
+            report.bad_lines.append(BadLine(number, str(exc)))
+            if strict:
+                report.stopped, report.stopped_at = str(exc), number
+                return report
+        except PlaceUnavailable as exc:
+            report.stopped, report.stopped_at = str(exc), number
+            return report
     return report
 
 
-async def _import_one(place: Place, key: str, messages: list[bytes], existing: str, number: int) -> str:
+def _rewindable(lines: BinaryIO | Iterable[bytes]) -> BinaryIO | Sequence[bytes]:
+    if isinstance(lines, Sequence):
+        return lines
+    if hasattr(lines, "seek") and hasattr(lines, "seekable") and lines.seekable():
+        return lines  # type: ignore[return-value]
+    raise ValueError("--strict reads the file twice (check, then write): give a file, not standard input")
+
+
+def _checked(
+    place: Place, number: int, raw: bytes | None, limit: int, report: ImportReport
+) -> tuple[str, list[bytes]] | None:
+    """The key and messages of a good line; a bad one goes into ``report`` (``None``); a blank line is ``None``."""
+    if raw is None:
+        reason = f"longer than {limit} bytes, the service's request limit (not read; --max-line-bytes raises it)"
+        report.bad_lines.append(BadLine(number, reason))
+        return None
+    if not raw.strip():
+        return None
+    try:
+        key, messages = parse_line(raw, number)
+        place.check_key(key)
+    except BadLine as bad:
+        report.bad_lines.append(bad)
+        return None
+    except PlaceError as exc:
+        report.bad_lines.append(BadLine(number, str(exc)))
+        return None
+    return key, messages
+
+
+async def _import_one(place: Place, key: str, messages: list[bytes], existing: str) -> str:
     """Write one conversation as ``existing`` says; its outcome (created, replaced, appended, skipped, unchanged)."""
     for _ in range(ATTEMPTS):
         current, version = await place.read(key)
@@ -70,12 +164,20 @@ async def _import_one(place: Place, key: str, messages: list[bytes], existing: s
                     return "unchanged"
                 await place.replace(key, messages, version)
                 return "replaced"
-            if not messages or current[len(current) - len(messages) :] == messages:
+            if holds_run(current, messages):
                 return "unchanged"
             await place.append(key, messages, version)
             return "appended"
         except VersionMismatch:
             continue  # written meanwhile: read it again and decide again
-        except PlaceError as exc:  # the service refused this conversation (too large, a bad key): nothing written
-            raise BadLine(number, str(exc)) from None
-    raise BadLine(number, f"conversation {key!r} kept changing while it was imported ({ATTEMPTS} attempts)")
+    raise PlaceError(f"conversation {key!r} kept changing while it was imported ({ATTEMPTS} attempts)")
+
+
+def holds_run(current: Sequence[bytes], messages: Sequence[bytes]) -> bool:
+    """Whether ``current`` holds ``messages`` one after another somewhere (an empty run is held by any)."""
+    if not messages:
+        return True
+    first, size = messages[0], len(messages)
+    return any(
+        current[i] == first and list(current[i : i + size]) == list(messages) for i in range(len(current) - size + 1)
+    )

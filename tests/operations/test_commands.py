@@ -38,9 +38,10 @@ def test_export_then_import_with_a_bad_line(tmp_path) -> None:
     backup.write_bytes(backup.read_bytes() + b'{"conversationKey": "bad", "messages": [1]}\n')
     imported = _chatlab("import", str(backup), "--store", target)
     assert imported.returncode == 1
-    assert "line 3: messages[0]" in imported.stderr and "2 created; 1 bad lines" in imported.stderr
+    assert "line 3: messages[0]" in imported.stderr
+    assert "2 conversations written (2 created), 0 left as they were, 1 bad lines skipped (line 3)" in imported.stderr
     again = _chatlab("import", str(backup), "--store", target, "--existing", "append")
-    assert "2 unchanged; 1 bad lines" in again.stderr
+    assert "0 conversations written, 2 left as they were (2 unchanged), 1 bad lines skipped" in again.stderr
     only = _chatlab("export", "--store", target, "--key", "two")
     assert only.stdout == encode_line("two", [MESSAGE, MESSAGE]).decode()
 

@@ -11,6 +11,7 @@ import pytest
 from chatlab.operations import BadLine, ServicePlace, StorePlace, export_conversations, import_conversations
 from chatlab.operations.lines import encode_line, parse_line
 from chatlab.service import ServiceSettings, start_service
+from chatlab.service.schema import decode_messages_body
 from chatlab.stores import open_store
 
 # numbers and text whose bytes a re-encoding could change
@@ -20,6 +21,10 @@ TRICKY = [
     # an integer past Python's int-string limit, which the service keeps as sent
     b'{"role":"user","contents":[{"$type":"text","text":"big"}],"additionalProperties":{"n":' + b"9" * 5000 + b"}}",
 ]
+
+#: TRICKY as the service stores it (compact, its own escapes): what any import stores too
+STORED = decode_messages_body(b'{"messages":[' + b",".join(TRICKY) + b"]}", max_messages=10)
+OTHER = b'{"role":"user","contents":[{"$type":"text","text":"other"}]}'
 
 
 def _fill(url: str, prefix: str = "") -> None:
@@ -77,14 +82,14 @@ def test_round_trip_byte_for_byte_through_every_store(store_url) -> None:
 
 
 def test_store_to_store_round_trip(store_url, tmp_path) -> None:
-    """Export straight from a store, import straight into a SQLite file: the bytes the store held."""
+    """Export straight from a store, import straight into a SQLite file: the bytes the service stored."""
     if store_url == "memory://":
         pytest.skip("memory:// is reached through a service (the test above)")
     store = open_store(store_url)
 
     async def fill() -> None:
         for i in range(3):
-            await store.append(f"k{i}", TRICKY)
+            await store.append(f"k{i}", STORED)
         await store.close()
 
     asyncio.run(fill())
@@ -92,18 +97,18 @@ def test_store_to_store_round_trip(store_url, tmp_path) -> None:
     target_url = f"sqlite:///{tmp_path / 'copy.db'}"
     assert _import(StorePlace(open_store(target_url)), exported).outcomes == {"created": 3}
     assert _export(StorePlace(open_store(target_url))) == exported
-    assert parse_line(exported.splitlines()[0], 1) == ("k0", TRICKY)
+    assert parse_line(exported.splitlines()[0], 1) == ("k0", STORED)
 
 
 def test_replace_and_append_apply_over_what_is_there(tmp_path) -> None:
     url = f"sqlite:///{tmp_path / 'h.db'}"
-    line = encode_line("k", TRICKY)
+    line = encode_line("k", STORED)
     assert _import(StorePlace(open_store(url)), line).outcomes == {"created": 1}
-    other = encode_line("k", TRICKY[:1])
+    other = encode_line("k", [OTHER])
     assert _import(StorePlace(open_store(url)), other, "append").outcomes == {"appended": 1}
     assert _import(StorePlace(open_store(url)), other, "append").outcomes == {"unchanged": 1}
     assert _import(StorePlace(open_store(url)), other, "skip").outcomes == {"skipped": 1}
-    assert _export(StorePlace(open_store(url))) == encode_line("k", [*TRICKY, TRICKY[0]])
+    assert _export(StorePlace(open_store(url))) == encode_line("k", [*STORED, OTHER])
     assert _import(StorePlace(open_store(url)), line, "replace").outcomes == {"replaced": 1}
     assert _export(StorePlace(open_store(url))) == line
 

@@ -69,7 +69,9 @@ def _interrupted_then_resumed(source: str, target: str) -> None:
             time.sleep(0.05)
     finally:
         process.send_signal(signal.SIGKILL)
-        process.wait()
+        _, said = process.communicate()
+    # killed with its stderr in a pipe (no terminal): it said at the start how to go on
+    assert b"if it is interrupted, run the same command again" in said.splitlines()[0]
     halfway = asyncio.run(_count(target))
     assert 0 < halfway < COUNT, "the migration should have been stopped partway"
     report = asyncio.run(migrate(source, target, batch=500))
@@ -89,19 +91,26 @@ def test_postgres_to_redis(postgres_url, redis_url) -> None:
     _interrupted_then_resumed(postgres_url, redis_url)
 
 
-def test_conflicting_target_is_refused_unless_overwrite(tmp_path) -> None:
+def test_a_target_written_in_both_places_is_refused_then_merged_never_overwritten(tmp_path) -> None:
+    """--overwrite (now --merge) once wiped the target's own writes: it keeps them after the source's."""
     source, target = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    old, new = b'{"role":"user","contents":[]}', b'{"role":"assistant","contents":[]}'
 
-    async def write(url: str, key: str) -> None:
+    async def write(url: str, key: str, message: bytes) -> None:
         store = open_store(url)
-        await store.append(key, [b'{"role":"user","contents":[]}'])
+        await store.append(key, [message])
         await store.close()
 
-    asyncio.run(write(source, "same"))
-    asyncio.run(write(target, "same"))
-    with pytest.raises(MigrationConflict, match="'same'"):
+    asyncio.run(write(source, "same", old))
+    asyncio.run(write(source, "other", old))
+    asyncio.run(write(target, "same", new))  # a client wrote to the target before it was copied
+    with pytest.raises(MigrationConflict, match=r"'same'.*nothing was copied.*--merge"):
         asyncio.run(migrate(source, target))
-    report = asyncio.run(migrate(source, target, overwrite=True))
-    assert (report.copied, report.mismatches) == (1, [])
+    assert asyncio.run(_count(target)) == 1  # nothing written
+    for flag in ("overwrite", "merge"):
+        report = asyncio.run(migrate(source, target, **{flag: True}))
+        assert report.mismatches == [] and report.diverged == []
+    contents = asyncio.run(_contents(target))
+    assert contents["same"][0] == [old, new] and contents["other"][0] == [old]
     with pytest.raises(ValueError, match="memory://"):
         asyncio.run(migrate("memory://", target))

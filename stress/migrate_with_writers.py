@@ -1,0 +1,162 @@
+"""A migration while clients write to the target through a service on it, the first run killed with -9: no
+acknowledged write and no source message may be lost or stored twice.
+
+A SQLite source is filled with conversations; a service runs on the target store; clients append (each with an
+``Idempotency-Key``, retried until acknowledged) to conversations not copied yet, already copied, and new ones.
+``python -m chatlab migrate`` is started and killed with SIGKILL part-way, then run again as its messages say
+(``--merge`` when it refuses because clients wrote to the target) until it reports success.
+
+    python stress/migrate_with_writers.py                        # into SQLite, PostgreSQL and Redis (~1-2 min)
+    python stress/migrate_with_writers.py --to postgres --conversations 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _probe import (
+    Service,
+    Tally,
+    chatlab_command,
+    check_loopback,
+    count,
+    drop,
+    environment,
+    message,
+    store_url,
+    stored_texts,
+)
+
+from chatlab.stores import open_store
+from chatlab.stores.base import ConversationRecord, new_version
+
+
+async def _fill(url: str, conversations: int) -> dict[str, list[str]]:
+    held = {f"conv{i:05d}": [f"s{i}-{j}" for j in range(1 + i % 4)] for i in range(conversations)}
+    store = open_store(url)
+    try:
+        records = [
+            ConversationRecord(key, [message(t) for t in texts], new_version(len(texts)), 1.7e9, 1.7e9)
+            for key, texts in held.items()
+        ]
+        for start in range(0, len(records), 500):
+            await store.restore(records[start : start + 500])
+    finally:
+        await store.close()
+    return held
+
+
+async def _writer(
+    number: int, url: str, keys: list[str], stop: asyncio.Event, tally: Tally, acked: list[tuple[str, str]]
+) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        n = 0
+        while not stop.is_set():
+            key = random.choice(keys) if n % 4 else f"new{number}-{n}"
+            text = f"w{number}-{n}"
+            n += 1
+            body = b'{"messages":[' + message(text) + b"]}"
+            headers = {"Content-Type": "application/json", "Idempotency-Key": f'"{uuid.uuid4()}"'}
+            tally.sent += 1
+            for _ in range(100):
+                try:
+                    answer = await http.post(f"/chat-history/{key}", content=body, headers=headers)
+                except httpx.HTTPError:
+                    await asyncio.sleep(0.05)
+                    continue
+                if answer.status_code in (429, 503):
+                    await asyncio.sleep(0.05)
+                    continue
+                if answer.is_success:
+                    tally.acknowledged += 1
+                    acked.append((key, text))
+                break
+            await asyncio.sleep(0.005)
+
+
+def _migrate(source: str, target: str, merge: bool, kill_after: float | None) -> tuple[int, str]:
+    command = chatlab_command("migrate", "--from", source, "--to", target, "--batch", "50")
+    if merge:
+        command.append("--merge")
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, env=environment())
+    if kill_after is not None:
+        try:
+            process.wait(timeout=kill_after)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    _, said = process.communicate()
+    return process.returncode, said.decode(errors="replace").strip().splitlines()[-1] if said.strip() else ""
+
+
+async def probe(kind: str, conversations: int, writers: int, kill_after: float) -> Tally:
+    with tempfile.TemporaryDirectory() as workdir:
+        source, target = store_url("sqlite", Path(workdir)), store_url(kind, Path(workdir))
+        check_loopback(target)
+        tally = Tally(f"migration with writers on the target (sqlite -> {kind})")
+        held = await _fill(source, conversations)
+        service = Service(target)
+        try:
+            await asyncio.to_thread(service.start)
+            stop, acked = asyncio.Event(), list[tuple[str, str]]()
+            tasks = [
+                asyncio.create_task(_writer(i, service.url, list(held), stop, tally, acked)) for i in range(writers)
+            ]
+            await asyncio.sleep(0.5)
+            runs: list[str] = []
+            merge, kill = False, kill_after
+            for _ in range(6):
+                status, last = await asyncio.to_thread(_migrate, source, target, merge, kill)
+                runs.append(f"{status}{' (killed)' if kill is not None and status < 0 else ''}")
+                kill = None
+                if status == 0:
+                    break
+                merge = merge or "--merge" in last
+            stop.set()
+            await asyncio.gather(*tasks)
+            tally.notes["migrate runs (exit status)"] = " ".join(runs)
+            stored = await asyncio.to_thread(stored_texts, service.url)
+        finally:
+            service.stop()
+            drop(target)
+    held_count = count(stored)
+    tally.lost = sum(1 for key, text in acked if text not in stored.get(key, []))
+    tally.duplicated = sum(times - 1 for times in held_count.values() if times > 1)
+    tally.notes["source messages lost"] = sum(
+        1 for key, texts in held.items() for text in texts if text not in stored.get(key, [])
+    )
+    return tally
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--to", default="sqlite,postgres,redis", help="comma-separated target stores")
+    parser.add_argument("--conversations", type=int, default=1000, help="conversations in the source (default 1000)")
+    parser.add_argument("--writers", type=int, default=4, help="clients writing to the target (default 4)")
+    parser.add_argument(
+        "--kill-after", type=float, default=2.0, help="seconds before the first migrate is killed (default 2)"
+    )
+    args = parser.parse_args()
+    status = 0
+    started = time.monotonic()
+    for kind in args.to.split(","):
+        tally = asyncio.run(probe(kind, args.conversations, args.writers, args.kill_after))
+        status |= tally.report()
+        status |= 1 if tally.notes["source messages lost"] else 0
+    print(f"took {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
