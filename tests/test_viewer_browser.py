@@ -294,4 +294,4 @@ def test_a_summary_checkpoint_is_marked(
     first, _, last = messages_shown(chromium)
     assert "checkpoint" not in first.get_attribute("class")
     assert "checkpoint" in last.get_attribute("class")
-    assert last.find_element(By.CSS_SELECTOR, ".meta .badge").text == "summary of messages 1–2"
+    assert last.find_element(By.CSS_SELECTOR, ".meta .badge").text == "summary of messages 1\u20132"
