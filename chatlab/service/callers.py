@@ -1,7 +1,6 @@
 """Who is calling: the API key that decides the caller's namespace, and the caller's rate limit.
 
-The caller is a FastAPI dependency, so the OpenAPI description shows the key scheme; it can
-also be called with just the request (its ``resolve``), as the direct routes do (:mod:`.direct_routes`).
+The caller is a FastAPI dependency, so the OpenAPI description shows the key scheme.
 """
 
 from __future__ import annotations
@@ -71,7 +70,6 @@ def _open_caller(limit: Callable[[str], None]) -> Any:
             limit(identity)
             return Caller(None, identity)
 
-    open_caller.resolve = open_caller  # type: ignore[attr-defined]  # the same, called directly
     return open_caller
 
 
@@ -96,11 +94,6 @@ def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
         identity = f"key:{number}"
         limit(identity)
         return Caller(namespace, identity)
-
-    async def resolve(request: Request) -> Caller:
-        return await authenticated_caller(request, await bearer(request))
-
-    authenticated_caller.resolve = resolve  # type: ignore[attr-defined]  # called directly, see .direct_routes
     return authenticated_caller
 
 

@@ -97,7 +97,6 @@ def conversation_key_dependency(settings: ServiceSettings) -> Any:
     ) -> str:
         return check(key)
 
-    conversation_key.check = check  # type: ignore[attr-defined]  # the same check, called directly (.direct_routes)
     return conversation_key
 
 
