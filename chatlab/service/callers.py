@@ -94,6 +94,7 @@ def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
         identity = f"key:{number}"
         limit(identity)
         return Caller(namespace, identity)
+
     return authenticated_caller
 
 
