@@ -1,11 +1,13 @@
 """Who is calling: the API key that decides the caller's namespace, and the caller's rate limit.
 
-The caller is a FastAPI dependency, so the OpenAPI description shows the key scheme.
+The caller is a FastAPI dependency (``GET /`` and ``GET /chat-history`` take it, so the OpenAPI description shows
+the key scheme), and a plain function of the request for the conversation's endpoints (:func:`caller_resolver`),
+which take only the request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import Depends, Request
@@ -22,6 +24,30 @@ def caller_dependency(settings: ServiceSettings) -> Any:
     limit = _rate_limit(settings)
     keys = settings.api_keys
     return _open_caller(limit) if keys is None else _authenticated_caller(keys, limit)
+
+
+def caller_resolver(dependency: Any, settings: ServiceSettings) -> Callable[[Request], Awaitable[Caller]]:
+    """Who calls, from the request alone: ``dependency`` (from :func:`caller_dependency`, whose rate limit it
+    shares) called as FastAPI would call it."""
+    if settings.api_keys is None:
+        resolve: Callable[[Request], Awaitable[Caller]] = dependency
+        return resolve
+    bearer = _bearer()
+
+    async def resolve_key(request: Request) -> Caller:
+        caller: Caller = await dependency(request, await bearer(request))
+        return caller
+
+    return resolve_key
+
+
+def _bearer() -> HTTPBearer:
+    return HTTPBearer(
+        auto_error=False,
+        scheme_name="ApiKey",
+        description="An API key of the service (`Authorization: Bearer <key>`); it decides the namespace "
+        "of conversations the request sees.",
+    )
 
 
 def _rate_limit(settings: ServiceSettings) -> Callable[[str], None]:
@@ -75,12 +101,7 @@ def _open_caller(limit: Callable[[str], None]) -> Any:
 
 def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
     """A caller with a valid ``Authorization: Bearer <key>``, in the namespace of that key."""
-    bearer = HTTPBearer(
-        auto_error=False,
-        scheme_name="ApiKey",
-        description="An API key of the service (`Authorization: Bearer <key>`); it decides the namespace "
-        "of conversations the request sees.",
-    )
+    bearer = _bearer()
 
     async def authenticated_caller(
         request: Request,
