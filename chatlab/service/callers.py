@@ -1,12 +1,13 @@
 """Who is calling: the API key that decides the caller's namespace, and the caller's rate limit.
 
-The caller is a FastAPI dependency, so the OpenAPI description shows the key scheme; it can
-also be called with just the request (its ``resolve``), as the direct routes do (:mod:`.direct_routes`).
+The caller is a FastAPI dependency (``GET /`` and ``GET /chat-history`` take it, so the OpenAPI description shows
+the key scheme), and a plain function of the request for the conversation's endpoints (:func:`caller_resolver`),
+which take only the request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import Depends, Request
@@ -23,6 +24,30 @@ def caller_dependency(settings: ServiceSettings) -> Any:
     limit = _rate_limit(settings)
     keys = settings.api_keys
     return _open_caller(limit) if keys is None else _authenticated_caller(keys, limit)
+
+
+def caller_resolver(dependency: Any, settings: ServiceSettings) -> Callable[[Request], Awaitable[Caller]]:
+    """Who calls, from the request alone: ``dependency`` (from :func:`caller_dependency`, whose rate limit it
+    shares) called as FastAPI would call it."""
+    if settings.api_keys is None:
+        resolve: Callable[[Request], Awaitable[Caller]] = dependency
+        return resolve
+    bearer = _bearer()
+
+    async def resolve_key(request: Request) -> Caller:
+        caller: Caller = await dependency(request, await bearer(request))
+        return caller
+
+    return resolve_key
+
+
+def _bearer() -> HTTPBearer:
+    return HTTPBearer(
+        auto_error=False,
+        scheme_name="ApiKey",
+        description="An API key of the service (`Authorization: Bearer <key>`); it decides the namespace "
+        "of conversations the request sees.",
+    )
 
 
 def _rate_limit(settings: ServiceSettings) -> Callable[[str], None]:
@@ -71,18 +96,12 @@ def _open_caller(limit: Callable[[str], None]) -> Any:
             limit(identity)
             return Caller(None, identity)
 
-    open_caller.resolve = open_caller  # type: ignore[attr-defined]  # the same, called directly
     return open_caller
 
 
 def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
     """A caller with a valid ``Authorization: Bearer <key>``, in the namespace of that key."""
-    bearer = HTTPBearer(
-        auto_error=False,
-        scheme_name="ApiKey",
-        description="An API key of the service (`Authorization: Bearer <key>`); it decides the namespace "
-        "of conversations the request sees.",
-    )
+    bearer = _bearer()
 
     async def authenticated_caller(
         request: Request,
@@ -97,10 +116,6 @@ def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
         limit(identity)
         return Caller(namespace, identity)
 
-    async def resolve(request: Request) -> Caller:
-        return await authenticated_caller(request, await bearer(request))
-
-    authenticated_caller.resolve = resolve  # type: ignore[attr-defined]  # called directly, see .direct_routes
     return authenticated_caller
 
 

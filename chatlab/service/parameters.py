@@ -1,17 +1,19 @@
 """What a request names besides its body: the conversation key, ``If-Match``, ``Idempotency-Key``,
 ``after`` and ``limit``.
 
-The key is a FastAPI dependency; the others are read from the request by the endpoints themselves (so a bad one
-is a 400 problem that says what is wrong, and an unknown query parameter is refused), and described here for
-the OpenAPI description (:func:`documented`).
+Each is read from the request by the endpoints of a conversation themselves, which take only the request (FastAPI
+then solves no parameters per request, the dearest part of serving one), and described here, once, for the
+OpenAPI description (the routes' ``openapi_extra``). A bad one is a 400 problem that says what is wrong, and an
+unknown query parameter is refused.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
-from fastapi import Path, Request
+from fastapi import Request
 
 from ..vocabulary import Refused
 from .security.conditions import IDEMPOTENCY_KEY_PATTERN
@@ -69,13 +71,8 @@ LIMIT = _parameter(
 )
 
 
-def documented(*parameters: dict[str, Any]) -> dict[str, Any]:
-    """A route's ``openapi_extra`` naming the parameters its endpoint reads from the request itself."""
-    return {"parameters": list(parameters)}
-
-
-def conversation_key_dependency(settings: ServiceSettings) -> Any:
-    """The dependency that checks a conversation key against the configured pattern and length."""
+def conversation_key_check(settings: ServiceSettings) -> Callable[[str], str]:
+    """The check of a conversation key against the configured pattern and length (a 400 saying what a key is)."""
     pattern = re.compile(settings.key_pattern)
     max_length = settings.key_max_length
     rule = _key_rule(settings)
@@ -87,18 +84,24 @@ def conversation_key_dependency(settings: ServiceSettings) -> Any:
             raise Refused(400, "invalid conversationKey: it holds a control character (such as NUL); remove it")
         return key
 
-    async def conversation_key(
-        key: str = Path(
-            alias="conversationKey",
-            description=f"The conversation; {rule}.",
-            examples=["286d2f0b7b7a43688ad32556e3610f54"],
-            json_schema_extra={"pattern": settings.key_pattern, "minLength": 1, "maxLength": max_length},
-        ),
-    ) -> str:
-        return check(key)
+    return check
 
-    conversation_key.check = check  # type: ignore[attr-defined]  # the same check, called directly (.direct_routes)
-    return conversation_key
+
+def conversation_key_parameter(settings: ServiceSettings) -> dict[str, Any]:
+    """The OpenAPI description of the ``conversationKey`` path parameter, as the settings make it."""
+    return {
+        "name": "conversationKey",
+        "in": "path",
+        "required": True,
+        "description": f"The conversation; {_key_rule(settings)}.",
+        "schema": {
+            "type": "string",
+            "pattern": settings.key_pattern,
+            "minLength": 1,
+            "maxLength": settings.key_max_length,
+        },
+        "example": "286d2f0b7b7a43688ad32556e3610f54",
+    }
 
 
 #: Control characters (C0, DEL, C1) and lone surrogates, refused in any key: a store may not keep them.

@@ -25,6 +25,7 @@ moved on since.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import quote
 
 import anyio
@@ -37,7 +38,7 @@ from ..vocabulary import Refused
 from . import jsontext
 from . import schema as wire
 from .bodies import BodyReader
-from .callers import caller_dependency
+from .callers import caller_dependency, caller_resolver
 from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_docs, header_doc, problem_doc
 from .parameters import (
     AFTER,
@@ -45,8 +46,8 @@ from .parameters import (
     IF_MATCH,
     LIMIT,
     condition_headers,
-    conversation_key_dependency,
-    documented,
+    conversation_key_check,
+    conversation_key_parameter,
     parse_header,
     read_positions,
 )
@@ -60,15 +61,33 @@ _encode = msgspec.json.Encoder().encode
 
 
 class Arguments:
-    """What the endpoints take besides their own parameters: who calls (``caller``) and which conversation (``key``).
+    """Who calls and which conversation, for every endpoint: ``caller`` as a FastAPI dependency (``GET /`` and
+    ``GET /chat-history``), and both read from the request itself by a conversation's endpoints (:meth:`of`),
+    which take only the request, with what they read described once in :meth:`documented`.
 
-    Use them as parameter defaults, not in local ``Annotated`` aliases: the endpoints' annotations are strings,
-    resolved in this module's scope.
+    Use ``caller`` as a parameter default, not in a local ``Annotated`` alias: the endpoints' annotations are
+    strings, resolved in this module's scope.
     """
 
     def __init__(self, settings: ServiceSettings) -> None:
-        self.caller = Depends(caller_dependency(settings))
-        self.key = Depends(conversation_key_dependency(settings))
+        dependency = caller_dependency(settings)
+        self.caller = Depends(dependency)
+        self._resolve = caller_resolver(dependency, settings)
+        self._check_key = conversation_key_check(settings)
+        self._key = conversation_key_parameter(settings)
+        self._security: list[dict[str, list[str]]] | None = [{"ApiKey": []}] if settings.api_keys else None
+
+    async def of(self, request: Request) -> tuple[Caller, str]:
+        """Who calls, then which conversation (so no valid API key is a 401 whatever the key)."""
+        caller = await self._resolve(request)
+        return caller, self._check_key(request.path_params["conversationKey"])
+
+    def documented(self, *parameters: dict[str, Any]) -> dict[str, Any]:
+        """The ``openapi_extra`` of a conversation's route: the key, the other ``parameters`` it reads, the keys."""
+        extra: dict[str, Any] = {"parameters": [self._key, *parameters]}
+        if self._security is not None:
+            extra["security"] = self._security
+        return extra
 
 
 def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
@@ -145,9 +164,10 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         description="Without parameters, every message in order (the article's request). `after=N` skips the "
         "first N, `limit=L` returns at most L; the `ETag` and `X-Message-Count` describe the whole conversation "
         "in the same snapshot as the messages returned.",
-        openapi_extra=documented(AFTER, LIMIT),
+        openapi_extra=arguments.documented(AFTER, LIMIT),
     )
-    async def get_messages(request: Request, caller: Caller = arguments.caller, key: str = arguments.key) -> Response:
+    async def get_messages(request: Request) -> Response:
+        caller, key = await arguments.of(request)
         after, limit = read_positions(request)
         stored = caller.stored_key(key)
         if after is None and limit is None:
@@ -174,8 +194,10 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
             **errors.keyed,
         },
         summary="Whether a conversation exists and how many messages it holds, without reading them",
+        openapi_extra=arguments.documented(),
     )
-    async def count_messages(caller: Caller = arguments.caller, key: str = arguments.key) -> Response:
+    async def count_messages(request: Request) -> Response:
+        caller, key = await arguments.of(request)
         part = await store.read_slice(caller.stored_key(key), 0, 0)
         return Answer(200, _version_headers(part.version, part.count))  # no Content-Length: a GET's is not 0
 
@@ -224,11 +246,12 @@ def _add_writing_routes(
             422: problem_doc("The `Idempotency-Key` was used before with other messages."),
         },
         summary="Append messages to a conversation",
-        openapi_extra={**body_doc("AppendChatMessagesRequest"), **documented(IF_MATCH, IDEMPOTENCY_KEY)},
+        openapi_extra={**body_doc("AppendChatMessagesRequest"), **arguments.documented(IF_MATCH, IDEMPOTENCY_KEY)},
     )
     async def append_messages(
-        request: Request, caller: Caller = arguments.caller, key: str = arguments.key
+        request: Request,
     ) -> Response:
+        caller, key = await arguments.of(request)
         if_match, idempotency_key = condition_headers(request)
         condition = parse_header(parse_if_match, if_match) if if_match is not None else None
         idem_key = parse_header(parse_idempotency_key, idempotency_key) if idempotency_key is not None else None
@@ -251,11 +274,12 @@ def _add_writing_routes(
         response_class=Response,
         responses={204: {"description": "Replaced.", "headers": {"ETag": ETAG_DOC}}, **errors.writes},
         summary="Replace a conversation's messages",
-        openapi_extra={**body_doc("ReplaceChatMessagesRequest"), **documented(IF_MATCH)},
+        openapi_extra={**body_doc("ReplaceChatMessagesRequest"), **arguments.documented(IF_MATCH)},
     )
     async def replace_messages(
-        request: Request, caller: Caller = arguments.caller, key: str = arguments.key
+        request: Request,
     ) -> Response:
+        caller, key = await arguments.of(request)
         if_match = condition_headers(request)[0]
         condition = parse_header(parse_if_match, if_match)
         messages = await read_messages(request)
@@ -273,11 +297,12 @@ def _add_writing_routes(
         summary="Delete a conversation",
         description="Without `If-Match`, as in the article. With the `ETag` of a GET, only if nobody wrote "
         "meanwhile: a client that read a conversation and decided to delete it never wipes an append it did not see.",
-        openapi_extra=documented(IF_MATCH),
+        openapi_extra=arguments.documented(IF_MATCH),
     )
     async def delete_conversation(
-        request: Request, caller: Caller = arguments.caller, key: str = arguments.key
+        request: Request,
     ) -> Response:
+        caller, key = await arguments.of(request)
         if_match = condition_headers(request)[0]
         await store.delete(caller.stored_key(key), if_match=parse_header(parse_if_match, if_match))
         return Answer(204, [])

@@ -18,7 +18,9 @@ and uvicorn's ``on_response_complete``:
 * **fair slots**: at ``max_connections`` open connections, a new one closes the connection that has
   waited longest for a head (a silent or trickling one, or an idle keep-alive one), so clients that
   hold slots without sending requests cannot lock others out; connections serving a request are
-  never closed, and when every slot serves one uvicorn's ``limit_concurrency`` answers 503.
+  never closed, and when every slot serves one a further request is answered 503 and its connection
+  closed. (uvicorn's own ``limit_concurrency`` would count the connections just closed to make room,
+  which leave a moment later, and refuse the request that took their place.)
 
 A head's end is found in the bytes as they arrive (the blank line after the fields). Bytes a client
 pipelines while its previous request is served are not counted, and the deadline restarts at each
@@ -50,9 +52,9 @@ def server_options(settings: ServiceSettings, http: str | None = None) -> dict[s
     http = http or server_stack().http
     return {
         "timeout_keep_alive": settings.keep_alive_timeout,
-        # uvicorn counts the connection a request came on: at N it refuses the N-th, so N + 1 serves N
-        "limit_concurrency": settings.max_connections + 1,
         "http": guarded_protocol(http, settings.header_timeout, settings.max_connections),
+        # h11's own bound on a head that arrives in pieces (16 KiB by default), made the same as httptools' here
+        "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
     }
 
 
@@ -73,7 +75,7 @@ class _Waiting:
 
     def __init__(self) -> None:
         self.connections: dict[Any, None] = {}
-        self.open = 0
+        self.open = 0  # connections open and not being closed to make room
 
 
 #: Per uvicorn server (its shared ``ServerState``, which every protocol instance is given).
@@ -85,6 +87,9 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
     """uvicorn's HTTP protocol ``http`` with a deadline and a size bound on each request's head, and fair slots."""
     base: type[Any] = _base(http)
     late = _problem(408, "Request Timeout", f"the request's head did not arrive within {header_timeout:g} s")
+    full = _problem(
+        503, "Service Unavailable", f"every one of the {max_connections} connections serves a request: retry later"
+    )
     large = _problem(
         431, "Request Header Fields Too Large", f"the request's head is over {MAX_HEAD_BYTES} bytes: send less"
     )
@@ -98,6 +103,7 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
             self.guard_loop: asyncio.AbstractEventLoop | None = None
             self.guard_transport: asyncio.Transport | None = None
             self.guard_timer: asyncio.TimerHandle | None = None
+            self.guard_counted = False  # in the server's count of open connections
             self.guard_head: int | None = 0  # bytes of the head arriving; None: a request is being served
             self.guard_tail = b""  # the last bytes seen, for a blank line split between two reads
             self.guard_since = 0.0
@@ -107,6 +113,7 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
             self.guard_loop, self.guard_transport = asyncio.get_running_loop(), transport
             server = self.guard_server
             server.open += 1
+            self.guard_counted = True
             if server.open > max_connections and server.connections:  # the longest waiter makes room
                 oldest = next(iter(server.connections))
                 oldest.guard_close(late if oldest.guard_head else None)
@@ -124,8 +131,7 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
                 self.guard_wait()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self.guard_server.open -= 1
-            self.guard_server.connections.pop(self, None)
+            self.guard_uncount()
             if self.guard_timer is not None:
                 self.guard_timer.cancel()
                 self.guard_timer = None
@@ -150,9 +156,12 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
             if size > MAX_HEAD_BYTES:
                 self.guard_close(large)
                 return False
-            if ends:  # the head is in: the request is the app's now
+            if ends:  # the head is in: the request is the app's now, if there is room
                 self.guard_head = None
                 self.guard_server.connections.pop(self, None)
+                if self.guard_server.open > max_connections:
+                    self.guard_close(full)
+                    return False
             else:
                 self.guard_head, self.guard_tail = size, seen[-3:]
             return True
@@ -168,9 +177,16 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
                 return
             self.guard_close(late if self.guard_head else None)
 
+        def guard_uncount(self) -> None:
+            """Leave the server's count and its waiters (once)."""
+            self.guard_server.connections.pop(self, None)
+            if self.guard_counted:
+                self.guard_counted = False
+                self.guard_server.open -= 1
+
         def guard_close(self, answer: bytes | None) -> None:
             """Close the connection, with ``answer`` first (written as raw bytes: no request reached the app)."""
-            self.guard_server.connections.pop(self, None)
+            self.guard_uncount()
             transport = self.guard_transport
             if transport is None or transport.is_closing():
                 return
