@@ -199,9 +199,9 @@ def database_size(target: StoreTarget) -> int:
     import redis
 
     from ..stores._urls import split_url
-    from ..stores.redis import CHATLAB_PARAMETERS
+    from ..stores.redis import CHATLAB_PARAMETERS as REDIS_PARAMETERS
 
-    client_url, ours = split_url(target.url, CHATLAB_PARAMETERS)
+    client_url, ours = split_url(target.url, REDIS_PARAMETERS)
     client = redis.Redis.from_url(client_url, socket_timeout=5)
     try:
         total = 0
