@@ -2,13 +2,16 @@
 
 redis-py reads the URL (TLS, sockets, credentials, database), connects, says hello and parses replies (with
 hiredis, which the ``chatlab[redis]`` extra installs). A single server gets a ``redis.asyncio.Redis`` over a
-``BlockingConnectionPool``; a cluster (``redis+cluster://``, or ``?cluster=yes``) gets
+``BlockingConnectionPool``; a cluster (``redis+cluster://``) gets
 ``redis.asyncio.cluster.RedisCluster``, which finds the nodes and follows slot moves and failovers.
 
-Every operation of the store is one Lua script call. The calls made in one turn of the event loop go to Redis
-as one pipeline (``pipeline(transaction=False)``, by ``EVALSHA``): one round trip for all of them on a single
-server, one per node on a cluster. A script Redis has not cached yet (a restarted server) is loaded and run
-again; it had not run, so that is safe. Nothing else is retried: a script run again after its answer was lost
+Every operation of the store is one Lua script call, by ``EVALSHA``. On a single server the calls made in one
+turn of the event loop go to Redis as one pipeline (``pipeline(transaction=False)``): one round trip for all of
+them. redis-py's cluster pipelines refuse scripts, so on a cluster each call is its own command, sent concurrently
+over the pool of the node that holds its slot; as that pool refuses calls beyond its ``max_connections`` rather
+than queue them, the calls in flight are bounded to that many (the rest wait their turn within their deadline).
+A script Redis has not cached yet (a restarted server, a new primary after a failover) is loaded and the call run
+again: it had not run, so that is safe. Nothing else is retried: a script run again after its answer was lost
 would append twice (chatlab's client retries with an ``Idempotency-Key`` instead).
 """
 
@@ -83,12 +86,14 @@ class Script:
 
 
 class Calls:
-    """One event loop's client; the script calls made in one turn of the loop go out as one pipeline."""
+    """One event loop's client; on a single server the script calls of one turn of the loop go out as one pipeline."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, *, cluster: bool, limit: int) -> None:
         from redis.exceptions import NoScriptError
 
         self.client = client
+        self._cluster = cluster
+        self._turns = asyncio.Semaphore(limit)
         self._no_script = NoScriptError
         self._loop = asyncio.get_running_loop()
         self._waiting: list[tuple[Script, Sequence[Any], Sequence[Any], asyncio.Future[Any]]] = []
@@ -96,6 +101,13 @@ class Calls:
 
     async def script(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """The script's reply (an error reply raised as redis-py raises it)."""
+        if self._cluster:
+            async with self._turns:
+                try:
+                    return await self.client.evalsha(script.sha, len(keys), *keys, *args)
+                except self._no_script:
+                    await self.client.script_load(script.text)
+                    return await self.client.evalsha(script.sha, len(keys), *keys, *args)
         future = self._loop.create_future()
         if not self._waiting:
             self._loop.call_soon(self._send)

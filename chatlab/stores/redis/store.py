@@ -133,7 +133,9 @@ class RedisChatHistoryStore(ChatHistoryStore):
         client = open_client(
             self.client_url, cluster=self.cluster, timeout=self.timeout, max_connections=self.max_connections
         )
-        return Calls(client)
+        if self.cluster:  # the slot map, once for the concurrent first calls
+            await client.initialize()
+        return Calls(client, cluster=self.cluster, limit=self.max_connections)
 
     @staticmethod
     async def _close_client(calls: Calls) -> None:
@@ -344,9 +346,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 times = f"{record.created_at!r} {record.updated_at!r}"
                 args: list[Any] = [key.encode(), record.expected, record.version, times, repr(record.updated_at)]
                 args.append(str(self._expire_at(record.updated_at)))
-                current = await calls.script(
-                    _RESTORE, self._whole(layout.conversation(key)), [*args, *record.messages]
-                )
+                current = await calls.script(_RESTORE, self._whole(layout.conversation(key)), [*args, *record.messages])
                 if current is not None:
                     raise VersionMismatch(current.decode())
 
