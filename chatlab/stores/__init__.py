@@ -31,7 +31,9 @@ __all__ = [
     "open_store",
 ]
 
-SUPPORTED = "memory://, sqlite:///path/to/history.db (or a file path), postgresql://..., redis://..."
+SUPPORTED = (
+    "memory://, sqlite:///path/to/history.db (or a file path), postgresql://..., redis://..., redis+cluster://..."
+)
 
 
 def open_store(url: str | None = None, *, timeout: float | None = None, **options: Any) -> ChatHistoryStore:
