@@ -201,11 +201,12 @@ def test_the_stores_public_names_stay_where_they_were() -> None:
     """The split of the store modules kept every name importable from where it was before."""
     from chatlab.stores import postgres, redis, sqlite
 
-    assert postgres.CHATLAB_PARAMETERS == ("schema",) and redis.CHATLAB_PARAMETERS == ("prefix",)
+    assert postgres.CHATLAB_PARAMETERS == ("schema",) and redis.CHATLAB_PARAMETERS == ("prefix", "buckets")
     assert postgres.split_url is redis.split_url
     assert callable(sqlite.path_from_url)
     assert redis.UNVERSIONED == "unversioned" and redis.DEFAULT_PREFIX == "chatlab:"
-    for module in (postgres, redis, sqlite):
+    for module in (postgres, sqlite):
         assert module.SCHEMA_VERSION == 3
-    assert postgres.PostgresChatHistoryStore.schema_version == redis.RedisChatHistoryStore.schema_version == 3
+    assert redis.SCHEMA_VERSION == redis.RedisChatHistoryStore.schema_version == 4  # keys in hash slots
+    assert postgres.PostgresChatHistoryStore.schema_version == 3
     assert sqlite.SqliteChatHistoryStore.schema_version == 3

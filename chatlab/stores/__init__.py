@@ -8,7 +8,7 @@
 * ``postgresql://user@host:5432/db`` (``postgres://`` too; ``?schema=NAME`` picks the schema):
   needs ``chatlab[postgres]``;
 * ``redis://host:6379/0`` (``rediss://``, ``unix://`` too; ``?prefix=NAME:`` namespaces the
-  keys): needs ``chatlab[redis]``.
+  keys), or ``redis+cluster://host:7000`` for Redis Cluster: needs ``chatlab[redis]``.
 
 The drivers are imported only when their store is opened, so the base install works without them.
 """
@@ -31,7 +31,9 @@ __all__ = [
     "open_store",
 ]
 
-SUPPORTED = "memory://, sqlite:///path/to/history.db (or a file path), postgresql://..., redis://..."
+SUPPORTED = (
+    "memory://, sqlite:///path/to/history.db (or a file path), postgresql://..., redis://..., redis+cluster://..."
+)
 
 
 def open_store(url: str | None = None, *, timeout: float | None = None, **options: Any) -> ChatHistoryStore:
@@ -56,7 +58,7 @@ def open_store(url: str | None = None, *, timeout: float | None = None, **option
         from .postgres import PostgresChatHistoryStore
 
         return PostgresChatHistoryStore(url, **waits, **options)
-    if scheme in ("redis", "rediss", "unix"):
+    if scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
         from .redis import RedisChatHistoryStore
 
         return RedisChatHistoryStore(url, **waits, **options)

@@ -72,9 +72,12 @@ def test_redis_keys_expire_with_the_retention_refreshed_on_write(redis_url) -> N
     store = asyncio.run(scenario())
     client = redis.Redis.from_url(redis_url.split("?")[0])
     try:
-        expiry = client.pexpiretime(f"{store.prefix}messages:k") / 1000
+        expiry = client.pexpiretime(f"{store.prefix}{{0}}:messages:k") / 1000
         assert abs(expiry - (time.time() + 31 * DAY)) < 60
-        assert client.pexpiretime(f"{store.prefix}version:k") == client.pexpiretime(f"{store.prefix}messages:k")
+        for kind in ("version", "times"):
+            assert client.pexpiretime(f"{store.prefix}{{0}}:{kind}:k") == client.pexpiretime(
+                f"{store.prefix}{{0}}:messages:k"
+            )
     finally:
         client.close()
 

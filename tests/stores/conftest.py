@@ -4,6 +4,7 @@ PostgreSQL and Redis tests use real servers named by environment variables:
 
     CHATLAB_TEST_POSTGRES_URL=postgresql://postgres@127.0.0.1:5432/test
     CHATLAB_TEST_REDIS_URL=redis://127.0.0.1:6379/0
+    CHATLAB_TEST_REDIS_CLUSTER_URL=redis+cluster://127.0.0.1:7000  (a Redis Cluster: .ci/run starts one)
 
 Without them those tests skip (and say so); under CI (``CI=true``) they fail instead, so a
 CI run can never pass by skipping them. Each test gets its own PostgreSQL schema or Redis key
@@ -15,17 +16,23 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 
 from tests.missing import skip_or_fail
 
-BACKENDS = ["memory", "sqlite", "postgres", "redis"]
-ENV = {"postgres": "CHATLAB_TEST_POSTGRES_URL", "redis": "CHATLAB_TEST_REDIS_URL"}
+BACKENDS = ["memory", "sqlite", "postgres", "redis", "redis-cluster"]
+ENV = {
+    "postgres": "CHATLAB_TEST_POSTGRES_URL",
+    "redis": "CHATLAB_TEST_REDIS_URL",
+    "redis-cluster": "CHATLAB_TEST_REDIS_CLUSTER_URL",
+}
 EXAMPLE = {
     "postgres": "postgresql://postgres@127.0.0.1:5432/test",
     "redis": "redis://127.0.0.1:6379/0",
+    "redis-cluster": "redis+cluster://127.0.0.1:7000",
 }
 
 
@@ -69,6 +76,25 @@ def drop_redis_prefix(url: str, prefix: str) -> None:
         client.close()
 
 
+def cluster_client(url: str) -> Any:
+    """redis-py's (synchronous) cluster client for a ``redis+cluster://`` URL."""
+    from redis.cluster import RedisCluster
+
+    return RedisCluster.from_url(url.replace("+cluster", "", 1).split("?", 1)[0], socket_timeout=5)
+
+
+def drop_redis_cluster_prefix(url: str, prefix: str) -> None:
+    """Delete a prefix's keys on every primary of a cluster."""
+    client = cluster_client(url)
+    try:
+        for node in client.get_primaries():
+            keys = list(client.scan_iter(match=prefix + "*", count=1000, target_nodes=node))
+            for key in keys:
+                client.delete(key)
+    finally:
+        client.close()
+
+
 @pytest.fixture
 def postgres_server() -> str:
     """The configured PostgreSQL server URL itself, for tests that isolate their data on their own."""
@@ -100,6 +126,15 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture
+def redis_cluster_url() -> Iterator[str]:
+    """A Redis Cluster store URL whose keys carry a prefix of this test only."""
+    base = server_url("redis-cluster")
+    prefix = unique_name() + ":"
+    yield with_query(base, prefix=prefix)
+    drop_redis_cluster_prefix(base, prefix)
+
+
+@pytest.fixture
 def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'history.db'}"
 
@@ -114,7 +149,7 @@ def store_url(backend: str, request) -> str:
     """The URL of a fresh, isolated store of each backend."""
     if backend == "memory":
         return "memory://"
-    return request.getfixturevalue(f"{backend}_url")
+    return request.getfixturevalue(f"{backend.replace('-', '_')}_url")
 
 
 @pytest.fixture

@@ -102,7 +102,8 @@ def test_answers_byte_for_byte_as_the_in_memory_store(http: httpx.Client, refere
 
 def test_service_describes_its_store(http: httpx.Client, backend: str):
     description = http.get("/").json()["description"]
-    assert {"memory": "memory", "sqlite": "SQLite", "postgres": "PostgreSQL", "redis": "Redis"}[backend] in description
+    names = {"memory": "memory", "sqlite": "SQLite", "postgres": "PostgreSQL", "redis": "Redis"}
+    assert names[backend.removesuffix("-cluster")] in description
 
 
 def _encoded(messages: list) -> list[bytes]:

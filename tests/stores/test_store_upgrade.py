@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 
 import pytest
 
@@ -110,7 +111,61 @@ def test_redis_version_1_layout(redis_url: str) -> None:
         client.zadd(f"{prefix}conversations", {"old": 0})
         client.rpush(f"{prefix}messages:old", *OLD)
         asyncio.run(_check_upgraded(open_store(redis_url)))
-        assert client.hget(f"{prefix}meta", "schema_version") == b"3"
+        assert client.hget(f"{prefix}meta", "schema_version") == b"4"
+        assert not client.exists(f"{prefix}conversations", f"{prefix}messages:old")  # moved into its hash slot
+    finally:
+        client.close()
+
+
+def test_redis_version_3_layout_keeps_versions_times_expiries_and_idempotency_records(redis_url: str) -> None:
+    """Layout 3 (keys without hash tags) moves into the bucketed layout: everything it held still reads."""
+    from urllib.parse import parse_qs, urlsplit
+
+    import redis
+
+    prefix = parse_qs(urlsplit(redis_url).query)["prefix"][0]
+    client = redis.Redis.from_url(redis_url.split("?", 1)[0])
+    expire_at = int((time.time() + 3600) * 1000)
+    try:
+        client.hset(f"{prefix}meta", "schema_version", "3")
+        for key in ("old", "gone"):
+            client.zadd(f"{prefix}conversations", {key: 0})
+            client.zadd(f"{prefix}updated", {key: 1000.5})
+            client.rpush(f"{prefix}messages:{key}", *OLD)
+            client.set(f"{prefix}version:{key}", "g3.2")
+            client.set(f"{prefix}times:{key}", "1000.25 1000.5")
+        client.pexpireat(f"{prefix}messages:old", expire_at)
+        client.set(f"{prefix}idempotency:3:old:retry:1", "fp g3.2", px=3_600_000)
+
+        async def upgraded() -> None:
+            store = open_store(redis_url)
+            try:
+                old = await store.read("old")
+                assert (old.messages, old.version) == (OLD, "g3.2")
+            finally:
+                await store.close()
+
+        asyncio.run(upgraded())
+        [moved] = [key for key in client.scan_iter(match=f"{prefix}*messages:old") if key.endswith(b"messages:old")]
+        assert client.pexpiretime(moved) == expire_at  # a rename keeps the expiry
+
+        async def check() -> None:
+            store = open_store(redis_url)
+            try:
+                summary = ConversationSummary("old", 2, "g3.2", 1000.25, 1000.5)
+                assert await store.summaries() == [ConversationSummary("gone", 2, "g3.2", 1000.25, 1000.5), summary]
+                await store.delete("gone")
+                replay = await store.append("old", [NEW], idempotency=Idempotency("retry:1", "fp"))
+                assert replay.replayed and replay.version == "g3.2"
+                assert (await store.append("old", [NEW], if_match=["g3.2"])).version == "g3.3"
+                assert await store.get("old") == [*OLD, NEW]
+            finally:
+                await store.close()
+
+        asyncio.run(check())
+        assert client.hget(f"{prefix}meta", "schema_version") == b"4"
+        assert not client.exists(f"{prefix}conversations", f"{prefix}updated", f"{prefix}messages:old")
+        assert not client.exists(f"{prefix}idempotency:3:old:retry:1")
     finally:
         client.close()
 

@@ -1,0 +1,376 @@
+"""The Redis store: chat history in Redis, shared by any number of service processes.
+
+Guarantees: every operation is one Lua script (:mod:`chatlab.stores.redis.scripts`), which Redis runs as one
+atomic step. So an append (``ZADD`` + ``RPUSH`` of the whole batch) lands contiguously and in order, all or
+nothing, whatever other clients (other service processes included) append meanwhile; a replace and a delete are
+whole too; an ``if_match`` condition or an idempotency record is checked in the same step as the write and the
+record; and a read is one consistent snapshot. Listing reads each bucket's index in one script
+(:mod:`chatlab.stores.redis.keys`), all buckets in one pipeline, and merges them in key order.
+
+Every operation ends within ``timeout`` seconds, connecting included, even when Redis or the network stops
+answering (:mod:`chatlab.stores.redis.connections`). Durability is Redis's own: see docs/stores.md for
+``appendonly yes`` and replicas. A crash of the chatlab service process never loses an acknowledged write: it
+was in Redis before the service answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import Any, TypeVar
+
+from .._loops import PerLoop
+from .._urls import split_url
+from ..base import (
+    ChatHistoryStore,
+    Conversation,
+    ConversationRecord,
+    ConversationSlice,
+    ConversationSummary,
+    EncodedMessage,
+    Idempotency,
+    IdempotencyKeyReused,
+    StoreError,
+    VersionMismatch,
+    WriteResult,
+    check_slice,
+    new_generation,
+    new_version,
+    prefix_upper_bound,
+)
+from . import scripts
+from .connections import CLUSTER_SCHEMES, Calls, Script, open_client, redacted
+from .keys import ConversationKeys, Layout
+from .upgrade import STEP, upgrade
+
+R = TypeVar("R")
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 4
+
+DEFAULT_PREFIX = "chatlab:"
+
+#: Query parameters of a store URL that chatlab reads itself (redis-py would refuse them).
+CHATLAB_PARAMETERS: tuple[str, ...] = ("prefix", "buckets")
+
+#: The bucket count a new store gets on a cluster (``?buckets=N`` overrides it): enough hash slots to spread
+#: the conversations over a few primaries, few enough that listing every bucket stays one short pipeline.
+CLUSTER_BUCKETS = 64
+
+_SCHEMA, _READ = Script(scripts.SCHEMA), Script(scripts.READ)
+_APPEND, _REPLACE, _DELETE = Script(scripts.APPEND), Script(scripts.REPLACE), Script(scripts.DELETE)
+_RESTORE, _SUMMARIES, _SWEEP = Script(scripts.RESTORE), Script(scripts.SUMMARIES), Script(scripts.SWEEP)
+
+
+def _conditions(if_match: Collection[str] | None) -> list[str | int]:
+    return [-1] if if_match is None else [len(if_match), *if_match]
+
+
+def _summary(key: bytes, count: int, version: bytes, times: bytes) -> ConversationSummary:
+    """One conversation of the summaries script: key, count, version, ``"created updated"`` (``""``: unknown)."""
+    created, _, updated = times.decode().partition(" ")
+    return ConversationSummary(
+        key.decode("utf-8"),
+        int(count),
+        version.decode(),
+        float(created) if created else None,
+        float(updated) if updated else None,
+    )
+
+
+class RedisChatHistoryStore(ChatHistoryStore):
+    """History in Redis lists (layout created on first use, older layouts upgraded).
+
+    ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS, ``unix:///path``), or
+    ``redis+cluster://host:port`` (``rediss+cluster://``) for Redis Cluster, any node as the first contact. The
+    extra query parameter ``prefix=...`` (or the ``prefix`` argument) namespaces every key; ``buckets=N`` sets a
+    new store's bucket count (default 1 on a single server, :data:`CLUSTER_BUCKETS` on a cluster). ``timeout``
+    bounds each operation, connecting included; ``max_connections`` bounds the connections of each event loop
+    (per node on a cluster).
+    """
+
+    schema_version = SCHEMA_VERSION
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str | None = None,
+        timeout: float = 5.0,
+        max_connections: int = 50,
+        buckets: int | None = None,
+    ) -> None:
+        try:
+            import redis.asyncio  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ImportError("the Redis store needs redis-py: pip install 'chatlab[redis]'") from exc
+        client_url, ours = split_url(url, CHATLAB_PARAMETERS)
+        self.client_url = client_url
+        self.cluster = client_url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
+        self.prefix = prefix if prefix is not None else ours.get("prefix", DEFAULT_PREFIX)
+        if buckets is None and "buckets" in ours:
+            if not ours["buckets"].isdigit() or int(ours["buckets"]) < 1:
+                raise ValueError(f"invalid Redis store URL: buckets must be a whole number from 1 (got {url!r})")
+            buckets = int(ours["buckets"])
+        self.buckets = buckets
+        self.timeout = timeout
+        self.max_connections = max_connections
+        self.where = redacted(client_url)
+        self.description = (
+            f"Chat history is stored in Redis at {self.where} (key prefix {self.prefix!r}) and exposed over HTTP."
+        )
+        self._clients: PerLoop[Calls] = PerLoop(self._open_client, self._close_client)
+        self._layout: Layout | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.where} prefix={self.prefix!r}>"
+
+    # -- connections and the layout ------------------------------------------------------
+
+    async def _open_client(self) -> Calls:
+        client = open_client(
+            self.client_url, cluster=self.cluster, timeout=self.timeout, max_connections=self.max_connections
+        )
+        if self.cluster:  # the slot map, once for the concurrent first calls
+            await client.initialize()
+        return Calls(client, cluster=self.cluster, limit=self.max_connections)
+
+    @staticmethod
+    async def _close_client(calls: Calls) -> None:
+        await calls.close()
+
+    async def _check_layout(self, calls: Calls) -> Layout:
+        """Create the layout, or upgrade an older one, or refuse one this chatlab does not know."""
+        wanted = self.buckets or (CLUSTER_BUCKETS if self.cluster else 1)
+        meta = f"{self.prefix}meta".encode()
+        version, buckets = await calls.script(_SCHEMA, [meta], [SCHEMA_VERSION, wanted])
+        if version is not None and int(version) in (1, 2, 3):
+            if self.cluster:
+                raise StoreError(
+                    f"Redis store {self.where} prefix {self.prefix!r} has layout version {int(version)}: "
+                    "upgrade it on a single server first (open it there once), then move it to the cluster"
+                )
+            await calls.client.hsetnx(meta, "buckets", wanted)  # concurrent upgraders agree on one count
+            buckets = await calls.client.hget(meta, "buckets")
+            try:
+                await upgrade(calls, Layout(self.prefix, int(buckets)), int(version), self.clock())
+            except Exception as exc:  # a failure here is the store's: say which
+                raise StoreError(f"Redis store {self.prefix!r}: upgrading to layout 4 failed: {exc}") from exc
+            await calls.client.hset(meta, "schema_version", SCHEMA_VERSION)
+            version = str(SCHEMA_VERSION).encode()
+        if version is None or int(version) != SCHEMA_VERSION:
+            raise StoreError(
+                f"Redis store {self.where} prefix {self.prefix!r} has schema version "
+                f"{version.decode() if version else None}; this chatlab reads version {SCHEMA_VERSION} "
+                "(and upgrades versions 1 to 3) only"
+            )
+        layout = Layout(self.prefix, int(buckets))
+        if self.buckets is not None and self.buckets != layout.buckets:
+            raise StoreError(
+                f"Redis store {self.where} prefix {self.prefix!r} was created with buckets={layout.buckets}; "
+                f"open it with that count (or none) instead of {self.buckets}"
+            )
+        self._layout = layout
+        return layout
+
+    async def _guard(self, work: Callable[[Calls, Layout], Awaitable[R]]) -> R:
+        """Await ``work(calls, layout)`` within the timeout; redis-py and socket errors become StoreError."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                calls = await self._clients.get()  # no I/O: connections open on first use
+                layout = self._layout or await self._check_layout(calls)
+                return await work(calls, layout)
+        except StoreError:
+            raise
+        except Exception as exc:
+            message = self._failure(exc)
+            if message is None:
+                raise
+        log.warning("%s", message)
+        raise StoreError(message)
+
+    def _failure(self, exc: Exception) -> str | None:
+        """What a redis-py or socket error (or the deadline) says; None for any other exception."""
+        import redis.exceptions
+
+        if isinstance(exc, redis.exceptions.TimeoutError):
+            return f"Redis at {self.where} timed out: {exc}"
+        if isinstance(exc, TimeoutError):
+            return f"Redis at {self.where} did not answer within {self.timeout:g} s (the store timeout)"
+        if isinstance(exc, redis.exceptions.ConnectionError):
+            return f"Redis at {self.where} is unreachable: {exc}"
+        if isinstance(exc, (redis.exceptions.RedisError, OSError)):
+            return f"Redis at {self.where} failed: {exc}"
+        return None
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def _read(self, conversation_key: str, first: int | None, last: int) -> tuple[str, int, list[Any]]:
+        """Version, count and the messages from ``first`` to ``last`` (LRANGE's; ``first`` None: none)."""
+
+        async def work(calls: Calls, layout: Layout) -> list[Any]:
+            keys = layout.conversation(conversation_key)
+            args = [conversation_key.encode("utf-8"), "" if first is None else first, last]
+            reply: list[Any] = await calls.script(_READ, [keys.index, keys.messages, keys.version], args)
+            return reply
+
+        version, count, messages = await self._guard(work)
+        return version.decode(), int(count), messages
+
+    async def read(self, conversation_key: str) -> Conversation:
+        version, _, messages = await self._read(conversation_key, 0, -1)
+        return Conversation(messages, version)
+
+    async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        check_slice(after, limit)
+        # LRANGE walks from the nearer end of the list: the newest messages are cheap
+        last = -1 if limit is None else after + limit - 1
+        version, count, messages = await self._read(conversation_key, None if limit == 0 else after, last)
+        return ConversationSlice(messages, after, count, version)
+
+    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
+        low, high = b"-", b"+"
+        if prefix:
+            upper = prefix_upper_bound(prefix)
+            low = b"[" + prefix.encode("utf-8")
+            high = b"(" + upper.encode("utf-8") if upper is not None else b"+"
+
+        async def one(calls: Calls, layout: Layout, bucket: int) -> list[ConversationSummary]:
+            keys = layout.of_bucket(bucket)
+            args = [keys.messages, low, high, keys.version, keys.times]
+            flat: list[Any] = await calls.script(_SUMMARIES, [keys.index], args)
+            return [_summary(*flat[i : i + 4]) for i in range(0, len(flat), 4)]
+
+        async def work(calls: Calls, layout: Layout) -> list[ConversationSummary]:
+            parts = await asyncio.gather(*(one(calls, layout, b) for b in range(layout.buckets)))
+            found = [summary for part in parts for summary in part]
+            if len(parts) > 1:  # code point order, as UTF-8's byte order
+                found.sort(key=lambda summary: summary.conversation_key)
+            return found
+
+        return await self._guard(work)
+
+    # -- writes --------------------------------------------------------------------------
+
+    def _expire_at(self, written: float) -> int:
+        """When the keys of a conversation written at ``written`` expire, in ms (0: never)."""
+        return 0 if self.retention is None else int((written + self.retention) * 1000)
+
+    def _write_times(self) -> list[str | int]:
+        """``now`` and ``expire at`` of a write happening now."""
+        now = self.clock()
+        return [repr(now), self._expire_at(now)]
+
+    @staticmethod
+    def _whole(keys: ConversationKeys) -> list[bytes]:
+        """KEYS of the replace, delete and restore scripts."""
+        return [keys.index, keys.messages, keys.version, keys.times, keys.updated]
+
+    async def _write(self, script: Script, keys: Callable[[Layout], list[bytes]], args: list[Any]) -> list[bytes]:
+        async def work(calls: Calls, layout: Layout) -> list[bytes]:
+            reply: list[bytes] = await calls.script(script, keys(layout), args)
+            return reply
+
+        return await self._guard(work)
+
+    async def append(
+        self,
+        conversation_key: str,
+        messages: Sequence[EncodedMessage],
+        *,
+        if_match: Collection[str] | None = None,
+        idempotency: Idempotency | None = None,
+    ) -> WriteResult:
+        batch = [bytes(m) for m in messages]
+        if not batch and if_match is None and idempotency is None:
+            return WriteResult((await self.read(conversation_key)).version)
+
+        def keys(layout: Layout) -> list[bytes]:
+            k = layout.conversation(conversation_key)
+            record = layout.idempotency(conversation_key, idempotency.key) if idempotency else k.messages
+            return [k.index, k.messages, k.version, record, k.times, k.updated]
+
+        args: list[Any] = [
+            conversation_key.encode("utf-8"),
+            new_generation(),
+            idempotency.fingerprint if idempotency else "",
+            max(1, int(idempotency.ttl * 1000)) if idempotency else 0,
+            *self._write_times(),
+            *_conditions(if_match),
+            *batch,
+        ]
+        status, value = await self._write(_APPEND, keys, args)
+        return self._outcome(status, value, idempotency)
+
+    async def replace(
+        self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
+    ) -> WriteResult:
+        batch = [bytes(m) for m in messages]
+        args: list[Any] = [
+            conversation_key.encode("utf-8"),
+            new_version(len(batch)),
+            *self._write_times(),
+            *_conditions(if_match),
+            *batch,
+        ]
+        status, value = await self._write(
+            _REPLACE, lambda layout: self._whole(layout.conversation(conversation_key)), args
+        )
+        return self._outcome(status, value, None)
+
+    async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        args: list[Any] = [conversation_key.encode("utf-8"), *_conditions(if_match)]
+        status, value = await self._write(
+            _DELETE, lambda layout: self._whole(layout.conversation(conversation_key)), args
+        )
+        self._outcome(status, value, None)
+
+    @staticmethod
+    def _outcome(status: bytes, value: bytes, idempotency: Idempotency | None) -> WriteResult:
+        if status == b"mismatch":
+            raise VersionMismatch(value.decode())
+        if status == b"reused":
+            raise IdempotencyKeyReused(idempotency.key if idempotency else "")
+        return WriteResult(value.decode(), replayed=status == b"replayed")
+
+    # -- migration and retention ---------------------------------------------------------
+
+    async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        """Each record in its own script, in order; the first whose conversation is elsewhere stops the rest."""
+
+        async def work(calls: Calls, layout: Layout) -> None:
+            for record in records:
+                key = record.conversation_key
+                times = f"{record.created_at!r} {record.updated_at!r}"
+                args: list[Any] = [key.encode(), record.expected, record.version, times, repr(record.updated_at)]
+                args.append(str(self._expire_at(record.updated_at)))
+                current = await calls.script(_RESTORE, self._whole(layout.conversation(key)), [*args, *record.messages])
+                if current is not None:
+                    raise VersionMismatch(current.decode())
+
+        await self._guard(work)
+
+    async def sweep(self) -> int:
+        """Delete what each bucket's ``updated`` index says is due, a bounded step per script."""
+        cutoff = self.cutoff()
+        if cutoff is None:
+            return 0
+
+        async def one(calls: Calls, layout: Layout, bucket: int) -> int:
+            keys = layout.of_bucket(bucket)
+            args = [cutoff, keys.messages, keys.version, keys.times, STEP]
+            deleted = 0
+            while count := int(await calls.script(_SWEEP, [keys.index, keys.updated], args)):
+                deleted += count
+            return deleted
+
+        async def work(calls: Calls, layout: Layout) -> int:
+            return sum(await asyncio.gather(*(one(calls, layout, b) for b in range(layout.buckets))))
+
+        return await self._guard(work)
+
+    async def close(self) -> None:
+        """Close the clients and their connections (a later call opens new ones)."""
+        await self._clients.close()
