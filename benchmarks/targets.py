@@ -32,7 +32,7 @@ def with_query(url: str, **params: str) -> str:
     """``url`` with ``params`` added to its query."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True) + list(params.items())
-    return urlunsplit(parts._replace(query=urlencode(query)))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
 
 
 def isolation_name() -> str:

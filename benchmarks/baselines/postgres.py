@@ -34,7 +34,7 @@ def split_schema(url: str) -> tuple[str, str | None]:
     query = parse_qsl(parts.query, keep_blank_values=True)
     schema = next((value for name, value in query if name == "schema"), None)
     rest = [(name, value) for name, value in query if name != "schema"]
-    return urlunsplit(parts._replace(query=urlencode(rest))), schema
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment)), schema
 
 
 def create_app(url: str) -> FastAPI:

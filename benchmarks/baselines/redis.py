@@ -24,7 +24,7 @@ def split_prefix(url: str) -> tuple[str, str]:
     query = parse_qsl(parts.query, keep_blank_values=True)
     prefix = next((value for name, value in query if name == "prefix"), "")
     rest = [(name, value) for name, value in query if name != "prefix"]
-    return urlunsplit(parts._replace(query=urlencode(rest))), prefix
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment)), prefix
 
 
 def create_app(url: str) -> FastAPI:
