@@ -61,7 +61,7 @@ WRONG_ANSWERS = {
 
 
 def error_of(cell: nbformat.NotebookNode) -> nbformat.NotebookNode | None:
-    return next((output for output in cell.outputs if output.output_type == "error"), None)
+    return next((output for output in cell.get("outputs", []) if output.output_type == "error"), None)
 
 
 @pytest.mark.parametrize("name", sorted(WRONG_ANSWERS))
