@@ -155,6 +155,7 @@ def test_no_service_is_a_clear_error(make: Make) -> None:
     message = str(caught.value)
     assert f"{url}/chat-history" in message and "python -m chatlab serve --port 5000" in message
     assert "CHAT_HISTORY_SERVICE_URL" in message and caught.value.status is None
+    assert "run that step again" in message  # a notebook's own service comes back from its start cell
 
 
 def test_refusals_carry_the_services_problem_and_what_to_do(make: Make) -> None:

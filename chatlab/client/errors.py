@@ -17,7 +17,13 @@ __all__ = [
     "LLMUnavailableError",
 ]
 
-START_HINT = f"Start it with `python -m chatlab serve --port 5000`, or set {SERVICE_URL_VARIABLE} to where it runs."
+# What fixes it from where the reader is: a notebook's service comes back by re-running the cell that started it
+# (on a new port, so the URL it prints is the one to use); a service of one's own needs starting and pointing at.
+START_HINT = (
+    "If a notebook or script of yours started it (chatlab.ensure_service() or start_service()), run that step again "
+    "and use the URL it prints; otherwise start one with `python -m chatlab serve --port 5000` and set "
+    f"{SERVICE_URL_VARIABLE}=http://localhost:5000 (or to where it runs)."
+)
 
 
 class ChatlabError(Exception):
