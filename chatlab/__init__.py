@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     )
     from .tutorial.llm import LLMConnection, connect_llm
     from .tutorial.offline_model import start_offline_model
+    from .tutorial.pause import pause
     from .tutorial.tools import GetDateTime
     from .vocabulary import ConversationSummary, Version
 
@@ -84,6 +85,7 @@ _LAZY = {
     "LLMConnection": "tutorial.llm",
     "connect_llm": "tutorial.llm",
     "start_offline_model": "tutorial.offline_model",
+    "pause": "tutorial.pause",
     "GetDateTime": "tutorial.tools",
     "create_agent": "tutorial.agent",
     "print_external_store": "tutorial.display",
@@ -127,6 +129,7 @@ __all__ = [
     "messages_from_meai",
     "messages_to_meai",
     "open_store",
+    "pause",
     "print_agent_response",
     "print_external_store",
     "print_messages",
