@@ -1,28 +1,43 @@
 # %% [markdown]
 # # 5. Swapping the store
 #
-# **What this shows.** What the article only mentions in its explanation (保存先を差し替えやすい): the service keeps the
-# history in memory, but the store behind its API can be swapped for a database while the provider and the agent stay
-# exactly as they are. Here: the same provider and agent against a SQLite file; the service stopped and started again;
-# the conversation still there. Then two service replicas sharing one store, the way to scale out on PostgreSQL or Redis.
+# The article keeps the history in memory and says the store is easy to swap (保存先を差し替えやすい). This notebook
+# swaps it. The provider and the agent do not change: they only know the service's URL.
 #
-# **What it needs.** `chatlab` installed; SQLite comes with Python. An LLM is optional, as in
-# [notebook 3](03_running_the_agent.ipynb). For the replicas on PostgreSQL or Redis, install `chatlab[stores]` and set
-# `CHATLAB_REPLICA_STORE` (for example `postgresql://postgres@127.0.0.1:5432/test` or `redis://127.0.0.1:6379/0`);
-# without it the replicas share a SQLite file.
+# **What you'll learn**
+#
+# - How to run the service on a SQLite file instead of memory.
+# - That a conversation survives a restart of the service, and that the in-memory store forgets it.
+# - How two service replicas share one store.
+# - How to move the history from one store to another.
+#
+# **What you'll need**
+#
+# - Notebooks 1 to 4: the service, the provider and the agent.
+# - `chatlab` installed. SQLite comes with Python.
+# - An LLM is optional. Without one, the offline tutorial model answers, as in
+#   [notebook 3](03_running_the_agent.ipynb).
+# - Optional: PostgreSQL or Redis. Install `chatlab[stores]` and set `CHATLAB_REPLICA_STORE` to the store's URL
+#   (for example `postgresql://postgres@127.0.0.1:5432/test`). Without it, the replicas share a SQLite file.
 #
 # Previous: [4. The second run](04_second_run.ipynb) ·
 # Next: [6. The protections the article leaves out](06_protections.ipynb)
 #
-# | store | URL (`python -m chatlab serve --store URL`, `start_service(store=URL)`) | survives a restart of the service |
+# | store | URL for `start_service(store=URL)` or `python -m chatlab serve --store URL` | survives a restart |
 # |---|---|---|
 # | in memory (the article's, the default) | `memory://` | no |
-# | SQLite | `sqlite:///history.db` | yes (WAL, each commit synced to disk) |
-# | PostgreSQL | `postgresql://user@host:5432/db` | yes, and several replicas can share it |
-# | Redis | `redis://host:6379/0` | as far as Redis's own persistence settings allow; several replicas can share it |
+# | SQLite | `sqlite:///history.db` | yes |
+# | PostgreSQL | `postgresql://user@host:5432/db` | yes, and replicas can share it |
+# | Redis | `redis://host:6379/0` | as far as Redis's persistence settings allow; replicas can share it |
+
+# %% [markdown]
+# ## Start the service on a SQLite file
+#
+# The file goes in a temporary folder, deleted when the kernel stops. The list `started` remembers every server
+# this notebook starts, so the last cell can stop them all. If you run this cell again, it first stops what the
+# earlier run started: no old server keeps listening.
 
 # %%
-import asyncio
 import os
 import tempfile
 from pathlib import Path
@@ -30,17 +45,31 @@ from pathlib import Path
 import chatlab
 from chatlab.service import start_service
 
-workdir = Path(tempfile.mkdtemp(prefix="chatlab-"))
+for server in globals().get("started", []):  # this cell ran before: stop what that run started
+    server.stop()
+started = []
+
+scratch = tempfile.TemporaryDirectory(prefix="chatlab-05-")
+workdir = Path(scratch.name)
 store = f"sqlite:///{workdir / 'chat-history.db'}"
 service = start_service(store=store)
-llm = await chatlab.connect_llm()
+started.append(service)
+print("chat history service:", service.url, "on the SQLite file chat-history.db")
 
 # %% [markdown]
-# ## The same provider and agent, a different store
-#
-# Nothing on the agent side mentions the store: the provider only knows the service's URL.
+# The LLM connection, as in notebook 3 (`connect_llm` picks your LLM, or the offline model when there is none):
 
-# %% tags=["real-llm-varies"]
+# %%
+llm = await chatlab.connect_llm()
+if llm.offline_server is not None:  # the offline model runs in this kernel: stop it at the end too
+    started.append(llm.offline_server)
+
+# %% [markdown]
+# ## The same provider and agent
+#
+# Nothing on the agent side mentions the store.
+
+# %%
 provider = chatlab.RemoteChatHistoryProvider(service.url)
 agent = chatlab.create_agent(llm.client, provider)
 chatlab.show_provider_calls()
@@ -52,8 +81,8 @@ await chatlab.print_external_store(provider)
 # %% [markdown]
 # ## Stop the service and start it again
 #
-# While the service is down, the provider says so (and a run would fail loudly rather than lose messages). A new
-# service on the same port and the same file finds the conversation where it was.
+# While the service is down, the provider says so. An agent run would fail loudly rather than lose messages.
+# Then a new service starts on the same port and the same file.
 
 # %%
 port = service.port
@@ -64,26 +93,29 @@ except chatlab.ChatHistoryServiceError as error:
     print(type(error).__name__, "- the service is down")
 
 service = start_service(port=port, store=store)
+started.append(service)
 await chatlab.print_external_store(provider)
 
 # %% [markdown]
-# The session still holds only its key, so the conversation simply goes on: 8, then 10 messages, and the elapsed
-# time is computed from the first answer, given before the restart.
+# The conversation is still there. The session holds only its key, so it simply goes on: 8, then 10 messages.
+# The elapsed time is measured from the first answer, given before the restart.
 
-# %% tags=["real-llm-varies"]
-await asyncio.sleep(1)
+# %%
+chatlab.pause(1)  # a second passes between the first time and the next
+
+# %%
 chatlab.print_agent_response(await agent.run("もう一度現在時刻を取得してください", session=session))
 chatlab.print_agent_response(await agent.run("最初の時刻からどれくらい経過していますか?", session=session))
 await chatlab.print_external_store(provider)
 
 # %% [markdown]
-# With the article's in-memory store, the same restart forgets everything:
+# The article's in-memory store forgets everything in the same restart:
 
 # %%
 from agent_framework import Message
 
 chatlab.show_provider_calls(False)
-memory_service = start_service(store="memory://", port=0)
+memory_service = start_service(store="memory://")
 async with chatlab.RemoteChatHistoryProvider(memory_service.url) as memory_provider:
     await memory_provider.append_messages("k1", [Message("user", ["hi"])])
     print("before the restart:", await memory_provider.get_stored_message_count("k1"))
@@ -96,16 +128,15 @@ memory_service.stop()
 # %% [markdown]
 # ## Two replicas sharing one store
 #
-# With PostgreSQL or Redis the service keeps no state of its own, so several replicas can serve the same conversations
-# behind a load balancer. In a terminal that is:
+# With PostgreSQL or Redis, the service keeps no state of its own. Several replicas can then serve the same
+# conversations behind a load balancer. In a terminal:
 #
 # ```bash
 # python -m chatlab serve --port 5001 --store postgresql://postgres@127.0.0.1:5432/test
 # python -m chatlab serve --port 5002 --store postgresql://postgres@127.0.0.1:5432/test
 # ```
 #
-# Here both replicas run in background threads, each with its own app and its own connections to the store. A
-# conversation started through replica A continues through replica B.
+# Here both replicas run in background threads, each with its own app and its own connections to the store.
 
 # %%
 from chatlab.runner import BackgroundServer
@@ -114,50 +145,101 @@ from chatlab.service import create_app
 replica_store = os.environ.get("CHATLAB_REPLICA_STORE") or f"sqlite:///{workdir / 'replicas.db'}"
 replica_a = BackgroundServer(create_app(replica_store), name="replica-a").start()
 replica_b = BackgroundServer(create_app(replica_store), name="replica-b").start()
+started += [replica_a, replica_b]
 provider_a = chatlab.RemoteChatHistoryProvider(replica_a.url)
 provider_b = chatlab.RemoteChatHistoryProvider(replica_b.url)
 agent_a = chatlab.create_agent(llm.client, provider_a)
 agent_b = chatlab.create_agent(llm.client, provider_b)
 
-# %% tags=["real-llm-varies"]
+# %% [markdown]
+# One session, three runs: the first and the third through replica A, the second through replica B. (A pause runs
+# in a cell of its own: the stop button cannot stop it in a cell that also uses `await`.)
+
+# %%
 shared = agent_a.create_session()
 print("A:", (await agent_a.run("現在時刻を教えてください", session=shared)).text)
-await asyncio.sleep(1)
+
+# %%
+chatlab.pause(1)
+
+# %%
 print("B:", (await agent_b.run("もう一度現在時刻を取得してください", session=shared)).text)
 print("A:", (await agent_a.run("最初の時刻からどれくらい経過していますか?", session=shared)).text)
-key = provider_a.conversation_key(shared)
-print("replica A counts", await provider_a.get_stored_message_count(key), "messages;",
-      "replica B counts", await provider_b.get_stored_message_count(key))
+shared_key = provider_a.conversation_key(shared)
+print("replica A counts", await provider_a.get_stored_message_count(shared_key), "messages;",
+      "replica B counts", await provider_b.get_stored_message_count(shared_key))
 
 # %% [markdown]
 # ## Moving the history to another store
 #
-# A service that outgrows its SQLite file moves to PostgreSQL or Redis with `python -m chatlab migrate --from URL --to URL`
-# (docs/operations.md). The same function here copies this notebook's SQLite file into a second one (set
-# `CHATLAB_MIGRATION_TARGET` to a `postgresql://` or `redis://` URL to try a server). Each conversation keeps its
-# version and times, the copy is verified at the end, and running it again copies nothing.
+# A service that outgrows its SQLite file moves to PostgreSQL or Redis with
+# `python -m chatlab migrate --from URL --to URL` ([docs/operations.md](../docs/operations.md)). The same function
+# copies this notebook's SQLite file into a second one here. Set `CHATLAB_MIGRATION_TARGET` to a `postgresql://` or
+# `redis://` URL to try a server. Each conversation keeps its version and times. The copy is verified at the end,
+# and running it again copies nothing.
 
 # %%
 from chatlab.operations import migrate
 
 target = os.environ.get("CHATLAB_MIGRATION_TARGET") or f"sqlite:///{workdir / 'migrated.db'}"
 print(await migrate(store, target))
-print(await migrate(store, target))  # resumable: what is there already is not copied again
+print(await migrate(store, target))  # again: what is there already is not copied twice
 
 moved = start_service(store=target)
+started.append(moved)
 async with chatlab.RemoteChatHistoryProvider(moved.url) as moved_provider:
     await chatlab.print_external_store(moved_provider)
-moved.stop()
 
 # %% [markdown]
-# Stop what this notebook started and remove its files:
+# ## Stop what this notebook started
+#
+# The clients close and every server in `started` stops. The SQLite files stay until the kernel stops: the
+# exercise below reads one of them.
 
 # %%
-import shutil
+for client in (provider, provider_a, provider_b, llm):
+    await client.aclose()
+for server in started:
+    server.stop()
 
-for closing in (provider, provider_a, provider_b, llm):
-    await closing.aclose()
-for server in (replica_a, replica_b, service, llm.offline_server):
-    if server is not None:
-        server.stop()
-shutil.rmtree(workdir)
+# %% [markdown]
+# ## What you learned
+#
+# - The store is a setting of the service (`--store URL`). The provider and the agent never change.
+# - SQLite, PostgreSQL and Redis keep the history across a restart. Memory does not.
+# - With PostgreSQL or Redis, several replicas serve the same conversations.
+# - `python -m chatlab migrate` moves the history between stores, verified and resumable.
+#
+# ## On your own
+#
+# The service is only a door to the store: the history lives in the file. The service is stopped now, yet the file
+# still holds the first session's conversation.
+#
+# Write `count_in_store(store_url, key)`. It opens the store with `open_store(store_url)`, reads the conversation
+# with the store's `get(key)` (a list of messages), closes the store with `close()`, and returns how many messages
+# it read. All three are async: `await` them.
+
+# %%
+from chatlab.stores import open_store
+
+
+async def count_in_store(store_url: str, key: str) -> int | None:
+    """How many messages the store at `store_url` holds for `key`, read without the service."""
+    # Your code here. Until you write it, this returns None.
+    return None
+
+
+# %% [markdown]
+# Run this cell to check your answer:
+
+# %%
+first_key = provider.conversation_key(session)
+counted = await count_in_store(store, first_key)
+if counted is None:
+    print("Your turn: write count_in_store in the cell above, run it, then run this cell again.")
+else:
+    assert counted == 10, (
+        f"count_in_store returned {counted}, but the SQLite file holds 10 messages for this key. "
+        "Open the store from the URL you are given (not a new memory:// store) and count what get(key) returns."
+    )
+    print("Right: the file holds all 10 messages, with no service running.")
