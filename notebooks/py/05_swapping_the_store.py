@@ -203,43 +203,34 @@ for server in started:
     server.stop()
 
 # %% [markdown]
-# ## What you learned
+# ## Recap
 #
 # - The store is a setting of the service (`--store URL`). The provider and the agent never change.
 # - SQLite, PostgreSQL and Redis keep the history across a restart. Memory does not.
 # - With PostgreSQL or Redis, several replicas serve the same conversations.
 # - `python -m chatlab migrate` moves the history between stores, verified and resumable.
-#
-# ## On your own
+
+# %% [markdown]
+# ## On your own: read the store without the service
 #
 # The service is only a door to the store: the history lives in the file. The service is stopped now, yet the file
 # still holds the first session's conversation.
 #
-# Write `count_in_store(store_url, key)`. It opens the store with `open_store(store_url)`, reads the conversation
-# with the store's `get(key)` (a list of messages), closes the store with `close()`, and returns how many messages
-# it read. All three are async: `await` them.
+# Write `count_in_store(store_url, key)`. It opens the store with `chatlab.stores.open_store(store_url)`, reads the
+# conversation with the store's `get(key)` (a list of messages), closes the store with `close()`, and returns how
+# many messages it read. `get` and `close` are async: `await` them.
+#
+# Write it in the next cell, in place of the line that loads the reference solution
+# (`notebooks/solutions/ex05_count_in_store.py`). Then run the check.
 
 # %%
-from chatlab.stores import open_store
+from solutions.ex05_count_in_store import count_in_store  # replace with your own function
 
-
-async def count_in_store(store_url: str, key: str) -> int | None:
-    """How many messages the store at `store_url` holds for `key`, read without the service."""
-    # Your code here. Until you write it, this returns None.
-    return None
-
-
-# %% [markdown]
-# Run this cell to check your answer:
-
-# %%
-first_key = provider.conversation_key(session)
-counted = await count_in_store(store, first_key)
-if counted is None:
-    print("Your turn: write count_in_store in the cell above, run it, then run this cell again.")
-else:
-    assert counted == 10, (
-        f"count_in_store returned {counted}, but the SQLite file holds 10 messages for this key. "
-        "Open the store from the URL you are given (not a new memory:// store) and count what get(key) returns."
-    )
-    print("Right: the file holds all 10 messages, with no service running.")
+# %% tags=["exercise-check"]
+counted = await count_in_store(store, provider.conversation_key(session))
+assert isinstance(counted, int), f"count_in_store should return a number of messages (an int), not {counted!r}"
+assert counted == 10, (
+    f"count_in_store found {counted} messages, but the SQLite file holds 10 for the first session's key. "
+    "Open the store from the URL you are given (not a new memory:// store) and count what get(key) returns."
+)
+print("Well done: the file holds all 10 messages, with no service running.")

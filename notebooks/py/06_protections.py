@@ -1,15 +1,24 @@
 # %% [markdown]
 # # 6. The protections the article leaves out
 #
-# **What this shows.** The article's caveat (注意): its server has no authentication, authorization, CORS, transport
-# protection, input validation or rate limiting, and must not be exposed as is. chatlab's service has each of them as
-# configuration. With none switched on it behaves exactly as in notebooks 1 to 5. Here they are all on at once, and
-# each one is asked what it answers. Then two safeguards that need no switch: versions (`ETag` / `If-Match`) for safe
-# concurrent updates and `Idempotency-Key` for safe retries. At the end, the agent runs against the hardened service.
+# The article ends with a caveat (注意): its server has no authentication, authorization, CORS, transport
+# protection, input validation or rate limiting, so it must not be exposed as is. chatlab's service has each of them
+# as a setting. With none switched on, it behaves as in notebooks 1 to 5.
 #
-# **What it needs.** `chatlab` installed with the `dev` extra (for `trustme`, which makes a throw-away certificate
-# authority). An LLM is optional, as in [notebook 3](03_running_the_agent.ipynb). Every option is listed in
-# [docs/protections.md](../docs/protections.md).
+# **What you'll learn**
+#
+# - How to start the service with TLS, API keys, CORS, limits and a rate limit, all at once.
+# - What each protection answers when a request breaks its rule.
+# - How versions (`ETag` / `If-Match`) make concurrent updates safe, and `Idempotency-Key` makes retries safe.
+# - How the provider and the agent work against the hardened service.
+#
+# **What you'll need**
+#
+# - Notebooks 1 to 5.
+# - `chatlab` installed with the `notebooks` extra (it brings `trustme`, which makes a throwaway certificate
+#   authority).
+# - An LLM is optional, as in [notebook 3](03_running_the_agent.ipynb).
+# - Every option is listed in [docs/protections.md](../docs/protections.md).
 #
 # Previous: [5. Swapping the store](05_swapping_the_store.ipynb) ·
 # Next: [7. What incremental reads buy](07_what_incremental_reads_buy.ipynb)
@@ -26,8 +35,11 @@
 # %% [markdown]
 # ## A hardened service
 #
-# A certificate for `127.0.0.1`, signed by a certificate authority made just now (in production: your real
-# certificate), and API keys for three namespaces: `alice`, `bob` and `carol`.
+# First a certificate for `127.0.0.1`, signed by a certificate authority made just now. In production you use your
+# real certificate. The files go in a temporary folder, deleted when the kernel stops.
+#
+# The list `started` remembers the servers this notebook starts, so the last cell can stop them. Run this cell
+# again and it first stops what the earlier run started.
 
 # %%
 import tempfile
@@ -35,17 +47,25 @@ from pathlib import Path
 
 import trustme
 
-workdir = Path(tempfile.mkdtemp(prefix="chatlab-tls-"))
+for server in globals().get("started", []):  # this cell ran before: stop what that run started
+    server.stop()
+started = []
+
+scratch = tempfile.TemporaryDirectory(prefix="chatlab-06-")
+workdir = Path(scratch.name)
 authority = trustme.CA()
 certificate = authority.issue_cert("127.0.0.1", "localhost")
 certificate.private_key_pem.write_to_path(workdir / "key.pem")
 certificate.cert_chain_pems[0].write_to_path(workdir / "cert.pem")
 authority.cert_pem.write_to_path(workdir / "ca.pem")
 
+# %% [markdown]
+# Then API keys for three namespaces, `alice`, `bob` and `carol`, and the service with every protection on.
+
 # %%
 import chatlab
-from chatlab.service.security import ApiKeys, RateLimit, new_api_key
 from chatlab.service import ServiceSettings, start_service
+from chatlab.service.security import ApiKeys, RateLimit, new_api_key
 
 alice, bob, carol = new_api_key(), new_api_key(), new_api_key()
 settings = ServiceSettings(
@@ -55,6 +75,7 @@ settings = ServiceSettings(
     rate_limit=RateLimit.parse("6/min", burst=30),  # 30 at once, then one every 10 seconds
 )
 service = start_service(settings=settings, tls_cert=workdir / "cert.pem", tls_key=workdir / "key.pem")
+started.append(service)
 print(service.url)
 
 # %% [markdown]
@@ -73,7 +94,7 @@ as_bob = httpx.AsyncClient(base_url=service.url, verify=ca, headers={"Authorizat
 # %% [markdown]
 # ## Transport protection
 #
-# The service speaks HTTPS only; a client that does not trust its certificate refuses to talk to it.
+# The service speaks HTTPS only. A client that does not trust its certificate refuses to talk to it.
 
 # %%
 try:
@@ -94,8 +115,8 @@ print_response(await anonymous.get("/chat-history", headers={"Authorization": "B
 # %% [markdown]
 # ## Authorization: a namespace per key
 #
-# Alice writes a conversation. Bob can't see it: for him it does not exist, exactly as a key nobody ever used (same
-# body, same `ETag: "0"`), so he can't even learn that it exists.
+# Alice writes a conversation. Bob can't see it. For him it looks exactly like a key nobody ever used: same body,
+# same `ETag: "0"`. So he can't even learn that it exists.
 
 # %%
 message = {"role": "user", "contents": [{"$type": "text", "text": "現在時刻を教えてください"}]}
@@ -124,10 +145,13 @@ cors(await anonymous.options("/chat-history/x", headers={"Origin": "https://evil
 # %% [markdown]
 # ## Loopback is for loopback
 #
-# Always on, with or without keys: a web page the user visits must not reach the service through the user's browser.
-# A request whose `Host` names another site (DNS rebinding: `evil.example` made to resolve to `127.0.0.1`) gets `421`,
-# before anything else, authentication included; a write that is not JSON (what a cross-site form or a `fetch`
-# without a preflight sends) gets `415`. `--allowed-host NAME` adds a name the service answers for.
+# Always on, with or without keys. A web page the user visits must not reach the service through their browser.
+#
+# - A request whose `Host` names another site gets `421`, before anything else. This stops DNS rebinding, where
+#   `evil.example` is made to resolve to `127.0.0.1`.
+# - A write that is not JSON gets `415`. That is what a cross-site form sends.
+#
+# `--allowed-host NAME` adds a name the service answers for.
 
 # %%
 print_response(await anonymous.get("/chat-history", headers={"Host": "evil.example"}))
@@ -146,8 +170,8 @@ print_response(await as_alice.get("/chat-history/not a key"))
 # %% [markdown]
 # ## Safe concurrent updates: `ETag` and `If-Match`
 #
-# Every read carries the conversation's version. A read-modify-write sends it back in `If-Match`; if someone else
-# wrote meanwhile, the write is refused with `412` instead of silently overwriting their messages.
+# Every read carries the conversation's version. A read-modify-write sends it back in `If-Match`. If someone else
+# wrote in the meantime, the write is refused with `412`, instead of silently overwriting their messages.
 
 # %%
 read = await as_alice.get("/chat-history/alice-conversation")
@@ -161,10 +185,9 @@ print_response(await as_alice.put("/chat-history/alice-conversation", json={"mes
 # %% [markdown]
 # ## Safe retries: `Idempotency-Key`
 #
-# When the answer to an append is lost, the client can't know whether it was stored. Retrying with the same
-# `Idempotency-Key` (a quoted string, as the IETF draft defines the header) is safe: the service answers as the
-# first time and stores nothing again. The provider sends one
-# with every append and retries transient failures by itself.
+# When the answer to an append is lost, the client can't know whether it was stored. A retry with the same
+# `Idempotency-Key` is safe: the service answers as the first time and stores nothing again. The key is a quoted
+# string, as the IETF draft defines the header. The provider sends one with every append and retries by itself.
 
 # %%
 body = {"messages": [{"role": "user", "contents": [{"$type": "text", "text": "once"}]}]}
@@ -192,11 +215,13 @@ async with httpx.AsyncClient(base_url=service.url, verify=ca, headers={"Authoriz
 # %% [markdown]
 # ## The agent against the hardened service
 #
-# The provider sends its API key (`api_key=`, or `CHAT_HISTORY_SERVICE_API_KEY`) and checks the certificate
-# (`verify=`); everything else is as before. Its conversations live in alice's namespace.
+# The provider sends its API key (`api_key=`, or the variable `CHAT_HISTORY_SERVICE_API_KEY`) and checks the
+# certificate (`verify=`). Everything else is as before. Its conversations live in alice's namespace.
 
 # %% tags=["real-llm-varies"]
 llm = await chatlab.connect_llm()
+if llm.offline_server is not None:  # the offline model runs in this kernel: stop it at the end too
+    started.append(llm.offline_server)
 provider = chatlab.RemoteChatHistoryProvider(service.url, api_key=alice, verify=ca)
 agent = chatlab.create_agent(llm.client, provider)
 session = agent.create_session()
@@ -204,17 +229,23 @@ chatlab.print_agent_response(await agent.run("現在時刻を教えてくださ�
 await chatlab.print_external_store(provider)
 
 # %% [markdown]
-# Stop what this notebook started and remove its files:
+# ## Stop what this notebook started
+#
+# The clients close and every server in `started` stops.
 
 # %%
-import shutil
-
 for client in (anonymous, as_alice, as_bob, provider, llm):
     await client.aclose()
-for server in (service, llm.offline_server):
-    if server is not None:
-        server.stop()
-shutil.rmtree(workdir)
+for server in started:
+    server.stop()
 
 # %% [markdown]
-# Next: [7. What incremental reads buy](07_what_incremental_reads_buy.ipynb): the provider's time and bytes per turn, measured and plotted.
+# ## What you learned
+#
+# - Each protection the article leaves out is a setting of the service: TLS, API keys with a namespace each, CORS,
+#   limits on what a request may carry, and a rate limit.
+# - A refused request gets a status and a message that says what to do. Nothing is written.
+# - `If-Match` turns a lost update into a `412`. `Idempotency-Key` makes a retried append safe.
+# - The provider needs only its key and the certificate authority. The agent does not change.
+#
+# Next: [7. What incremental reads buy](07_what_incremental_reads_buy.ipynb), the provider's time and bytes per turn.

@@ -1,16 +1,21 @@
 # %% [markdown]
 # # 7. What incremental reads buy
 #
-# **What this shows.** The article's provider downloads the whole conversation before every agent run: a turn costs
-# more the longer the conversation is. chatlab's provider keeps what it loaded and asks the service only for what is
-# new (`GET /chat-history/{key}?after=N`), so a turn costs the same at 10 messages and at 5,000. Here both are measured
-# live, on this machine, for histories of 10 to 5,000 messages: the provider's time and HTTP bytes per turn, plotted
-# against the history's length. The printed conclusion is computed from the measurements, so a change that made the
-# incremental turn grow again would change this notebook's output.
+# The article's provider downloads the whole conversation before every agent run. So a turn costs more the longer
+# the conversation is. chatlab's provider keeps what it loaded and asks the service only for what is new
+# (`GET /chat-history/{key}?after=N`). This notebook measures both, live, for histories of 10 to 5,000 messages.
 #
-# **What it needs.** `chatlab` installed with the `notebooks` extra (for matplotlib). No LLM: a turn here is what the
-# provider does around a run (load the history, then append the run's 4 messages), without the model in between.
-# It takes a few seconds.
+# **What you'll learn**
+#
+# - What a turn costs the provider in time and in bytes over HTTP, with and without incremental reads.
+# - How that cost grows with the length of the conversation.
+#
+# **What you'll need**
+#
+# - Notebooks 1 to 3: the service and the provider's two hooks.
+# - `chatlab` installed with the `notebooks` extra (it brings matplotlib and tqdm).
+# - No LLM. A turn here is what the provider does around a run: load the history, then append the run's 4 messages.
+# - About half a minute: the measurement shows a progress bar.
 #
 # Previous: [6. The protections the article leaves out](06_protections.ipynb)
 #
@@ -19,6 +24,12 @@
 # | full load (the article's, `incremental=False`) | `GET /chat-history/{key}`: every message | `POST` the run's messages | grows with the history |
 # | incremental (chatlab's default) | `GET /chat-history/{key}?after=N`: only what is new | `POST`; the answer's `ETag` proves nobody else wrote, so the provider adds its own messages to what it holds | flat |
 
+# %% [markdown]
+# ## Start the service
+#
+# The list `started` remembers the servers this notebook starts, so the last cell can stop them. Run this cell again
+# and it first stops what the earlier run started.
+
 # %%
 import gc
 import statistics
@@ -26,6 +37,7 @@ import time
 
 import httpx
 import matplotlib.pyplot as plt
+from tqdm.auto import tqdm
 
 import chatlab
 from chatlab.bench import sample_messages, sample_turn
@@ -33,16 +45,20 @@ from chatlab.client.provider import KEY_FIELD
 from chatlab.service import start_service
 from chatlab.tutorial.views import show_conversation, show_summaries
 
-service = start_service()
-print("chat history service:", service.url)
+for server in globals().get("started", []):  # this cell ran before: stop what that run started
+    server.stop()
+started = []
 
+service = start_service()
+started.append(service)
+print("chat history service:", service.url)
 
 # %% [markdown]
 # ## Counting what crosses the wire
 #
-# A small httpx transport counts the bytes of every request and response body. Bodies only: headers carry a date and
-# a port that change from run to run, and the bodies are where the history travels. (`python -m chatlab bench` counts
-# headers too.)
+# A small httpx transport counts the bytes of every request and response body. It counts bodies only: the history
+# travels in the bodies, and headers carry a date and a port that change from run to run.
+# (`python -m chatlab bench` counts headers too.)
 
 # %%
 class CountingTransport(httpx.AsyncBaseTransport):
@@ -68,12 +84,18 @@ http = httpx.AsyncClient(transport=counter, timeout=120)
 # %% [markdown]
 # ## One turn, measured
 #
-# A conversation of `length` messages is written to the service (the article's turns: question, tool call, tool
-# result, answer). Then a provider plays the session: its first run loads the history once, as any session must; each
-# measured turn is what the agent framework asks of the provider around a run: `get_messages` before it (the article's
-# `ProvideChatHistoryAsync`) and `save_messages` with the run's 4 new messages after it (`StoreChatHistoryAsync`). The
-# time is the median of several turns (more of the cheap incremental ones), each started after a garbage collection so
-# that a collection does not land inside one turn by chance; the bytes are those of the median turn.
+# `fill` writes a conversation of `length` messages, made of the article's turns: question, tool call, tool result,
+# answer. A conversation left by an earlier run of these cells is deleted first, so every measurement starts from
+# the same history.
+#
+# `measure` then plays a session with a provider. Its first run loads the history once, as any session must. Each
+# measured turn is what the agent framework asks of the provider around a run:
+#
+# - `get_messages` before the run (the article's `ProvideChatHistoryAsync`),
+# - `save_messages` with the run's 4 new messages after it (`StoreChatHistoryAsync`).
+#
+# The time is the median of several turns. Each turn starts after a garbage collection, so that a collection does
+# not land inside one turn by chance.
 
 # %%
 TURNS = {True: 15, False: 5}  # incremental turns are cheap: take more of them, for a steadier median
@@ -81,6 +103,7 @@ TURNS = {True: 15, False: 5}  # incremental turns are cheap: take more of them, 
 
 async def fill(key: str, length: int) -> None:
     """Write `length` messages of the article's turns to a new conversation, 1,000 per request."""
+    (await http.delete(f"{service.url}/chat-history/{key}")).raise_for_status()  # what an earlier run left
     messages = sample_messages(length)
     for start in range(0, length, 1_000):
         response = await http.post(f"{service.url}/chat-history/{key}", json={"messages": messages[start : start + 1_000]})
@@ -111,26 +134,32 @@ async def measure(length: int, incremental: bool) -> tuple[float, int]:
 # %% [markdown]
 # ## From 10 to 5,000 messages
 #
-# Both modes at each length; the table prints the time (which varies from run to run and machine to machine) and the
-# bytes (which do not: the same messages always make the same bodies).
+# Both modes at each length. This takes about half a minute: the bar shows how far it is.
+#
+# The table shows the bytes, which are the same on every run (the same messages make the same bodies), and the
+# time, which varies from run to run and from machine to machine.
 
 # %%
 LENGTHS = [10, 250, 500, 1_000, 2_000, 3_000, 4_000, 5_000]
 results = {True: {}, False: {}}
-print(f"{'history':>8}  {'incremental bytes/turn':>22}  {'full bytes/turn':>15}  incremental ms/turn, full ms/turn")
-for length in LENGTHS:
+for length in tqdm(LENGTHS, desc="histories measured"):
     for incremental in (True, False):
         results[incremental][length] = await measure(length, incremental)
+
+print(f"{'history':>8}  {'incremental bytes/turn':>22}  {'full bytes/turn':>15}  incremental ms/turn, full ms/turn")
+for length in LENGTHS:
     (inc_ms, inc_bytes), (full_ms, full_bytes) = results[True][length], results[False][length]
     print(f"{length:>8,}  {inc_bytes:>22,}  {full_bytes:>15,}  {inc_ms:.1f} ms, {full_ms:.1f} ms")
 
 # %% [markdown]
 # ## The picture
 #
-# Left, the bytes a turn moves; right, the time it takes. The full load's line climbs with the history: every turn
-# sends the whole conversation over HTTP and decodes every message again. The incremental line stays on the floor:
-# after its first load the provider asks for `?after=N`, and after each of its own appends it already holds what it
-# wrote, so each turn moves the run's 4 new messages and an empty list back.
+# Left, the bytes a turn moves. Right, the time it takes.
+#
+# The full load's line climbs with the history: every turn sends the whole conversation over HTTP and decodes every
+# message again. The incremental line stays on the floor. After its first load, the provider asks for `?after=N`.
+# After its own appends, it already holds what it wrote. So each turn moves the run's 4 new messages, and an empty
+# list comes back.
 
 # %%
 figure, (bytes_axis, time_axis) = plt.subplots(1, 2, figsize=(11, 4))
@@ -149,12 +178,11 @@ plt.show()
 
 
 # %% [markdown]
-# ## The conclusion, computed
+# ## The conclusion, from the numbers
 #
-# A series is *flat* when its typical value at the three longest histories (their median) is less than three times its
-# typical value at the three shortest, and *grows with the history* otherwise. The bytes are exact, so their shape is
-# certain; the times are noisy on a shared machine, which the medians and the margin absorb: a full load of 5,000
-# messages takes tens of times a load of 10, far beyond it.
+# A series is *flat* when its median over the three longest histories is less than three times its median over the
+# three shortest. Otherwise it *grows with the history*. Times are noisy on a busy machine; the medians and the
+# margin of three absorb that.
 
 # %%
 def shape(series: dict[int, tuple[float, int]], measure: int) -> str:
@@ -174,9 +202,8 @@ print(f"bytes per turn at {longest:,} messages: incremental {inc[longest][1]:,},
 # %% [markdown]
 # ## The conversations it wrote
 #
-# The store's summaries as a table, and the start of the shortest conversation as a chat (`chatlab.tutorial.views`:
-# HTML views for cells where a picture helps; every value is escaped). Each conversation holds its starting history
-# plus the 4 messages of each measured turn.
+# The store's summaries as a table, and the start of the shortest conversation as a chat. Each conversation holds
+# its starting history plus the 4 messages of each measured turn. (`chatlab.tutorial.views` draws these HTML views.)
 
 # %%
 provider = chatlab.RemoteChatHistoryProvider(service.url)
@@ -187,15 +214,21 @@ messages = (await http.get(f"{service.url}/chat-history/history-10-incremental?l
 show_conversation(messages, title="history-10-incremental, messages 1 to 4")
 
 # %% [markdown]
-# Stop what this notebook started:
+# ## Stop what this notebook started
+#
+# The clients close and every server in `started` stops.
 
 # %%
 await provider.aclose()
 await http.aclose()
-service.stop()
+for server in started:
+    server.stop()
 
 # %% [markdown]
-# **What the numbers say.** A full load costs a turn in proportion to the history: at 5,000 messages each turn
-# moves the whole conversation, and its time grows with it. The incremental provider's turn is flat: the same bytes at
-# 10 and 5,000 messages, and about the same time. `python -m chatlab bench` measures the same on every store up to
-# 10,000 messages (README, Performance).
+# ## What you learned
+#
+# - With a full load, a turn costs in proportion to the history: at 5,000 messages, each turn moves the whole
+#   conversation, and its time grows with it.
+# - With incremental reads, a turn costs the same at 10 and at 5,000 messages: the same bytes, about the same time.
+# - The provider does this by itself. `incremental=False` gives the article's behaviour back.
+# - `python -m chatlab bench` measures the same on every store, up to 10,000 messages (README, Performance).

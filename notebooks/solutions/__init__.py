@@ -1,0 +1,1 @@
+"""Reference solutions of the notebooks' "On your own" exercises (tests/test_exercises.py runs each check with them)."""
