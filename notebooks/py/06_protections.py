@@ -240,7 +240,7 @@ for server in started:
     server.stop()
 
 # %% [markdown]
-# ## What you learned
+# ## Recap
 #
 # - Each protection the article leaves out is a setting of the service: TLS, API keys with a namespace each, CORS,
 #   limits on what a request may carry, and a rate limit.

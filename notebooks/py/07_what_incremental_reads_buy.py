@@ -225,7 +225,7 @@ for server in started:
     server.stop()
 
 # %% [markdown]
-# ## What you learned
+# ## Recap
 #
 # - With a full load, a turn costs in proportion to the history: at 5,000 messages, each turn moves the whole
 #   conversation, and its time grows with it.
