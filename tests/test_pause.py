@@ -51,3 +51,24 @@ def test_an_interrupt_stops_a_pause_long_before_its_end() -> None:
     stopped = re.search(r"stopped: ([\d.]+) s of 600 s waited", out)
     assert stopped is not None, out
     assert float(stopped.group(1)) < 590  # it did not wait out the pause
+
+
+def test_the_stop_button_stops_a_pause_in_a_notebook_kernel() -> None:
+    """Through a real kernel: the interrupt JupyterLab's stop button sends ends a pause cell with KeyboardInterrupt."""
+    manager = pytest.importorskip("jupyter_client.manager")
+    kernel, client = manager.start_new_kernel(kernel_name="python3", cwd=str(ROOT))
+    try:
+        request = client.execute("import chatlab\nchatlab.pause(600)")
+        while True:  # wait until the countdown shows
+            message = client.get_iopub_msg(timeout=60)
+            if message["parent_header"].get("msg_id") == request and "waiting" in message["content"].get("text", ""):
+                break
+        kernel.interrupt_kernel()
+        reply = client.get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != request:
+            reply = client.get_shell_msg(timeout=60)
+    finally:
+        client.stop_channels()
+        kernel.shutdown_kernel(now=True)
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
