@@ -33,9 +33,8 @@
 # %% [markdown]
 # ## Start the service on a SQLite file
 #
-# The file goes in a temporary folder, deleted when the kernel stops. The list `started` remembers every server
-# this notebook starts, so the last cell can stop them all. If you run this cell again, it first stops what the
-# earlier run started: no old server keeps listening.
+# The file goes in a temporary folder, deleted when the kernel stops. `started` lists the servers this notebook
+# starts, and the last cell stops them. Run this cell again and it first stops the earlier run's servers.
 
 # %%
 import os
@@ -81,8 +80,8 @@ await chatlab.print_external_store(provider)
 # %% [markdown]
 # ## Stop the service and start it again
 #
-# While the service is down, the provider says so. An agent run would fail loudly rather than lose messages.
-# Then a new service starts on the same port and the same file.
+# While the service is down, the provider says so: a run would fail rather than lose messages. Then a new service
+# starts on the same port and the same file.
 
 # %%
 port = service.port
@@ -152,8 +151,7 @@ agent_a = chatlab.create_agent(llm.client, provider_a)
 agent_b = chatlab.create_agent(llm.client, provider_b)
 
 # %% [markdown]
-# One session, three runs: the first and the third through replica A, the second through replica B. (A pause runs
-# in a cell of its own: the stop button cannot stop it in a cell that also uses `await`.)
+# One session, three runs: the first and the third through replica A, the second through replica B.
 
 # %%
 shared = agent_a.create_session()
@@ -172,11 +170,10 @@ print("replica A counts", await provider_a.get_stored_message_count(shared_key),
 # %% [markdown]
 # ## Moving the history to another store
 #
-# A service that outgrows its SQLite file moves to PostgreSQL or Redis with
-# `python -m chatlab migrate --from URL --to URL` ([docs/operations.md](../docs/operations.md)). The same function
-# copies this notebook's SQLite file into a second one here. Set `CHATLAB_MIGRATION_TARGET` to a `postgresql://` or
-# `redis://` URL to try a server. Each conversation keeps its version and times. The copy is verified at the end,
-# and running it again copies nothing.
+# `python -m chatlab migrate --from URL --to URL` moves a service's history to another store
+# ([docs/operations.md](../docs/operations.md)). Here the same function copies the SQLite file into a second one.
+# Set `CHATLAB_MIGRATION_TARGET` to a PostgreSQL or Redis URL to try a server. The copy is verified, and a second
+# run copies nothing.
 
 # %%
 from chatlab.operations import migrate
