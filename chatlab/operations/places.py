@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ..service.parameters import conversation_key_dependency
+from ..service.parameters import conversation_key_check
 from ..service.security.auth import NAMESPACE_PATTERN, SEPARATOR, Caller
 from ..service.settings import ServiceSettings
 from ..stores import ChatHistoryStore, open_store
@@ -58,8 +58,7 @@ class Place(Protocol):
 
 def service_key_check(settings: ServiceSettings | None = None) -> Callable[[str], str]:
     """The service's own conversation-key check (its pattern and length, ``CHATLAB_KEY_*``); raises ``Refused``."""
-    check: Callable[[str], str] = conversation_key_dependency(settings or ServiceSettings()).check
-    return check
+    return conversation_key_check(settings or ServiceSettings())
 
 
 class StorePlace:

@@ -143,12 +143,48 @@ def parse_header(parse: Any, value: str | None) -> Any:
         raise Refused(400, str(exc)) from None
 
 
+VIEW = _parameter(
+    "query",
+    "view",
+    "`summary`: the latest summary checkpoint and every message after the ones it summarizes, instead of the whole "
+    "conversation (docs/conversations.md). Not together with `after` or `limit`.",
+    {"type": "string", "enum": ["summary"]},
+    "summary",
+)
+THROUGH = _parameter(
+    "query",
+    "through",
+    "How many of the first messages the fork holds (default: all of them).",
+    {"type": "integer", "minimum": 1, "maximum": MAX_POSITION},
+    4,
+)
+
+
 def read_positions(request: Request) -> tuple[int | None, int | None]:
     """``after`` and ``limit`` of a read (``None`` when absent); any other query parameter is a 400."""
     if not request.scope["query_string"]:  # the common read: no query to parse
         return None, None
-    refuse_unknown_query(request, ("after", "limit"))
-    return read_position(request, "after", 0), read_position(request, "limit", 1)
+    refuse_unknown_query(request, ("after", "limit", "view"))
+    after, limit = read_position(request, "after", 0), read_position(request, "limit", 1)
+    if "view" in request.query_params and (after is not None or limit is not None):
+        raise Refused(400, "view=summary answers a whole view: leave after and limit out")
+    return after, limit
+
+
+def read_view(request: Request) -> str | None:
+    """The ``view`` of a read: ``"summary"``, or ``None`` for the messages themselves."""
+    view = request.query_params.get("view")
+    if view is None:
+        return None
+    if view != "summary":
+        raise Refused(400, f"query parameter view={view!r}: the only view is 'summary' (or leave view out)")
+    return view
+
+
+def read_through(request: Request) -> int | None:
+    """The ``through`` of a fork (``None``: every message); any other query parameter is a 400."""
+    refuse_unknown_query(request, ("through",))
+    return read_position(request, "through", 1)
 
 
 def condition_headers(request: Request) -> tuple[str | None, str | None]:

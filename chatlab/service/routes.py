@@ -24,6 +24,8 @@ moved on since.
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -34,22 +36,27 @@ from fastapi import Depends, FastAPI, Request, Response
 
 from ..stores import ChatHistoryStore
 from ..stores.base import ConversationSummary, Idempotency
-from ..vocabulary import Refused
+from ..vocabulary import ABSENT, Refused
 from . import jsontext
 from . import schema as wire
 from .bodies import BodyReader
 from .callers import caller_dependency, caller_resolver
+from .checkpoints import summary_view
 from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_docs, header_doc, problem_doc
 from .parameters import (
     AFTER,
     IDEMPOTENCY_KEY,
     IF_MATCH,
     LIMIT,
+    THROUGH,
+    VIEW,
     condition_headers,
     conversation_key_check,
     conversation_key_parameter,
     parse_header,
     read_positions,
+    read_through,
+    read_view,
 )
 from .responses import Answer, json_answer, json_response
 from .security.auth import Caller
@@ -77,6 +84,10 @@ class Arguments:
         self._key = conversation_key_parameter(settings)
         self._security: list[dict[str, list[str]]] | None = [{"ApiKey": []}] if settings.api_keys else None
 
+    def checked_key(self, key: str) -> str:
+        """``key`` if it is a valid conversation key, else the same 400 a request naming it gets."""
+        return self._check_key(key)
+
     async def of(self, request: Request) -> tuple[Caller, str]:
         """Who calls, then which conversation (so no valid API key is a 401 whatever the key)."""
         caller = await self._resolve(request)
@@ -97,6 +108,7 @@ def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings)
     _add_listing_routes(app, store, arguments, errors)
     _add_reading_routes(app, store, arguments, errors)
     _add_writing_routes(app, store, settings, arguments, errors)
+    _add_fork_route(app, store, settings, arguments, errors)
     _refuse_empty_key(app)
 
 
@@ -160,17 +172,23 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
             **errors.keyed,
             400: problem_doc("An invalid conversation key, header, `after` or `limit`."),
         },
-        summary="The messages of a conversation ([] for an unknown key); ?after=N&limit=L for part of it",
+        summary="The messages of a conversation ([] for an unknown key); ?after=N&limit=L for part of it, "
+        "?view=summary for the latest summary checkpoint and what follows it",
         description="Without parameters, every message in order (the article's request). `after=N` skips the "
         "first N, `limit=L` returns at most L; the `ETag` and `X-Message-Count` describe the whole conversation "
         "in the same snapshot as the messages returned.",
-        openapi_extra=arguments.documented(AFTER, LIMIT),
+        openapi_extra=arguments.documented(AFTER, LIMIT, VIEW),
     )
     async def get_messages(request: Request) -> Response:
         caller, key = await arguments.of(request)
         after, limit = read_positions(request)
         stored = caller.stored_key(key)
-        if after is None and limit is None:
+        if after is None and limit is None and request.scope["query_string"] and read_view(request) == "summary":
+            snapshot = await store.read(stored)
+            view = summary_view(snapshot.messages)
+            headers = _version_headers(snapshot.version, len(snapshot.messages))
+            return json_answer(b"[" + b",".join(view) + b"]", headers)
+        if after is None and limit is None:  # the article's read
             whole = await store.read_array(stored)
             return json_answer(whole.array, _version_headers(whole.version, whole.count))
         part = await store.read_slice(stored, after or 0, limit)
@@ -306,3 +324,54 @@ def _add_writing_routes(
         if_match = condition_headers(request)[0]
         await store.delete(caller.stored_key(key), if_match=parse_header(parse_if_match, if_match))
         return Answer(204, [])
+
+
+def _add_fork_route(
+    app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings, arguments: Arguments, errors: ErrorDocs
+) -> None:
+    """``POST /chat-history/{key}/fork?through=N``: a new conversation holding the first N messages, byte for byte."""
+
+    @app.post(
+        "/chat-history/{conversationKey}/fork",
+        status_code=201,
+        response_class=Response,
+        responses={
+            201: {
+                "description": "Forked; `Location` names the new conversation.",
+                "headers": {"Location": header_doc("`/chat-history/{newConversationKey}`"), "ETag": ETAG_DOC},
+            },
+            **errors.writes,
+            400: problem_doc("An invalid conversation key, `through` beyond the conversation, or a bad header."),
+            404: problem_doc("No conversation to fork."),
+        },
+        summary="Fork a conversation: a new one holding its first N messages (all by default)",
+        description="The new conversation's key is chosen by the service. With an `Idempotency-Key`, a retry answers "
+        "the same new conversation and copies nothing twice.",
+        openapi_extra=arguments.documented(THROUGH, IDEMPOTENCY_KEY),
+    )
+    async def fork_conversation(request: Request) -> Response:
+        caller, key = await arguments.of(request)
+        through = read_through(request)
+        idempotency_key = condition_headers(request)[1]
+        idem_key = parse_header(parse_idempotency_key, idempotency_key) if idempotency_key is not None else None
+        source = await store.read(caller.stored_key(key))
+        if not source.messages:
+            raise Refused(404, f"there is no conversation {key!r} to fork")
+        if through is not None and through > len(source.messages):
+            raise Refused(400, f"through={through}: the conversation holds {len(source.messages)} messages")
+        messages = source.messages[:through]
+        new_key = arguments.checked_key(_fork_key(key, idem_key))
+        idempotency = (
+            Idempotency(idem_key, fingerprint("fork", messages), settings.idempotency_ttl) if idem_key else None
+        )
+        result = await store.append(caller.stored_key(new_key), messages, if_match=[ABSENT], idempotency=idempotency)
+        headers = [(b"location", conversation_path(new_key).encode("ascii")), (b"etag", etag(result.version).encode())]
+        return Answer(201, [*headers, (b"content-length", b"0")])
+
+
+def _fork_key(key: str, idempotency_key: str | None) -> str:
+    """A new conversation key (32 hex digits, like the article's): random, or fixed by the fork's idempotency key,
+    so that a retry finds the fork it made."""
+    if idempotency_key is None:
+        return uuid.uuid4().hex
+    return hashlib.sha256(f"fork\n{key}\n{idempotency_key}".encode()).hexdigest()[:32]
