@@ -3,8 +3,8 @@ acknowledged write and no source message may be lost or stored twice.
 
 A SQLite source is filled with conversations; a service runs on the target store; clients append (each with an
 ``Idempotency-Key``, retried until acknowledged) to conversations not copied yet, already copied, and new ones.
-``python -m chatlab migrate`` is started and killed with SIGKILL part-way, then run again as its messages say
-(``--merge`` when it refuses because clients wrote to the target) until it reports success.
+``python -m chatlab migrate`` is started and killed with SIGKILL once it copied part of them (``--kill-at``), then
+run again as its messages say (``--merge`` when it refuses because clients wrote to the target) until it is done.
 
     python stress/migrate_with_writers.py                        # into SQLite, PostgreSQL and Redis (~1-2 min)
     python stress/migrate_with_writers.py --to postgres --conversations 5000
@@ -86,21 +86,31 @@ async def _writer(
             await asyncio.sleep(0.005)
 
 
-def _migrate(source: str, target: str, merge: bool, kill_after: float | None) -> tuple[int, str]:
+def _copied(url: str) -> int:
+    """How many of the source's conversations the target holds now."""
+    listing = httpx.get(f"{url}/chat-history", timeout=30).json()
+    return sum(1 for item in listing if str(item["conversationKey"]).startswith("conv"))
+
+
+def _migrate(source: str, target: str, merge: bool, kill_at: int | None, service: str) -> tuple[int, str, int]:
+    """Run ``chatlab migrate`` (killed with SIGKILL once the target holds ``kill_at`` conversations, if given):
+    its exit status, its last line, how many conversations the target held after it."""
     command = chatlab_command("migrate", "--from", source, "--to", target, "--batch", "50")
     if merge:
         command.append("--merge")
     process = subprocess.Popen(command, stderr=subprocess.PIPE, env=environment())
-    if kill_after is not None:
-        try:
-            process.wait(timeout=kill_after)
-        except subprocess.TimeoutExpired:
+    deadline = time.monotonic() + 60
+    while kill_at is not None and process.poll() is None and time.monotonic() < deadline:
+        if _copied(service) >= kill_at:
             process.kill()
+            break
+        time.sleep(0.05)
     _, said = process.communicate()
-    return process.returncode, said.decode(errors="replace").strip().splitlines()[-1] if said.strip() else ""
+    last = said.decode(errors="replace").strip().splitlines()[-1] if said.strip() else ""
+    return process.returncode, last, _copied(service)
 
 
-async def probe(kind: str, conversations: int, writers: int, kill_after: float) -> Tally:
+async def probe(kind: str, conversations: int, writers: int, kill_at: float) -> Tally:
     with tempfile.TemporaryDirectory() as workdir:
         source, target = store_url("sqlite", Path(workdir)), store_url(kind, Path(workdir))
         check_loopback(target)
@@ -110,15 +120,21 @@ async def probe(kind: str, conversations: int, writers: int, kill_after: float) 
         try:
             await asyncio.to_thread(service.start)
             stop, acked = asyncio.Event(), list[tuple[str, str]]()
-            tasks = [
-                asyncio.create_task(_writer(i, service.url, list(held), stop, tally, acked)) for i in range(writers)
-            ]
-            await asyncio.sleep(0.5)
+            tasks: list[asyncio.Task[None]] = []
             runs: list[str] = []
-            merge, kill = False, kill_after
+            merge, kill = False, int(conversations * kill_at)
             for _ in range(6):
-                status, last = await asyncio.to_thread(_migrate, source, target, merge, kill)
-                runs.append(f"{status}{' (killed)' if kill is not None and status < 0 else ''}")
+                run = asyncio.create_task(asyncio.to_thread(_migrate, source, target, merge, kill, service.url))
+                while not tasks and not run.done():  # the writers start once the copy has begun
+                    if await asyncio.to_thread(_copied, service.url):
+                        tasks = [
+                            asyncio.create_task(_writer(i, service.url, list(held), stop, tally, acked))
+                            for i in range(writers)
+                        ]
+                    await asyncio.sleep(0.02)
+                status, last, held_now = await run
+                killed = f" (killed with {held_now} of {conversations} copied)" if status < 0 else ""
+                runs.append(f"{status}{killed}")
                 kill = None
                 if status == 0:
                     break
@@ -145,13 +161,13 @@ def main() -> int:
     parser.add_argument("--conversations", type=int, default=1000, help="conversations in the source (default 1000)")
     parser.add_argument("--writers", type=int, default=4, help="clients writing to the target (default 4)")
     parser.add_argument(
-        "--kill-after", type=float, default=2.0, help="seconds before the first migrate is killed (default 2)"
+        "--kill-at", type=float, default=0.3, help="share copied when the first migrate is killed (default 0.3)"
     )
     args = parser.parse_args()
     status = 0
     started = time.monotonic()
     for kind in args.to.split(","):
-        tally = asyncio.run(probe(kind, args.conversations, args.writers, args.kill_after))
+        tally = asyncio.run(probe(kind, args.conversations, args.writers, args.kill_at))
         status |= tally.report()
         status |= 1 if tally.notes["source messages lost"] else 0
     print(f"took {time.monotonic() - started:.0f} s", file=sys.stderr)
