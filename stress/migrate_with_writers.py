@@ -6,8 +6,8 @@ A SQLite source is filled with conversations; a service runs on the target store
 ``python -m chatlab migrate`` is started and killed with SIGKILL once it copied part of them (``--kill-at``), then
 run again as its messages say (``--merge`` when it refuses because clients wrote to the target) until it is done.
 
-    python stress/migrate_with_writers.py                        # into SQLite, PostgreSQL and Redis (~1-2 min)
-    python stress/migrate_with_writers.py --to postgres --conversations 5000
+    python -m stress.migrate_with_writers                        # into SQLite, PostgreSQL and Redis (~1-2 min)
+    python -m stress.migrate_with_writers --to postgres --conversations 5000
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _probe import (
+from chatlab.stores import open_store
+from chatlab.stores.base import ConversationRecord, new_version
+from stress._probe import (
     Service,
     Tally,
     chatlab_command,
@@ -38,9 +38,6 @@ from _probe import (
     store_url,
     stored_texts,
 )
-
-from chatlab.stores import open_store
-from chatlab.stores.base import ConversationRecord, new_version
 
 
 async def _fill(url: str, conversations: int) -> dict[str, list[str]]:
@@ -158,7 +155,7 @@ async def probe(kind: str, conversations: int, writers: int, kill_at: float) -> 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--to", default="sqlite,postgres,redis", help="comma-separated target stores")
-    parser.add_argument("--conversations", type=int, default=1000, help="conversations in the source (default 1000)")
+    parser.add_argument("--conversations", type=int, default=600, help="conversations in the source (default 600)")
     parser.add_argument("--writers", type=int, default=4, help="clients writing to the target (default 4)")
     parser.add_argument(
         "--kill-at", type=float, default=0.3, help="share copied when the first migrate is killed (default 0.3)"

@@ -165,15 +165,17 @@ def _migrate(args: argparse.Namespace) -> int:
         return INTERRUPTED
     stop()
     _say(f"migrate: {report}")
-    for key in report.mismatches[:20]:
+    behind = [key for key in report.mismatches if key not in set(report.diverged)]
+    for key in behind[:20]:
         _say(f"differs: {key!r} (the target lacks some of the source's messages)")
-    if report.diverged and not merge:
+    if report.diverged:
         _say(
-            f"migrate: {len(report.diverged)} conversations were written in both places and left as they were; "
-            "run again with --merge to merge them (nothing is discarded)"
+            f"migrate: {len(report.diverged)} conversations were written in both places and left as they were "
+            f"({', '.join(map(repr, report.diverged[:5]))}{', ...' if len(report.diverged) > 5 else ''}); "
+            "run the same command again with --merge to merge them (nothing is discarded)"
         )
-    if report.mismatches:
-        _say("migrate: run the same command again once the source's writers have stopped")
+    elif behind:
+        _say("migrate: the source was written after the catch-up: run the same command again once its writers stop")
     return 1 if report.mismatches or report.diverged else 0
 
 

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ..service.parameters import conversation_key_dependency
+from ..service import parameters
 from ..service.security.auth import NAMESPACE_PATTERN, SEPARATOR, Caller
 from ..service.settings import ServiceSettings
 from ..stores import ChatHistoryStore, open_store
@@ -57,9 +57,17 @@ class Place(Protocol):
 
 
 def service_key_check(settings: ServiceSettings | None = None) -> Callable[[str], str]:
-    """The service's own conversation-key check (its pattern and length, ``CHATLAB_KEY_*``); raises ``Refused``."""
-    check: Callable[[str], str] = conversation_key_dependency(settings or ServiceSettings()).check
-    return check
+    """The service's own conversation-key check (its pattern and length, ``CHATLAB_KEY_*``, and whatever else it
+    refuses); raises ``Refused``. Taken from the service's parameters module, never copied: the module offers it
+    as ``conversation_key_check(settings)``, or as the ``check`` of ``conversation_key_dependency(settings)``."""
+    settings = settings or ServiceSettings()
+    make = getattr(parameters, "conversation_key_check", None)
+    if make is not None:
+        check: Callable[[str], str] = make(settings)
+        return check
+    dependency = getattr(parameters, "conversation_key_dependency")  # noqa: B009 - the older name, kept for both
+    old: Callable[[str], str] = dependency(settings).check
+    return old
 
 
 class StorePlace:
@@ -86,6 +94,8 @@ class StorePlace:
                 f"invalid conversationKey: {SEPARATOR!r} separates a namespace from a key in the store; "
                 "to import one namespace's conversations give --namespace NAME and keys without it"
             )
+        if key in (".", ".."):  # a URL path segment clients resolve away: no request could reach it
+            raise PlaceError(f"invalid conversationKey: {key!r} cannot be a path segment of a request")
 
     def left_out(self, keys: Sequence[str]) -> list[str]:
         """The stored keys outside this place's namespace (a namespaced key when none is given)."""
