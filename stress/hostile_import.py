@@ -4,8 +4,8 @@ more than the line limit in memory, and change nothing when run again with ``--e
 
 Each file is imported into a SQLite store (``--store``) and into a running service (``--url``), twice.
 
-    python stress/hostile_import.py                              # a 64 MiB line (~1 min)
-    python stress/hostile_import.py --huge-mib 1024              # the 1 GiB line
+    python -m stress.hostile_import                              # a 64 MiB line (~1 min)
+    python -m stress.hostile_import --huge-mib 1024              # the 1 GiB line
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _probe import Service, Tally, chatlab_command, count, environment, message, stored_texts
+from stress._probe import Service, Tally, chatlab_command, count, environment, message, stored_texts
 
 BOM = b"\xef\xbb\xbf"
 #: Runs a command and prints its exit status and its peak memory (KiB), so each import is measured alone.

@@ -5,8 +5,8 @@ Each client appends messages with unique texts, each with its own ``Idempotency-
 (same key) on another replica or after a restart until it is acknowledged (a 2xx). Meanwhile a service process is
 killed with SIGKILL and started again, over and over. At the end every conversation is read back over HTTP.
 
-    python stress/kill9_appends.py                               # every store, 1 and 2 replicas (~1-2 min)
-    python stress/kill9_appends.py --stores sqlite --replicas 2 --seconds 20
+    python -m stress.kill9_appends                               # every store, 1 and 2 replicas (~1-2 min)
+    python -m stress.kill9_appends --stores sqlite --replicas 2 --seconds 20
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _probe import Service, Tally, check_loopback, count, drop, message, store_url, stored_texts
+from stress._probe import Service, Tally, check_loopback, count, drop, message, store_url, stored_texts
 
 
 async def _client(

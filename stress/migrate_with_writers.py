@@ -3,11 +3,11 @@ acknowledged write and no source message may be lost or stored twice.
 
 A SQLite source is filled with conversations; a service runs on the target store; clients append (each with an
 ``Idempotency-Key``, retried until acknowledged) to conversations not copied yet, already copied, and new ones.
-``python -m chatlab migrate`` is started and killed with SIGKILL part-way, then run again as its messages say
-(``--merge`` when it refuses because clients wrote to the target) until it reports success.
+``python -m chatlab migrate`` is started and killed with SIGKILL once it copied part of them (``--kill-at``), then
+run again, the same command, until it is done.
 
-    python stress/migrate_with_writers.py                        # into SQLite, PostgreSQL and Redis (~1-2 min)
-    python stress/migrate_with_writers.py --to postgres --conversations 5000
+    python -m stress.migrate_with_writers                        # into SQLite, PostgreSQL and Redis (~1-2 min)
+    python -m stress.migrate_with_writers --to postgres --conversations 5000
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _probe import (
+from chatlab.stores import open_store
+from chatlab.stores.base import ConversationRecord, new_version
+from stress._probe import (
     Service,
     Tally,
     chatlab_command,
@@ -38,9 +38,6 @@ from _probe import (
     store_url,
     stored_texts,
 )
-
-from chatlab.stores import open_store
-from chatlab.stores.base import ConversationRecord, new_version
 
 
 async def _fill(url: str, conversations: int) -> dict[str, list[str]]:
@@ -86,21 +83,28 @@ async def _writer(
             await asyncio.sleep(0.005)
 
 
-def _migrate(source: str, target: str, merge: bool, kill_after: float | None) -> tuple[int, str]:
+def _copied(url: str) -> int:
+    """How many of the source's conversations the target holds now."""
+    listing = httpx.get(f"{url}/chat-history", timeout=30).json()
+    return sum(1 for item in listing if str(item["conversationKey"]).startswith("conv"))
+
+
+def _migrate(source: str, target: str, kill_at: int | None, service: str) -> tuple[int, int]:
+    """Run ``chatlab migrate`` (killed with SIGKILL once the target holds ``kill_at`` conversations, if given):
+    its exit status, and how many of the source's conversations the target held after it."""
     command = chatlab_command("migrate", "--from", source, "--to", target, "--batch", "50")
-    if merge:
-        command.append("--merge")
     process = subprocess.Popen(command, stderr=subprocess.PIPE, env=environment())
-    if kill_after is not None:
-        try:
-            process.wait(timeout=kill_after)
-        except subprocess.TimeoutExpired:
+    deadline = time.monotonic() + 60
+    while kill_at is not None and process.poll() is None and time.monotonic() < deadline:
+        if _copied(service) >= kill_at:
             process.kill()
-    _, said = process.communicate()
-    return process.returncode, said.decode(errors="replace").strip().splitlines()[-1] if said.strip() else ""
+            break
+        time.sleep(0.05)
+    process.communicate()
+    return process.returncode, _copied(service)
 
 
-async def probe(kind: str, conversations: int, writers: int, kill_after: float) -> Tally:
+async def probe(kind: str, conversations: int, writers: int, kill_at: float) -> Tally:
     with tempfile.TemporaryDirectory() as workdir:
         source, target = store_url("sqlite", Path(workdir)), store_url(kind, Path(workdir))
         check_loopback(target)
@@ -110,19 +114,24 @@ async def probe(kind: str, conversations: int, writers: int, kill_after: float) 
         try:
             await asyncio.to_thread(service.start)
             stop, acked = asyncio.Event(), list[tuple[str, str]]()
-            tasks = [
-                asyncio.create_task(_writer(i, service.url, list(held), stop, tally, acked)) for i in range(writers)
-            ]
-            await asyncio.sleep(0.5)
+            tasks: list[asyncio.Task[None]] = []
             runs: list[str] = []
-            merge, kill = False, kill_after
+            kill: int | None = int(conversations * kill_at)
             for _ in range(6):
-                status, last = await asyncio.to_thread(_migrate, source, target, merge, kill)
-                runs.append(f"{status}{' (killed)' if kill is not None and status < 0 else ''}")
+                run = asyncio.create_task(asyncio.to_thread(_migrate, source, target, kill, service.url))
+                while not tasks and not run.done():  # the writers start once the copy has begun
+                    if await asyncio.to_thread(_copied, service.url):
+                        tasks = [
+                            asyncio.create_task(_writer(i, service.url, list(held), stop, tally, acked))
+                            for i in range(writers)
+                        ]
+                    await asyncio.sleep(0.02)
+                status, held_now = await run
+                killed = f" (killed with {held_now} of {conversations} copied)" if status < 0 else ""
+                runs.append(f"{status}{killed}")
                 kill = None
                 if status == 0:
                     break
-                merge = merge or "--merge" in last
             stop.set()
             await asyncio.gather(*tasks)
             tally.notes["migrate runs (exit status)"] = " ".join(runs)
@@ -142,16 +151,16 @@ async def probe(kind: str, conversations: int, writers: int, kill_after: float) 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--to", default="sqlite,postgres,redis", help="comma-separated target stores")
-    parser.add_argument("--conversations", type=int, default=1000, help="conversations in the source (default 1000)")
+    parser.add_argument("--conversations", type=int, default=600, help="conversations in the source (default 600)")
     parser.add_argument("--writers", type=int, default=4, help="clients writing to the target (default 4)")
     parser.add_argument(
-        "--kill-after", type=float, default=2.0, help="seconds before the first migrate is killed (default 2)"
+        "--kill-at", type=float, default=0.3, help="share copied when the first migrate is killed (default 0.3)"
     )
     args = parser.parse_args()
     status = 0
     started = time.monotonic()
     for kind in args.to.split(","):
-        tally = asyncio.run(probe(kind, args.conversations, args.writers, args.kill_after))
+        tally = asyncio.run(probe(kind, args.conversations, args.writers, args.kill_at))
         status |= tally.report()
         status |= 1 if tally.notes["source messages lost"] else 0
     print(f"took {time.monotonic() - started:.0f} s", file=sys.stderr)

@@ -148,7 +148,7 @@ def _migrate(args: argparse.Namespace) -> int:
         seen[:] = [done, total]
         update(done, total)
 
-    merge = args.merge or args.overwrite
+    merge = not args.no_merge
     try:
         with _terminated_as_interrupt():
             report = asyncio.run(migrate(args.source, args.target, batch=args.batch, merge=merge, progress=progress))
@@ -165,15 +165,17 @@ def _migrate(args: argparse.Namespace) -> int:
         return INTERRUPTED
     stop()
     _say(f"migrate: {report}")
-    for key in report.mismatches[:20]:
+    behind = [key for key in report.mismatches if key not in set(report.diverged)]
+    for key in behind[:20]:
         _say(f"differs: {key!r} (the target lacks some of the source's messages)")
-    if report.diverged and not merge:
+    if report.diverged:
         _say(
-            f"migrate: {len(report.diverged)} conversations were written in both places and left as they were; "
-            "run again with --merge to merge them (nothing is discarded)"
+            f"migrate: {len(report.diverged)} conversations were written in both places and left as they were "
+            f"({', '.join(map(repr, report.diverged[:5]))}{', ...' if len(report.diverged) > 5 else ''}); "
+            "run the same command again without --no-merge to merge them (nothing is discarded)"
         )
-    if report.mismatches:
-        _say("migrate: run the same command again once the source's writers have stopped")
+    elif behind:
+        _say("migrate: the source was written after the catch-up: run the same command again once its writers stop")
     return 1 if report.mismatches or report.diverged else 0
 
 
@@ -215,10 +217,12 @@ def add_commands(commands: Any) -> None:
     move.add_argument("--to", dest="target", required=True, metavar="URL", help="the store to copy into")
     move.add_argument("--batch", type=int, default=200, help="conversations per write (default 200)")
     move.add_argument(
-        "--merge",
+        "--no-merge",
         action="store_true",
-        help="a conversation written in both places becomes the source's messages followed by the target's own "
-        "(without it: refused at the start, left as it is during the copy); nothing is ever discarded",
+        help="refuse to start when a conversation was written in both places, and leave one that becomes so "
+        "during the copy (default: it becomes the source's messages followed by the target's own; nothing is "
+        "ever discarded)",
     )
+    move.add_argument("--merge", action="store_true", help="the default (kept for scripts that give it)")
     move.add_argument("--overwrite", action="store_true", help="the old name of --merge: nothing is overwritten")
     move.set_defaults(run=_migrate)

@@ -3,8 +3,8 @@
 The protocol (docs/operations.md says what it guarantees):
 
 1. **Check.** Both stores are listed. A target conversation that holds messages the source lacks *and*
-   lacks some the source holds (written in both places) is never overwritten: without ``merge`` the
-   migration refuses to start when there is one, and nothing is written.
+   lacks some the source holds (written in both places) is never overwritten; with ``merge=False``
+   (``--no-merge``) the migration refuses to start when there is one, and nothing is written.
 2. **Copy.** Each conversation absent from the target is copied whole with its own version and
    timestamps (:meth:`~chatlab.stores.ChatHistoryStore.restore`), so a client's ``ETag`` stays valid and
    retention counts from the same last write; in batches (one transaction each in the SQL stores), each
@@ -15,9 +15,9 @@ The protocol (docs/operations.md says what it guarantees):
    read again and decided again): absent from the target, it is copied; the target holds the start of
    the source's messages (the source was written during the copy), it is brought up to the source's;
    the target holds all the source's messages and more (written in the target after its copy), it is
-   kept as it is; written in both, with ``merge`` it becomes the source's messages followed by those
-   only the target holds (a new version), without it it is left as it is and reported. Nothing the
-   target holds is ever discarded.
+   kept as it is; written in both, it becomes the source's messages followed by those only the target
+   holds (a new version), or with ``merge=False`` is left as it is and reported. Nothing the target
+   holds is ever discarded.
 4. **Verify.** Both stores are listed a last time: every source conversation's messages must be the
    start of (or all of) the target's. Those that are not are reported; the exit status is then 1.
 
@@ -66,7 +66,7 @@ class MigrationReport:
     already: int = 0
     #: How the conversations that differed (before or during the copy) were settled, by outcome.
     settled: Counter[str] = field(default_factory=Counter)
-    #: Conversations written in both places and left as they were (no ``merge``).
+    #: Conversations written in both places and left as they were (``merge=False``).
     diverged: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
 
@@ -84,7 +84,7 @@ SETTLED = {
     "caught up": "brought up to the source's newer messages",
     "kept": "kept as the target had them (it holds the source's messages and newer ones)",
     "merged": "merged (the source's messages, then the target's own)",
-    "diverged": "written in both places and left as they were (run again with --merge)",
+    "diverged": "written in both places and left as they were (run again without --no-merge)",
     "gone": "deleted in the source meanwhile (the target's left as it is)",
     "busy": "kept changing and were left (run again)",
     "already": "already the same",
@@ -113,15 +113,14 @@ async def migrate(
     target_url: str,
     *,
     batch: int = BATCH,
-    merge: bool = False,
-    overwrite: bool = False,
+    merge: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> MigrationReport:
     """Copy every conversation of ``source_url`` into ``target_url``; ``progress(done, total)`` after each batch.
 
-    ``merge`` (``overwrite`` is its old name): a conversation written in both places becomes the source's
-    messages followed by the target's own; without it such a conversation is refused at the start and left
-    as it is when it appears during the copy. Raises :class:`MigrationConflict` (nothing written) or
+    ``merge``: a conversation written in both places becomes the source's messages followed by the target's
+    own; with ``merge=False`` such a conversation is refused at the start and left as it is when it appears
+    during the copy. Raises :class:`MigrationConflict` (nothing written) or
     :class:`MigrationStopped` (a store failed part-way; running it again finishes the job).
     """
     _check_urls(source_url, target_url)
@@ -129,7 +128,7 @@ async def migrate(
         raise ValueError(f"--batch must be 1 or more, not {batch}")
     source, target = open_store(source_url), open_store(target_url)
     try:
-        return await Migration(source, target, batch, merge or overwrite, progress).run()
+        return await Migration(source, target, batch, merge, progress).run()
     finally:
         await source.close()
         await target.close()
@@ -143,7 +142,7 @@ class Migration:
         source: ChatHistoryStore,
         target: ChatHistoryStore,
         batch: int = BATCH,
-        merge: bool = False,
+        merge: bool = True,
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.source, self.target, self.batch, self.merge = source, target, batch, merge
@@ -187,8 +186,8 @@ class Migration:
                 raise MigrationConflict(
                     f"the target already holds {len(both)} of these conversations with messages the source lacks, "
                     f"and lacks some the source holds ({named}): "
-                    "nothing was copied; if clients write to the target, run again with --merge (each becomes the "
-                    "source's messages followed by the target's own, nothing is discarded)"
+                    "nothing was copied; if clients write to the target, run again without --no-merge (each becomes "
+                    "the source's messages followed by the target's own, nothing is discarded)"
                 )
         self.progress(report.already, report.total)
         for start in range(0, len(absent), self.batch):

@@ -97,6 +97,19 @@ def test_import_into_a_store_checks_keys_as_the_service_does(tmp_path) -> None:
     assert _chatlab("export", "--store", target, "--namespace", "alice").stdout == _line("good", MESSAGE).decode()
 
 
+def test_with_a_permissive_key_pattern_the_store_rules_still_hold(tmp_path) -> None:
+    """``CHATLAB_KEY_PATTERN=.*`` (the service's own setting) still keeps keys out of other namespaces."""
+    target = f"sqlite:///{tmp_path / 'h.db'}"
+    backup = tmp_path / "backup.jsonl"
+    backup.write_bytes(b"".join(_line(key, MESSAGE) for key in ["alice/secret", "..", "a b"]))
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "CHATLAB_KEY_PATTERN": ".*"}
+    command = [sys.executable, "-m", "chatlab", "import", str(backup), "--store", target]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 1 and "line 1: invalid conversationKey" in result.stderr
+    assert "line 2: invalid conversationKey" in result.stderr
+    assert list(asyncio.run(_stored(target))) == ["a b"]
+
+
 def test_a_line_over_the_limit_is_refused_without_being_read_whole(tmp_path) -> None:
     """A line past the service's request limit is reported and skipped; the process never holds it."""
     target = f"sqlite:///{tmp_path / 'h.db'}"

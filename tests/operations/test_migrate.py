@@ -92,7 +92,7 @@ def test_postgres_to_redis(postgres_url, redis_url) -> None:
 
 
 def test_a_target_written_in_both_places_is_refused_then_merged_never_overwritten(tmp_path) -> None:
-    """--overwrite (now --merge) once wiped the target's own writes: it keeps them after the source's."""
+    """--overwrite once wiped the target's own writes: a migration now keeps them after the source's."""
     source, target = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
     old, new = b'{"role":"user","contents":[]}', b'{"role":"assistant","contents":[]}'
 
@@ -104,11 +104,11 @@ def test_a_target_written_in_both_places_is_refused_then_merged_never_overwritte
     asyncio.run(write(source, "same", old))
     asyncio.run(write(source, "other", old))
     asyncio.run(write(target, "same", new))  # a client wrote to the target before it was copied
-    with pytest.raises(MigrationConflict, match=r"'same'.*nothing was copied.*--merge"):
-        asyncio.run(migrate(source, target))
+    with pytest.raises(MigrationConflict, match=r"'same'.*nothing was copied.*without --no-merge"):
+        asyncio.run(migrate(source, target, merge=False))
     assert asyncio.run(_count(target)) == 1  # nothing written
-    for flag in ("overwrite", "merge"):
-        report = asyncio.run(migrate(source, target, **{flag: True}))
+    for _ in range(2):  # by default merged, once: the second run finds it done
+        report = asyncio.run(migrate(source, target))
         assert report.mismatches == [] and report.diverged == []
     contents = asyncio.run(_contents(target))
     assert contents["same"][0] == [old, new] and contents["other"][0] == [old]

@@ -72,7 +72,7 @@ def test_writes_on_the_target_during_a_migration_are_never_lost(tmp_path) -> Non
     source, target = f"sqlite:///{tmp_path / 'source.db'}", f"sqlite:///{tmp_path / 'target.db'}"
     held = asyncio.run(_fill(source))
     acknowledged: list[tuple[str, bytes]] = []
-    with pytest.raises(MigrationConflict, match="--merge"):  # written in both places already: refused
+    with pytest.raises(MigrationConflict, match="--no-merge"):  # written in both places already: refused
         asyncio.run(_with_writers(source, target, acknowledged, merge=False))
     report = asyncio.run(_with_writers(source, target, acknowledged, merge=True))  # once: a VersionMismatch crash
     print(report)
@@ -113,9 +113,9 @@ def test_a_conflict_is_one_line_with_what_to_run(tmp_path) -> None:
 
     asyncio.run(write(source, _message("source")))
     asyncio.run(write(target, _message("target")))
-    refused = _chatlab("migrate", "--from", source, "--to", target)
+    refused = _chatlab("migrate", "--from", source, "--to", target, "--no-merge")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    assert "nothing was copied" in refused.stderr and "--merge" in refused.stderr
+    assert "nothing was copied" in refused.stderr and "without --no-merge" in refused.stderr
     merged = _chatlab("migrate", "--from", source, "--to", target, "--overwrite")
     assert merged.returncode == 0, merged.stderr
     assert asyncio.run(_everything(target))["same"] == [_message("source"), _message("target")]
