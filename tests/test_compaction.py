@@ -46,7 +46,9 @@ async def test_checkpoints_bound_what_the_model_sees_and_the_service_keeps_every
         assert len(stored) == 4 * 8 + 2 + len(checkpoints)  # every turn kept, checkpoints added
         assert len(checkpoints) >= 3
         throughs = [m.additional_properties[SUMMARY_THROUGH] for m in checkpoints]
-        assert throughs == sorted(throughs) and all(stored.index(c) >= n for c, n in zip(checkpoints, throughs, strict=True))
+        assert throughs == sorted(throughs) and all(
+            stored.index(c) >= n for c, n in zip(checkpoints, throughs, strict=True)
+        )
         assert max(sizes) <= 6 + 4 + 2  # the view past the threshold, a turn's messages, the instructions
         # the first time is found in the summary the model reads: the elapsed answer still spans all turns
         first_time = next(c.result for m in stored for c in m.contents if c.type == "function_result")
