@@ -142,3 +142,26 @@ def test_buckets_spread_conversations_and_listing_merges_them_in_key_order(redis
 def test_bad_buckets_are_refused() -> None:
     with pytest.raises(ValueError, match="buckets"):
         RedisChatHistoryStore("redis://127.0.0.1:1/0?buckets=0")
+
+
+def test_resp3_connections_work_alike(redis_url: str) -> None:
+    """redis-py's own URL parameters pass through: ``?protocol=3`` speaks RESP3, and nothing changes."""
+    from chatlab.stores.base import Idempotency, VersionMismatch
+
+    async def main() -> None:
+        store = RedisChatHistoryStore(with_query(redis_url, protocol="3"), timeout=5.0)
+        try:
+            first = await store.append("k", [b"1", b"2"], idempotency=Idempotency("i", "f"))
+            assert (await store.append("k", [b"1", b"2"], idempotency=Idempotency("i", "f"))).replayed
+            with pytest.raises(VersionMismatch):
+                await store.append("k", [b"3"], if_match=["stale"])
+            part = await store.read_slice("k", 1)
+            assert (part.messages, part.count, part.version) == ([b"2"], 2, first.version)
+            [summary] = await store.summaries()
+            assert (summary.conversation_key, summary.message_count) == ("k", 2)
+            await store.delete("k", if_match=[first.version])
+            assert (await store.read("k")).version == ABSENT
+        finally:
+            await store.close()
+
+    asyncio.run(main())

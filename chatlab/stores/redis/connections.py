@@ -43,6 +43,18 @@ def redacted(url: str) -> str:
     return f"{host}:{port}/{database}"
 
 
+def check_cluster_support() -> None:
+    """Refuse a redis-py too old for the cluster store: before 8, its cluster client follows a failover only when
+    it retries calls, which this store must not do."""
+    import redis
+
+    if int(redis.__version__.split(".", 1)[0]) < 8:
+        raise ImportError(
+            f"the Redis store on Redis Cluster needs redis-py 8 or later; this is {redis.__version__}: "
+            "pip install -U 'redis[hiredis]>=8'"
+        )
+
+
 def open_client(url: str, *, cluster: bool, timeout: float, max_connections: int) -> Any:
     """redis-py's client for ``url``: no retries, every socket wait bounded by ``timeout``."""
     import redis.asyncio

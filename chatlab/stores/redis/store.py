@@ -40,7 +40,7 @@ from ..base import (
     prefix_upper_bound,
 )
 from . import scripts
-from .connections import CLUSTER_SCHEMES, Calls, Script, open_client, redacted
+from .connections import CLUSTER_SCHEMES, Calls, Script, check_cluster_support, open_client, redacted
 from .keys import ConversationKeys, Layout
 from .upgrade import STEP, upgrade
 
@@ -109,6 +109,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
         client_url, ours = split_url(url, CHATLAB_PARAMETERS)
         self.client_url = client_url
         self.cluster = client_url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
+        if self.cluster:
+            check_cluster_support()
         self.prefix = prefix if prefix is not None else ours.get("prefix", DEFAULT_PREFIX)
         if buckets is None and "buckets" in ours:
             if not ours["buckets"].isdigit() or int(ours["buckets"]) < 1:
