@@ -38,6 +38,9 @@ class HttpRow:
     #: the service's rate over the baseline's, and over the ceiling's, in each pass
     vs_baseline: list[float] = field(default_factory=list)
     vs_ceiling: list[float] = field(default_factory=list)
+    #: each side's server CPU time per answered request (seconds), in each pass: steadier than the rate on a busy
+    #: machine, since it does not count the time the server waited for a CPU
+    cpu: dict[str, list[float]] = field(default_factory=lambda: {side: [] for side in SIDES})
 
     def median(self, side: str) -> LoadResult:
         return median_run(self.runs[side])
@@ -50,9 +53,16 @@ class HttpRow:
     def ceiling_ratio(self) -> float:
         return statistics.median(self.vs_ceiling) if self.vs_ceiling else float("nan")
 
-    def add_pass(self, runs: dict[str, LoadResult]) -> None:
+    def cpu_per_request(self, side: str) -> float:
+        """The median over the passes of ``side``'s server CPU seconds per request."""
+        return statistics.median(self.cpu[side]) if self.cpu[side] else float("nan")
+
+    def add_pass(self, runs: dict[str, LoadResult], cpu: dict[str, float] | None = None) -> None:
+        """One pass: each side's run, and (``cpu``) the CPU seconds its server used meanwhile."""
         for side in SIDES:
             self.runs[side].append(runs[side])
+            if cpu is not None:
+                self.cpu[side].append(ratio(cpu[side], runs[side].requests))
         service = runs["service"].rps
         self.vs_baseline.append(ratio(service, runs["baseline"].rps))
         self.vs_ceiling.append(ratio(service, runs["ceiling"].rps))
@@ -99,8 +109,13 @@ def bench_http(config: BenchConfig, targets: list[StoreTarget], tmp: Path, gen: 
                         warm_up(server.url, loads[op])
                     row = HttpRow(target.name, op)
                     for repeat in range(config.repeats):
-                        order = pass_order(repeat)
-                        row.add_pass({side: gen.run(servers[side].url, *_args(loads[op], config)) for side in order})
+                        runs: dict[str, LoadResult] = {}
+                        cpu: dict[str, float] = {}
+                        for side in pass_order(repeat):
+                            before = servers[side].cpu_seconds()
+                            runs[side] = gen.run(servers[side].url, *_args(loads[op], config))
+                            cpu[side] = servers[side].cpu_seconds() - before
+                        row.add_pass(runs, cpu)
                     rows.append(row)
                     print_http_row(row)
     return rows

@@ -118,6 +118,11 @@ class ServerProcess:
         pages = int(Path(f"/proc/{self.pid}/statm").read_text().split()[1])
         return pages * os.sysconf("SC_PAGE_SIZE")
 
+    def cpu_seconds(self) -> float:
+        """The CPU time the process has used so far, user and system, all its threads (Linux ``/proc``)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()

@@ -71,6 +71,14 @@ def test_a_ratio_is_the_median_of_its_passes_not_of_medians() -> None:
     assert row.vs_baseline == [3.0, 1.0, 5.0] and row.baseline_ratio == 3.0
     assert row.vs_ceiling == [0.75, 1.0, 0.5] and row.ceiling_ratio == 0.75
     assert row.median("service").rps == 250 == median_run(row.runs["service"]).rps
+    assert row.cpu_per_request("service") != row.cpu_per_request("service")  # NaN: no CPU times given
+
+
+def test_cpu_per_request_is_the_median_of_the_passes() -> None:
+    row = HttpRow("memory", "append")
+    for seconds in (1.0, 3.0, 2.0):
+        row.add_pass({side: run(1000) for side in ("service", "baseline", "ceiling")}, dict.fromkeys(row.cpu, seconds))
+    assert row.cpu_per_request("service") == 0.002 and row.cpu["baseline"] == [0.001, 0.003, 0.002]
     assert pass_order(0) == ("service", "baseline", "ceiling") and pass_order(1) == pass_order(0)[::-1]
 
 
@@ -175,6 +183,11 @@ def test_the_quick_benchmark_prints_every_table_and_goal() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "load generator: python asyncio client" in out.stdout
     assert rows_of(out.stdout, "memory", "read") and rows_of(out.stdout, "memory", "append"), out.stdout
+    http_rows = [r for r in rows_of(out.stdout, "memory", "read") + rows_of(out.stdout, "memory", "append") if "|" in r]
+    assert len(http_rows) == 2, out.stdout
+    for row in http_rows:
+        service, baseline = row.split("|")[:2]
+        assert float(service.split()[-1].replace(",", "")) > 0 and float(baseline.split()[-1].replace(",", "")) > 0
     for length in ("10", "40"):
         assert rows_of(out.stdout, "memory", length, "incremental") and rows_of(out.stdout, "memory", length, "full")
     assert "RSS growth" in out.stdout
