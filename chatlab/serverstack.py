@@ -3,8 +3,8 @@
 ``chatlab serve``, :func:`chatlab.service.start_service` (:class:`chatlab.runner.BackgroundServer`)
 and the benchmark all ask this module, so what the benchmark measures is what users run.
 
-* ``fast`` (the default): uvloop and httptools, which ``uvicorn[standard]`` installs, about
-  2-3x the requests per second of the fallback on a bare app (README, Performance). Where
+* ``fast`` (the default): uvloop and httptools, which ``uvicorn[standard]`` installs, several
+  times the requests per second of the fallback on a bare app (docs/performance.md). Where
   uvloop or httptools does not exist (uvloop has no Windows build), the fallback's half is used.
 * ``asyncio``: the standard library's event loop and the pure-Python h11 parser; the
   fallback, chosen with ``CHATLAB_SERVER_STACK=asyncio`` to run anything (the test suite

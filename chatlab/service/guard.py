@@ -1,8 +1,7 @@
 """The first layer every request passes: its ``Host`` (:mod:`.security.browser`), then its head's size (:mod:`.heads`).
 
 One ASGI layer for both checks, and the outermost (before CORS, so a page never reads these refusals):
-each layer a request passes through costs it about what these checks cost (two layers were a tenth of
-a read's CPU in the app).
+each layer a request passes through costs it about what these checks cost.
 """
 
 from __future__ import annotations

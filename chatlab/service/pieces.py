@@ -2,8 +2,8 @@
 
 Pydantic holds the GIL for a whole ``validate_python`` call, so a large body validated in a worker
 thread must come in pieces for the event loop to run between them; and each piece's models are freed
-before the next is built (validating the 500,000 items of the largest body allowed in one call took
-7x as long, mostly in the garbage collector walking the models made so far).
+before the next is built (the models of one call over the largest body allowed would all live at once, and
+the garbage collector would walk them again and again while they are made).
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ def json_response(value: Any) -> Response:
 class Answer(Response):
     """A response whose head is given as the bytes sent: the conversation routes' answers.
 
-    Starlette's ``Response`` lower-cases, encodes and scans the headers of every answer it builds
-    (a tenth of a read's CPU in the app); these routes' headers are few and known, so they are given
-    ready. It stays a ``Response``: ``headers`` reads and changes them as usual.
+    Starlette's ``Response`` lower-cases, encodes and scans the headers of every answer it builds;
+    these routes' headers are few and known, so they are given ready. It stays a ``Response``:
+    ``headers`` reads and changes them as usual.
     """
 
     def __init__(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes = b"") -> None:

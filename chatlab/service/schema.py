@@ -280,8 +280,8 @@ def _already_stored_form(body: bytes, max_messages: int, max_message_bytes: int 
     holds each message as the full parse would store it: compact, no repeated key (one would be dropped), every
     number in the text msgspec writes (``1.10``, ``-0`` or ``1E2`` would come back otherwise), strings escaped as
     msgspec escapes them (JSON values delimit themselves, so each message's text is its encoding). Such a body,
-    whose messages are certainly valid, needs neither the number-keeping parse nor an encoding (a third of an
-    append's CPU). Any doubt goes to the full parse: the same bytes, or the same refusal, as without this path.
+    whose messages are certainly valid, needs neither the number-keeping parse nor an encoding (the dearest
+    steps of an append). Any doubt goes to the full parse: the same bytes, or the same refusal, as without this path.
     """
     if not (body.startswith(_COMPACT_HEAD) and body.endswith(_COMPACT_TAIL)):
         return None

@@ -214,7 +214,7 @@ class ServiceSettings(BaseSettings):
     ] = False
     access_log: Annotated[
         bool,
-        Field(description="log a line per request (`uvicorn.access`); off: quiet, and up to a fifth faster"),
+        Field(description="log a line per request (`uvicorn.access`); off: quiet, and faster"),
         Flag(group="server", default="off"),
     ] = False
 
