@@ -43,6 +43,10 @@ class Tally:
     duplicated: int = 0
     notes: dict[str, object] = field(default_factory=dict)
 
+    def bump(self, note: str) -> None:
+        """Count one more of ``note``."""
+        self.notes[note] = int(str(self.notes.get(note, 0))) + 1
+
     def report(self) -> int:
         """Print the tally (a line of text, then a line of JSON); the exit status: 1 if anything was lost or doubled."""
         extra = "".join(f", {name} {value}" for name, value in self.notes.items())
@@ -62,7 +66,7 @@ def message(text: str) -> bytes:
 
 def texts(messages: Iterable[object]) -> list[str]:
     """The text of each message (as :func:`message` writes them)."""
-    return [str(m["contents"][0]["text"]) for m in messages if isinstance(m, dict) and m.get("contents")]  # type: ignore[index]
+    return [str(m["contents"][0]["text"]) for m in messages if isinstance(m, dict) and m.get("contents")]
 
 
 def stored_texts(url: str, client: httpx.Client | None = None) -> dict[str, list[str]]:

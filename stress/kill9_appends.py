@@ -41,6 +41,7 @@ async def _client(
                 try:
                     answer = await http.post(f"{service.url}/chat-history/{key}", content=body, headers=headers)
                 except httpx.HTTPError:
+                    tally.bump("retried")
                     await asyncio.sleep(0.05)
                     continue
                 if answer.is_success:
@@ -48,11 +49,10 @@ async def _client(
                     acked.append(text)
                     break
                 if answer.status_code in (429, 503) or answer.status_code >= 500:
+                    tally.bump("retried")
                     await asyncio.sleep(0.05)
                     continue
-                tally.notes[f"answered {answer.status_code}"] = (
-                    int(str(tally.notes.get(f"answered {answer.status_code}", 0))) + 1
-                )
+                tally.bump(f"answered {answer.status_code}")
                 break
 
 
@@ -89,7 +89,6 @@ async def probe(store: str, replicas: int, seconds: float, clients: int, convers
             held = count(await asyncio.to_thread(stored_texts, services[0].url))
             tally.lost = sum(1 for text in acked if held[text] == 0)
             tally.duplicated = sum(times - 1 for times in held.values() if times > 1)
-            tally.notes["stored without an answer"] = sum(1 for text in held if text not in set(acked))
         finally:
             for service in services:
                 service.stop()

@@ -89,9 +89,9 @@ def _copied(url: str) -> int:
     return sum(1 for item in listing if str(item["conversationKey"]).startswith("conv"))
 
 
-def _migrate(source: str, target: str, kill_at: int | None, service: str) -> tuple[int, int]:
+def _migrate(source: str, target: str, kill_at: int | None, service: str) -> tuple[int, int, str]:
     """Run ``chatlab migrate`` (killed with SIGKILL once the target holds ``kill_at`` conversations, if given):
-    its exit status, and how many of the source's conversations the target held after it."""
+    its exit status, how many of the source's conversations the target held after it, and its report."""
     command = chatlab_command("migrate", "--from", source, "--to", target, "--batch", "50")
     process = subprocess.Popen(command, stderr=subprocess.PIPE, env=environment())
     deadline = time.monotonic() + 60
@@ -100,8 +100,10 @@ def _migrate(source: str, target: str, kill_at: int | None, service: str) -> tup
             process.kill()
             break
         time.sleep(0.05)
-    process.communicate()
-    return process.returncode, _copied(service)
+    _, said = process.communicate()
+    lines = said.decode(errors="replace").splitlines()
+    report = next((line for line in reversed(lines) if line.startswith("migrate: ") and "conversations:" in line), "")
+    return process.returncode, _copied(service), report.removeprefix("migrate: ")
 
 
 async def probe(kind: str, conversations: int, writers: int, kill_at: float) -> Tally:
@@ -126,7 +128,8 @@ async def probe(kind: str, conversations: int, writers: int, kill_at: float) -> 
                             for i in range(writers)
                         ]
                     await asyncio.sleep(0.02)
-                status, held_now = await run
+                status, held_now, said = await run
+                tally.notes["last report"] = said or "none"
                 killed = f" (killed with {held_now} of {conversations} copied)" if status < 0 else ""
                 runs.append(f"{status}{killed}")
                 kill = None

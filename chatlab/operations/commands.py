@@ -83,6 +83,8 @@ def _export(args: argparse.Namespace) -> int:
 
     try:
         count, left_out = asyncio.run(run())
+    except OSError as exc:  # the output file
+        raise ValueError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     except (PlaceError, PlaceUnavailable) as exc:
         _say(f"error: export stopped: {exc}; the output is incomplete: run the same command again")
         return STOPPED
@@ -118,8 +120,11 @@ def _import(args: argparse.Namespace) -> int:
 
     try:
         report = asyncio.run(run())
-    except FileNotFoundError as exc:
-        raise ValueError(f"cannot read {args.file}: {exc.strerror}") from None
+    except OSError as exc:  # the file: missing, a directory, not readable
+        raise ValueError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    except KeyboardInterrupt:
+        _say("import: interrupted; run the same command again to finish (what is in already changes nothing)")
+        return INTERRUPTED
     for bad in report.bad_lines:
         _say(f"error: {args.file}: {bad}")
     if report.checked_only:

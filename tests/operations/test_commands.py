@@ -51,3 +51,6 @@ def test_usage_errors_say_what_to_do(tmp_path) -> None:
     assert both.returncode == 2 and "not both" in both.stderr
     memory = _chatlab("migrate", "--from", "memory://", "--to", f"sqlite:///{tmp_path / 'a.db'}")
     assert memory.returncode == 2 and "memory://" in memory.stderr
+    for missing in (tmp_path / "nosuch.jsonl", tmp_path):  # missing, a directory
+        result = _chatlab("import", str(missing), "--store", f"sqlite:///{tmp_path / 'a.db'}")
+        assert result.returncode == 2 and "cannot read" in result.stderr and "Traceback" not in result.stderr
