@@ -1,5 +1,5 @@
-"""Each notebook and its percent script (jupytext.toml pairs notebooks/NN_name.ipynb with notebooks/py/NN_name.py)
-say the same, so a review can read the script's diff and trust it is the notebook's."""
+"""Each notebook and its MyST Markdown text (jupytext.toml pairs notebooks/NN_name.ipynb with notebooks/md/NN_name.md)
+say the same, so a review can read the text's diff and trust it is the notebook's."""
 
 from __future__ import annotations
 
@@ -14,28 +14,28 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SYNC = "jupytext --sync notebooks/*.ipynb"
 
 
-def paired_script(notebook: Path) -> Path:
-    return notebook.parent / "py" / f"{notebook.stem}.py"
+def paired_text(notebook: Path) -> Path:
+    return notebook.parent / "md" / f"{notebook.stem}.md"
 
 
 def test_every_notebook_is_paired_in_jupytext_toml() -> None:
     config = load_jupytext_configuration_file(str(ROOT / "jupytext.toml"))
-    assert "notebooks/py///py:percent" in str(config.formats), "jupytext.toml must pair notebooks/ with notebooks/py/"
-    scripts = {path.stem for path in (ROOT / "notebooks" / "py").glob("*.py")}
+    assert "notebooks/md///md:myst" in str(config.formats), "jupytext.toml must pair notebooks/ with notebooks/md/"
+    texts = {path.stem for path in (ROOT / "notebooks" / "md").glob("*.md")}
     notebooks = {path.stem for path in NOTEBOOKS}
-    assert scripts == notebooks, (
-        f"notebooks without a script: {sorted(notebooks - scripts)}; scripts without a notebook: "
-        f"{sorted(scripts - notebooks)}. Run `{SYNC}` (and delete the script of a removed notebook)."
+    assert texts == notebooks, (
+        f"notebooks without a text: {sorted(notebooks - texts)}; texts without a notebook: "
+        f"{sorted(texts - notebooks)}. Run `{SYNC}` (and delete the text of a removed notebook)."
     )
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
-def test_the_script_says_what_the_notebook_says(notebook: Path) -> None:
+def test_the_text_says_what_the_notebook_says(notebook: Path) -> None:
     config = load_jupytext_configuration_file(str(ROOT / "jupytext.toml"))
-    expected = jupytext.writes(jupytext.read(notebook), fmt="py:percent", config=config)
-    script = paired_script(notebook)
-    assert script.exists(), f"{script.relative_to(ROOT)} is missing: run `{SYNC}`"
-    assert script.read_text(encoding="utf-8") == expected, (
-        f"{notebook.name} and {script.relative_to(ROOT)} differ: run `{SYNC}` "
+    expected = jupytext.writes(jupytext.read(notebook), fmt="md:myst", config=config)
+    text = paired_text(notebook)
+    assert text.exists(), f"{text.relative_to(ROOT)} is missing: run `{SYNC}`"
+    assert text.read_text(encoding="utf-8") == expected, (
+        f"{notebook.name} and {text.relative_to(ROOT)} differ: run `{SYNC}` "
         "(it updates the older of each pair from the newer) and commit both"
     )
