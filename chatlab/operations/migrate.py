@@ -114,21 +114,23 @@ async def migrate(
     *,
     batch: int = BATCH,
     merge: bool = True,
+    overwrite: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> MigrationReport:
     """Copy every conversation of ``source_url`` into ``target_url``; ``progress(done, total)`` after each batch.
 
     ``merge``: a conversation written in both places becomes the source's messages followed by the target's
     own; with ``merge=False`` such a conversation is refused at the start and left as it is when it appears
-    during the copy. Raises :class:`MigrationConflict` (nothing written) or
-    :class:`MigrationStopped` (a store failed part-way; running it again finishes the job).
+    during the copy. ``overwrite=True``, which once replaced such conversations, now merges them too.
+    Raises :class:`MigrationConflict` (nothing written) or :class:`MigrationStopped` (a store failed
+    part-way; running it again finishes the job).
     """
     _check_urls(source_url, target_url)
     if batch < 1:
         raise ValueError(f"--batch must be 1 or more, not {batch}")
     source, target = open_store(source_url), open_store(target_url)
     try:
-        return await Migration(source, target, batch, merge, progress).run()
+        return await Migration(source, target, batch, merge or overwrite, progress).run()
     finally:
         await source.close()
         await target.close()
