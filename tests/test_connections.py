@@ -132,9 +132,9 @@ def test_open_connections_serving_requests_over_the_cap_get_503() -> None:
     try:
         for _ in range(2):
             sock = connect(server)
-            sock.sendall(head + b"Content-Length: 100\r\n\r\n{")
+            sock.sendall(head + b"Expect: 100-continue\r\nContent-Length: 100\r\n\r\n")
             held.append(sock)
-        time.sleep(0.2)  # not a timed assertion: lets the two heads reach the server first
+            assert sock.recv(65536).startswith(b"HTTP/1.1 100 ")  # the app reads its body: it is being served
         over = httpx.get(f"{server.url}/chat-history", headers={"Connection": "close"}, timeout=30)
         assert over.status_code == 503
     finally:

@@ -49,9 +49,9 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
         redoc_url="/redoc" if settings.api_docs else None,
     )
     add_error_handlers(app)
-    add_health_routes(app, the_store)
     served = _metered(app, the_store, settings) if settings.metrics else the_store
     add_routes(app, served, settings)
+    add_health_routes(app, the_store)
     if settings.viewer:
         add_viewer(app)
     complete_openapi(app, settings)

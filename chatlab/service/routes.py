@@ -102,13 +102,14 @@ class Arguments:
 
 
 def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
-    """Add every endpoint, in the order of the table above."""
+    """Add every endpoint of the table above."""
     arguments = Arguments(settings)
     errors = error_docs(settings)
-    _add_listing_routes(app, store, arguments, errors)
+    # a conversation's routes first: the router tries routes in order, and they serve nearly every request
     _add_reading_routes(app, store, arguments, errors)
     _add_writing_routes(app, store, settings, arguments, errors)
     _add_fork_route(app, store, settings, arguments, errors)
+    _add_listing_routes(app, store, arguments, errors)
     _refuse_empty_key(app)
 
 
