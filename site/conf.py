@@ -23,6 +23,8 @@ sys.path.insert(0, str(ROOT))  # autodoc imports this checkout's chatlab
 
 # What the build copies in (each listed in .gitignore beside this file): the sources stay where they are.
 shutil.copyfile(ROOT / "README.md", SITE / "README.md")
+(SITE / "stress").mkdir(exist_ok=True)
+shutil.copyfile(ROOT / "stress" / "README.md", SITE / "stress" / "README.md")
 for folder, pattern in (("notebooks", "*.ipynb"), ("docs", "*")):
     target = SITE / folder
     shutil.rmtree(target, ignore_errors=True)
