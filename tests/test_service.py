@@ -259,10 +259,15 @@ def test_unknown_route_and_method_answer_problem_json(http: httpx.Client) -> Non
 def test_openapi_documents_real_schemas_and_examples(http: httpx.Client) -> None:
     spec = http.get("/openapi.json").json()
     paths = spec["paths"]
-    assert set(paths) == {"/", "/chat-history", "/chat-history/{conversationKey}"}
+    assert set(paths) == {
+        "/",
+        "/chat-history",
+        "/chat-history/{conversationKey}",
+        "/chat-history/{conversationKey}/fork",
+    }
     assert set(paths["/chat-history/{conversationKey}"]) == {"get", "head", "post", "put", "delete"}
     get = paths["/chat-history/{conversationKey}"]["get"]
-    assert {p["name"] for p in get["parameters"] if p["in"] == "query"} == {"after", "limit"}
+    assert {p["name"] for p in get["parameters"] if p["in"] == "query"} == {"after", "limit", "view"}
     assert {"ETag", "X-Message-Count", "Link"} <= set(get["responses"]["200"]["headers"])
     head = paths["/chat-history/{conversationKey}"]["head"]
     assert {"ETag", "X-Message-Count"} <= set(head["responses"]["200"]["headers"])

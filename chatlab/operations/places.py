@@ -57,7 +57,8 @@ class Place(Protocol):
 
 
 def service_key_check(settings: ServiceSettings | None = None) -> Callable[[str], str]:
-    """The service's own conversation-key check (its pattern and length, ``CHATLAB_KEY_*``); raises ``Refused``."""
+    """The service's own conversation-key check (its pattern and length, ``CHATLAB_KEY_*``, and whatever else it
+    refuses); raises ``Refused``. Taken from the service, never copied."""
     return conversation_key_check(settings or ServiceSettings())
 
 
@@ -85,6 +86,8 @@ class StorePlace:
                 f"invalid conversationKey: {SEPARATOR!r} separates a namespace from a key in the store; "
                 "to import one namespace's conversations give --namespace NAME and keys without it"
             )
+        if key in (".", ".."):  # a URL path segment clients resolve away: no request could reach it
+            raise PlaceError(f"invalid conversationKey: {key!r} cannot be a path segment of a request")
 
     def left_out(self, keys: Sequence[str]) -> list[str]:
         """The stored keys outside this place's namespace (a namespaced key when none is given)."""

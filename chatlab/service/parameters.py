@@ -147,7 +147,7 @@ VIEW = _parameter(
     "query",
     "view",
     "`summary`: the latest summary checkpoint and every message after the ones it summarizes, instead of the whole "
-    "conversation (docs/conversations.md). Not together with `after` or `limit`.",
+    "conversation (docs/conversations.md); `after` and `limit` then page through the view.",
     {"type": "string", "enum": ["summary"]},
     "summary",
 )
@@ -165,10 +165,7 @@ def read_positions(request: Request) -> tuple[int | None, int | None]:
     if not request.scope["query_string"]:  # the common read: no query to parse
         return None, None
     refuse_unknown_query(request, ("after", "limit", "view"))
-    after, limit = read_position(request, "after", 0), read_position(request, "limit", 1)
-    if "view" in request.query_params and (after is not None or limit is not None):
-        raise Refused(400, "view=summary answers a whole view: leave after and limit out")
-    return after, limit
+    return read_position(request, "after", 0), read_position(request, "limit", 1)
 
 
 def read_view(request: Request) -> str | None:

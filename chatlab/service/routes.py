@@ -184,11 +184,8 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         caller, key = await arguments.of(request)
         after, limit = read_positions(request)
         stored = caller.stored_key(key)
-        if after is None and limit is None and request.scope["query_string"] and read_view(request) == "summary":
-            snapshot = await store.read(stored)
-            view = summary_view(snapshot.messages)
-            headers = _version_headers(snapshot.version, len(snapshot.messages))
-            return json_answer(b"[" + b",".join(view) + b"]", headers)
+        if request.scope["query_string"] and read_view(request) == "summary":
+            return await _summary_view(store, stored, key, after or 0, limit)
         if after is None and limit is None:  # the article's read
             whole = await store.read_array(stored)
             return json_answer(whole.array, _version_headers(whole.version, whole.count))
@@ -219,6 +216,19 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         caller, key = await arguments.of(request)
         part = await store.read_slice(caller.stored_key(key), 0, 0)
         return Answer(200, _version_headers(part.version, part.count))  # no Content-Length: a GET's is not 0
+
+
+async def _summary_view(store: ChatHistoryStore, stored: str, key: str, after: int, limit: int | None) -> Response:
+    """``?view=summary``: the latest checkpoint and what follows it (``after``/``limit``: a page of that view);
+    ``ETag`` and ``X-Message-Count`` describe the whole conversation."""
+    snapshot = await store.read(stored)
+    view = summary_view(snapshot.messages)
+    end = len(view) if limit is None else min(len(view), after + limit)
+    headers = _version_headers(snapshot.version, len(snapshot.messages))
+    if end < len(view):
+        link = f'<{conversation_path(key)}?view=summary&after={end}&limit={limit}>; rel="next"'
+        headers.append((b"link", link.encode("ascii")))
+    return json_answer(b"[" + b",".join(view[after:end]) + b"]", headers)
 
 
 def conversation_path(key: str) -> str:

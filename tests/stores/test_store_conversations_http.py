@@ -42,11 +42,14 @@ def test_the_summary_view_answers_the_last_checkpoint_and_what_follows(http: htt
     second = text("assistant", "summary of 1..6", additionalProperties={CHECKPOINT: 6})
     append(http, "long", [second, text("user", "q5")])
     assert http.get("/chat-history/long?view=summary").json() == [second, text("user", "q5")]
+    page = http.get("/chat-history/long?view=summary&after=1&limit=1")  # a page of the view
+    assert page.json() == [text("user", "q5")] and "link" not in page.headers
+    first_page = http.get("/chat-history/long?view=summary&limit=1")
+    assert first_page.json() == [second] and "view=summary&after=1&limit=1" in first_page.headers["link"]
 
 
 def test_a_bad_view_is_refused(http: httpx.Client) -> None:
     assert http.get("/chat-history/k?view=everything").status_code == 400
-    assert http.get("/chat-history/k?view=summary&after=1").status_code == 400
     assert http.get("/chat-history/unknown?view=summary").json() == []
 
 
