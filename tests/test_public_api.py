@@ -156,9 +156,9 @@ def _imports(path: Path) -> set[str]:
 @pytest.mark.parametrize(
     ("side", "forbidden"),
     [
-        ("service", ("chatlab.client", "chatlab.tutorial", "chatlab.bench")),
-        ("stores", ("chatlab.client", "chatlab.tutorial", "chatlab.service", "chatlab.bench")),
-        ("client", ("chatlab.service", "chatlab.stores", "chatlab.tutorial", "chatlab.bench")),
+        ("service", ("chatlab.client", "chatlab.tutorial")),
+        ("stores", ("chatlab.client", "chatlab.tutorial", "chatlab.service")),
+        ("client", ("chatlab.service", "chatlab.stores", "chatlab.tutorial")),
         ("vocabulary.py", ("chatlab.client", "chatlab.service", "chatlab.stores", "chatlab.tutorial")),
     ],
 )
