@@ -60,5 +60,6 @@ html_title = "chatlab: the course"
 html_theme_options = {
     "description": "Out-of-process chat history for Microsoft Agent Framework agents",
     "fixed_sidebar": True,
+    "page_width": "1240px",  # the notebooks' code cells are up to 120 columns wide
 }
 html_sidebars = {"**": ["about.html", "navigation.html", "relations.html", "searchbox.html"]}
