@@ -352,8 +352,8 @@ def _add_fork_route(
                 "headers": {"Location": header_doc("`/chat-history/{newConversationKey}`"), "ETag": ETAG_DOC},
             },
             **errors.writes,
-            400: problem_doc("An invalid conversation key, `through` beyond the conversation, or a bad header."),
             404: problem_doc("No conversation to fork."),
+            422: problem_doc("`through` beyond the conversation's messages, or an `Idempotency-Key` used before."),
         },
         summary="Fork a conversation: a new one holding its first N messages (all by default)",
         description="The new conversation's key is chosen by the service. With an `Idempotency-Key`, a retry answers "
@@ -369,7 +369,9 @@ def _add_fork_route(
         if not source.messages:
             raise Refused(404, f"there is no conversation {key!r} to fork")
         if through is not None and through > len(source.messages):
-            raise Refused(400, f"through={through}: the conversation holds {len(source.messages)} messages")
+            raise Refused(
+                422, f"through={through}: the conversation holds {len(source.messages)} messages; fork at most those"
+            )
         messages = source.messages[:through]
         new_key = arguments.checked_key(_fork_key(key, idem_key))
         idempotency = (

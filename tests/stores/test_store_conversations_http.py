@@ -86,7 +86,7 @@ def test_a_fork_that_cannot_be_made_is_refused(http: httpx.Client) -> None:
     assert http.post("/chat-history/nothing-here/fork").status_code == 404
     append(http, "short", [text("user", "x")])
     too_far = http.post("/chat-history/short/fork?through=2")
-    assert too_far.status_code == 400 and "holds 1 messages" in too_far.text
+    assert too_far.status_code == 422 and "holds 1 messages" in too_far.text
     assert http.post("/chat-history/short/fork?through=0").status_code == 400
     assert http.post("/chat-history/short/fork?after=1").status_code == 400
     assert [s["conversationKey"] for s in http.get("/chat-history").json()] == ["short"]  # nothing made

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import traceback
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, TypeVar
 
@@ -205,6 +207,10 @@ class RedisChatHistoryStore(ChatHistoryStore):
             return f"Redis at {self.where} is unreachable: {exc}"
         if isinstance(exc, (redis.exceptions.RedisError, OSError)):
             return f"Redis at {self.where} failed: {exc}"
+        if isinstance(exc, AttributeError) and _raised_inside(exc, redis.__file__):
+            # redis-py's cluster client, when a failing node's connection is closed under a command that is being
+            # sent on it (its stream writer gone): the node is unreachable, as a ConnectionError would have said
+            return f"Redis at {self.where} is unreachable: a connection closed while a command was sent ({exc})"
         return None
 
     # -- reads ---------------------------------------------------------------------------
@@ -376,3 +382,9 @@ class RedisChatHistoryStore(ChatHistoryStore):
     async def close(self) -> None:
         """Close the clients and their connections (a later call opens new ones)."""
         await self._clients.close()
+
+
+def _raised_inside(exc: BaseException, package_file: str) -> bool:
+    """Whether ``exc`` was raised in the package whose ``__init__`` is ``package_file`` (not in chatlab's code)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and frames[-1].filename.startswith(os.path.dirname(package_file) + os.sep)
