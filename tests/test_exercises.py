@@ -1,4 +1,4 @@
-"""Each "On your own" check of notebooks 1-4 passes with the reference solution and fails, in plain words, without it.
+"""Each "On your own" check of notebooks 1-5 passes with the reference solution and fails, in plain words, without it.
 
 A notebook runs in a real kernel up to its check cell, with the exercise cell as committed (it loads the reference
 solution from ``notebooks/solutions``): the check must pass. Then a wrong answer takes the exercise cell's place in the
@@ -56,6 +56,19 @@ WRONG_ANSWERS = {
             return subprocess.run([sys.executable, "-c", "print('hello')"], capture_output=True, text=True).stdout
         """,
         "The new process did not resume the conversation",
+    ),
+    "05_swapping_the_store.ipynb": (
+        """
+        from chatlab.stores import open_store
+
+        async def count_in_store(store_url, key):  # wrong: a new, empty in-memory store, not the notebook's file
+            store = open_store("memory://")
+            try:
+                return len(await store.get(key))
+            finally:
+                await store.close()
+        """,
+        "count_in_store found 0 messages, but the SQLite file holds 10",
     ),
 }
 
