@@ -7,8 +7,9 @@ import re
 import tomllib
 from pathlib import Path
 
-import pytest
 import yaml
+
+from tests.missing import skip_or_fail
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRED = {
@@ -146,7 +147,7 @@ def test_a_users_script_in_another_folder_type_checks_against_the_installed_chat
         env=env,
     )
     if where.returncode != 0 or Path(where.stdout.strip()) != ROOT:
-        pytest.skip(f"this clone is not the chatlab installed in {sys.prefix} (run `pip install -e .` here)")
+        skip_or_fail(f"this clone is not the chatlab installed in {sys.prefix} (run `pip install -e .` here)")
     (tmp_path / "script.py").write_text(USER_SCRIPT)
     checked = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "script.py"],
