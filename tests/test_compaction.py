@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+import httpx
 import pytest
 from agent_framework import ChatContext, CompactionProvider, ToolResultCompactionStrategy, chat_middleware
 
@@ -96,3 +97,23 @@ async def test_a_forked_session_continues_a_copy(service: BackgroundServer, llm:
         assert "経過" not in answer or "計算できません" in answer  # the branch holds only the first time
         assert await provider.get_stored_message_count(key) == 8  # the origin is untouched
         assert await provider.get_stored_message_count(branch_key) == 6
+
+
+async def test_a_turn_reads_the_summary_view_once(service: BackgroundServer, llm: LLMConnection) -> None:
+    """The view after a run is the loaded one plus what the run appended: no second read to decide on a checkpoint."""
+    views: list[str] = []
+
+    async def record(request: httpx.Request) -> None:
+        if request.method == "GET" and request.url.params.get("view") == "summary":
+            views.append(str(request.url))
+
+    async with httpx.AsyncClient(base_url=service.url, event_hooks={"request": [record]}) as http:
+        provider = RemoteChatHistoryProvider(service.url, http_client=http, compaction=Compaction(max_messages=6))
+        agent = create_agent(llm.client, provider)
+        session = agent.create_session()
+        turns = [FIRST, AGAIN] * 3
+        for prompt in turns:
+            await agent.run(prompt, session=session)
+        stored = await provider.get_messages(session)
+        assert any(SUMMARY_THROUGH in (m.additional_properties or {}) for m in stored)  # checkpoints were written
+        assert len(views) == len(turns)  # one summary view read per turn: the load before it

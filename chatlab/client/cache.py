@@ -121,13 +121,17 @@ class HistoryCache:
         self._put(key, fresh)
         return fresh.view()
 
-    async def append(self, key: str, messages: Sequence[Message]) -> None:
-        """Append in one request; the cache gets the messages when the answer proves nobody wrote in between."""
+    async def append(self, key: str, messages: Sequence[Message]) -> Version | None:
+        """Append in one request; the cache gets the messages when the answer proves nobody wrote in between.
+
+        The conversation's version after the append (``None`` from a service that sends none).
+        """
         body = encode_messages(messages_to_meai(messages))  # encode first: a bad message sends nothing
         entry = self._get(key)
         version = await self.client.append(key, body)
         if entry is not None:  # the cache gets exactly what a reader will decode
             self._extend(key, entry, version, messages_from_meai(json.loads(body)))
+        return version
 
     async def replace(self, key: str, messages: Sequence[Message]) -> None:
         """Replace the conversation; the next read loads it whole."""

@@ -134,6 +134,10 @@ class RemoteChatHistoryProvider(HistoryProvider):
         self._cache = HistoryCache(self.client, cache_size if incremental else 0)
         self.skip_replayed = skip_replayed
         self.compaction = compaction
+        # with compaction, per key: the summary view a run loaded (and the count it was at), then what the run appended
+        # (and the version after it); together they are the view after the run, without reading it again
+        self._views: dict[str, tuple[list[Message], int]] = {}
+        self._appended: dict[str, tuple[list[Message], Version | None]] = {}
         self._replayed: dict[str, tuple[Message, ...]] = {}  # per key: the run's input messages already stored
 
     @property
@@ -208,14 +212,22 @@ class RemoteChatHistoryProvider(HistoryProvider):
             await self._compact(agent, self._key_in(state, session), self.compaction)
 
     async def _compact(self, agent: Any, key: str, compaction: Compaction) -> None:
-        """Past the thresholds, append a summary of the summary view as the new checkpoint."""
-        page = await self.client.read_summary(key)
-        view = messages_from_meai(page.messages)
+        """Past the thresholds, append a summary of the summary view as the new checkpoint.
+
+        The view after the run is the one loaded before it plus what the run appended, when the append's version
+        shows nobody else wrote in between; otherwise it is read again.
+        """
+        loaded, appended = self._views.pop(key, None), self._appended.pop(key, None)
+        if loaded and appended and appended[1] is not None and appended[1].count == loaded[1] + len(appended[0]):
+            view, through = [*loaded[0], *appended[0]], appended[1].count
+        else:
+            page = await self.client.read_summary(key)
+            view, through = messages_from_meai(page.messages), page.count
         if not compaction.due(view):
             return
-        checkpoint = await compaction.summarize(agent.client, view, through=page.count)
+        checkpoint = await compaction.summarize(agent.client, view, through=through)
         await self.append_messages(key, [checkpoint])
-        log.info("[Compaction] summary checkpoint of messages 1..%d (%d in the view)", page.count, len(view))
+        log.info("[Compaction] summary checkpoint of messages 1..%d (%d in the view)", through, len(view))
 
     async def get_messages(  # type: ignore[override]  # a view of the cache, not a copy; the framework only reads it
         self, session_id: AgentSession | str | None = None, *, state: dict[str, Any] | None = None, **kwargs: Any
@@ -246,7 +258,10 @@ class RemoteChatHistoryProvider(HistoryProvider):
 
     async def _history(self, key: str) -> Sequence[Message]:
         if self.compaction is not None:
-            return messages_from_meai((await self.client.read_summary(key)).messages)
+            page = await self.client.read_summary(key)
+            view = messages_from_meai(page.messages)
+            self._views[key] = (view, page.count)
+            return view
         return await self._cache.load(key)
 
     async def save_messages(
@@ -259,7 +274,10 @@ class RemoteChatHistoryProvider(HistoryProvider):
         replayed = {id(message) for message in self._replayed.pop(key, ())}
         if replayed:  # this run's replayed input messages (these very objects) are stored already
             messages = [message for message in messages if id(message) not in replayed]
-        await self.append_messages(key, messages)
+        if messages:
+            version = await self._cache.append(key, messages)
+            if self.compaction is not None:
+                self._appended[key] = (list(messages), version)
 
     async def set_messages(self, session: AgentSession, messages: Sequence[Message]) -> None:
         """Replace a session's stored messages (C# ``SetMessagesAsync``); no key, nothing to do."""
