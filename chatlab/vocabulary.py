@@ -23,6 +23,8 @@ __all__ = [
     "API_KEY_VARIABLE",
     "CONTENT_KINDS",
     "DEFAULT_SERVICE_URL",
+    "FORK_OF",
+    "FORK_THROUGH",
     "LLM_VARIABLE",
     "SERVICE_URL_VARIABLE",
     "SUMMARY_THROUGH",
@@ -54,14 +56,21 @@ SUMMARY_THROUGH = "chatlab.summaryThrough"
 """In a message's ``additionalProperties``: it is a summary checkpoint of the conversation's messages 1..N
 (docs/conversations.md). An ordinary message otherwise: every reader still sees the whole transcript."""
 
+FORK_OF = "chatlab.forkOf"
+"""The tag a fork carries: the key of the conversation it was forked from (docs/conversations.md)."""
+
+FORK_THROUGH = "chatlab.forkThrough"
+"""The tag a fork carries: how many of its origin's messages it was forked with, as text."""
+
 
 @dataclass(frozen=True, slots=True)
 class ConversationSummary:
     """The article's ``ChatHistorySummary``: a conversation key and how many messages it holds.
 
-    The stores also tell its version and when it was created and last written (seconds since
-    the epoch by the store's clock; ``None`` where unknown); these take no part in comparisons,
-    so a summary still equals ``ConversationSummary(key, count)``.
+    The stores also tell its version, when it was created and last written (seconds since the
+    epoch by the store's clock; ``None`` where unknown), and its metadata: a title and string
+    tags (``PATCH /chat-history/{key}``). These take no part in comparisons, so a summary still
+    equals ``ConversationSummary(key, count)``.
     """
 
     conversation_key: str
@@ -69,6 +78,8 @@ class ConversationSummary:
     version: str | None = field(default=None, compare=False)
     created_at: float | None = field(default=None, compare=False)
     updated_at: float | None = field(default=None, compare=False)
+    title: str | None = field(default=None, compare=False)
+    tags: Mapping[str, str] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,10 @@ store, so that checking them and writing are one atomic step in every store:
   fingerprint writes nothing and returns the recorded result (``replayed=True``); the same
   key with another fingerprint raises :class:`IdempotencyKeyReused`. Records are kept per
   conversation key for ``ttl`` seconds, also across a delete of the conversation.
+
+A conversation also carries metadata, a title and string tags (:mod:`chatlab.stores.metadata`),
+outside its version. :meth:`~ChatHistoryStore.summaries` pages through the conversations in key
+order (``after``, ``limit``) and filters them by tag, reading only the page asked for.
 """
 
 from __future__ import annotations
@@ -32,10 +36,11 @@ from __future__ import annotations
 import secrets
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from ..vocabulary import ABSENT, ConversationSummary, Version
+from .metadata import MetadataChange
 
 __all__ = [
     "ABSENT",
@@ -49,11 +54,13 @@ __all__ = [
     "EncodedMessage",
     "Idempotency",
     "IdempotencyKeyReused",
+    "MetadataChange",
     "StoreError",
     "VersionMismatch",
     "WriteResult",
     "appended_version",
     "check_slice",
+    "has_tags",
     "new_generation",
     "new_version",
     "prefix_upper_bound",
@@ -119,6 +126,7 @@ class ConversationRecord:
     """A whole conversation as another store holds it, for :meth:`ChatHistoryStore.restore` (migration).
 
     ``expected`` is the version the target must be at for it to be written (:data:`ABSENT`: not there).
+    ``title`` and ``tags`` are its metadata, written with it (they replace what the target had).
     """
 
     conversation_key: str
@@ -127,6 +135,8 @@ class ConversationRecord:
     created_at: float
     updated_at: float
     expected: str = ABSENT
+    title: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +182,11 @@ class Idempotency:
     key: str
     fingerprint: str
     ttl: float = 24 * 3600.0
+
+
+def has_tags(tags: Mapping[str, str], wanted: Mapping[str, str] | None) -> bool:
+    """Whether a conversation with ``tags`` passes a listing's tag filter (every wanted tag, with its value)."""
+    return not wanted or all(tags.get(name) == value for name, value in wanted.items())
 
 
 def check_slice(after: int, limit: int | None) -> None:
@@ -279,8 +294,28 @@ class ChatHistoryStore(ABC):
         """
 
     @abstractmethod
-    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
-        """Every conversation whose key starts with ``prefix``, with its exact message count, ordered by key."""
+    async def summaries(
+        self,
+        prefix: str = "",
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> list[ConversationSummary]:
+        """The conversations whose key starts with ``prefix``, ordered by key, with exact message counts and
+        their metadata: only keys after ``after`` (``None``: from the first), at most ``limit`` of them
+        (``None``: all), and only those carrying every tag in ``tags`` with its value.
+
+        A page costs about the same however many conversations the store holds: stores read the page from
+        an index ordered by key, never the whole list."""
+
+    @abstractmethod
+    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+        """Make ``change`` to a conversation's title and tags, atomically; its summary after the change, or
+        ``None`` (and nothing written) if there is no such conversation. Messages and version stay as they are.
+
+        Raises :class:`chatlab.stores.metadata.TooManyTags` (nothing written) if the result would carry too many.
+        """
 
     @abstractmethod
     async def restore(self, records: Sequence[ConversationRecord]) -> None:

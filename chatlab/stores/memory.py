@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import struct
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from .base import (
     ABSENT,
@@ -22,16 +23,18 @@ from .base import (
     WriteResult,
     appended_version,
     check_slice,
+    has_tags,
     new_version,
     version_matches,
 )
+from .metadata import MetadataChange
 
 
 class _Bucket:
-    """One conversation: its messages, its version, when it was created and last written, and the lock
-    that keeps each batch contiguous."""
+    """One conversation: its messages, its version, when it was created and last written, its title and tags,
+    and the lock that keeps each batch contiguous."""
 
-    __slots__ = ("created_at", "lock", "messages", "updated_at", "version")
+    __slots__ = ("created_at", "lock", "messages", "tags", "title", "updated_at", "version")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -39,6 +42,20 @@ class _Bucket:
         self.version = ABSENT
         self.created_at = 0.0
         self.updated_at = 0.0
+        self.title: str | None = None
+        self.tags: dict[str, str] = {}
+
+    def summary(self, conversation_key: str) -> ConversationSummary:
+        """The conversation's summary (call with the lock held)."""
+        return ConversationSummary(
+            conversation_key,
+            len(self.messages),
+            self.version,
+            self.created_at,
+            self.updated_at,
+            self.title,
+            dict(self.tags),
+        )
 
     def touch(self, now: float) -> None:
         """Record a write at ``now`` (the creation too, for a conversation that did not exist)."""
@@ -61,6 +78,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._buckets: dict[str, _Bucket] = {}
+        self._keys: list[str] = []  # the keys of _buckets, sorted: what a listing pages through
         self._buckets_lock = threading.Lock()
         # digest of (conversation key, idempotency key) -> packed (expires at, fingerprint digest, version);
         # insertion ordered, so the oldest records are at the front
@@ -72,7 +90,10 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         bucket = self._buckets.get(conversation_key)
         if bucket is None:
             with self._buckets_lock:
-                bucket = self._buckets.setdefault(conversation_key, _Bucket())
+                bucket = self._buckets.get(conversation_key)
+                if bucket is None:
+                    bucket = self._buckets[conversation_key] = _Bucket()
+                    bisect.insort(self._keys, conversation_key)
         return bucket
 
     def _locked_bucket(self, conversation_key: str) -> _Bucket:
@@ -96,6 +117,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 with self._buckets_lock:
                     if self._buckets.get(conversation_key) is bucket:
                         del self._buckets[conversation_key]
+                        del self._keys[bisect.bisect_left(self._keys, conversation_key)]
         finally:
             bucket.lock.release()
 
@@ -169,19 +191,47 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         finally:
             self._unlock(conversation_key, bucket)
 
-    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
-        with self._buckets_lock:
-            items = sorted((k, b) for k, b in self._buckets.items() if k.startswith(prefix))
-        result = []
-        for key, bucket in items:
-            with bucket.lock:
-                if bucket.version != ABSENT:  # a bucket being created by a write that may still fail
-                    result.append(
-                        ConversationSummary(
-                            key, len(bucket.messages), bucket.version, bucket.created_at, bucket.updated_at
-                        )
-                    )
+    async def summaries(
+        self,
+        prefix: str = "",
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> list[ConversationSummary]:
+        """A walk along the sorted keys from ``after`` (or ``prefix``), a chunk at a time: the buckets are
+        checked outside the index's lock, since a writer holding a bucket's lock may wait for the index's."""
+        result: list[ConversationSummary] = []
+        start = prefix if after is None or after < prefix else after
+        inclusive = after is None or after < prefix
+        while limit is None or len(result) < limit:
+            with self._buckets_lock:
+                keys = self._keys
+                at = bisect.bisect_left(keys, start) if inclusive else bisect.bisect_right(keys, start)
+                chunk = [(k, self._buckets[k]) for k in keys[at : at + _CHUNK]]
+            for key, bucket in chunk:
+                if not key.startswith(prefix):
+                    return result
+                with bucket.lock:
+                    # a bucket at ABSENT is being created by a write that may still fail
+                    if bucket.version != ABSENT and has_tags(bucket.tags, tags):
+                        result.append(bucket.summary(key))
+                if limit is not None and len(result) == limit:
+                    return result
+            if len(chunk) < _CHUNK:
+                return result
+            start, inclusive = chunk[-1][0], False
         return result
+
+    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+        bucket = self._locked_bucket(conversation_key)
+        try:
+            if bucket.version == ABSENT:
+                return None
+            bucket.title, bucket.tags = change.applied(bucket.title, bucket.tags)
+            return bucket.summary(conversation_key)
+        finally:
+            self._unlock(conversation_key, bucket)
 
     def totals(self) -> tuple[int, int]:
         """How many conversations and messages the store holds (for metrics: cheap here, no lock held long)."""
@@ -198,6 +248,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                     raise VersionMismatch(bucket.version)
                 bucket.messages[:] = record.messages
                 bucket.version = record.version
+                bucket.title, bucket.tags = record.title, dict(record.tags)
                 bucket.created_at, bucket.updated_at = record.created_at, record.updated_at
             finally:
                 self._unlock(record.conversation_key, bucket)
@@ -251,6 +302,9 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             for k in expired:
                 del self._records[k]
 
+
+_CHUNK = 256
+"""How many keys a listing takes from the sorted index per hold of its lock."""
 
 EXPIRED_PER_WRITE = 64
 """At most this many expired records are dropped by one write: more than the one record a write adds, so they

@@ -1,0 +1,100 @@
+"""A conversation's metadata: a title and string tags, set with ``PATCH /chat-history/{key}``.
+
+Metadata sits beside the messages, not in them: it has no part in the conversation's version
+(which counts messages), so setting a title never invalidates a client's cached history. A
+``PATCH`` body is a JSON merge patch (RFC 7396): a title or tag given a string is set, given
+``null`` is removed, and what the patch does not name stays. ``replace`` keeps the metadata;
+``delete`` and retention drop it with the conversation.
+
+Every store applies a change with :meth:`MetadataChange.applied`, so the merge rule and the limits
+live here once (the Redis store applies the same rule in its script, and checks the same limits).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = [
+    "MAX_TAGS",
+    "MAX_TAG_NAME",
+    "MAX_TAG_VALUE",
+    "MAX_TITLE",
+    "TAG_NAME_PATTERN",
+    "MetadataChange",
+    "MetadataError",
+    "TooManyTags",
+    "check_tag_name",
+]
+
+MAX_TITLE = 200
+"""The longest title, in characters."""
+
+MAX_TAGS = 32
+"""How many tags a conversation may carry."""
+
+MAX_TAG_NAME = 64
+"""The longest tag name, in characters."""
+
+MAX_TAG_VALUE = 200
+"""The longest tag value, in characters."""
+
+TAG_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+"""What a tag name may hold: letters, digits, ``_``, ``.`` and ``-`` (so ``?tag=name:value`` splits at the
+first ``:``, and the service's own tags, ``chatlab.forkOf``, read as namespaced)."""
+
+_TAG_NAME = re.compile(TAG_NAME_PATTERN)
+
+
+class MetadataError(ValueError):
+    """A title or tag the service refuses (the message says which and why); nothing was written."""
+
+
+class TooManyTags(MetadataError):
+    """The change would leave the conversation with more than :data:`MAX_TAGS` tags; nothing was written."""
+
+
+def check_tag_name(name: str) -> None:
+    """Raise :class:`MetadataError` unless ``name`` is a tag name chatlab accepts."""
+    if not 0 < len(name) <= MAX_TAG_NAME or not _TAG_NAME.match(name):
+        raise MetadataError(
+            f"tag name {name[:80]!r}: use 1 to {MAX_TAG_NAME} letters, digits, '_', '.' or '-'"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataChange:
+    """What one ``PATCH`` changes: the title when ``sets_title`` (``title=None`` removes it), and each tag in
+    ``tags`` (a value of ``None`` removes that tag). Checked when made: a bad one never reaches a store."""
+
+    title: str | None = None
+    sets_title: bool = False
+    tags: Mapping[str, str | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.title is not None and len(self.title) > MAX_TITLE:
+            raise MetadataError(f"the title is {len(self.title)} characters long; keep it to {MAX_TITLE}")
+        for name, value in self.tags.items():
+            check_tag_name(name)
+            if value is not None and len(value) > MAX_TAG_VALUE:
+                raise MetadataError(f"tag {name!r}: the value is {len(value)} characters; keep it to {MAX_TAG_VALUE}")
+
+    @classmethod
+    def setting(cls, title: str | None = None, tags: Mapping[str, str] | None = None) -> MetadataChange:
+        """A change that sets this title (if given) and these tags: what ``restore`` and a fork write."""
+        return cls(title, title is not None, dict(tags or {}))
+
+    def applied(self, title: str | None, tags: Mapping[str, str]) -> tuple[str | None, dict[str, str]]:
+        """The title and tags after this change is made to ``title`` and ``tags``.
+
+        Raises :class:`TooManyTags` if the result would carry more than :data:`MAX_TAGS` tags."""
+        merged = dict(tags)
+        for name, value in self.tags.items():
+            if value is None:
+                merged.pop(name, None)
+            else:
+                merged[name] = value
+        if len(merged) > MAX_TAGS:
+            raise TooManyTags(f"a conversation carries at most {MAX_TAGS} tags; this change would leave {len(merged)}")
+        return (self.title if self.sets_title else title), merged
