@@ -1,4 +1,5 @@
-"""Each "On your own" check of notebooks 1-5 passes with the reference solution and fails, in plain words, without it.
+"""Each "On your own" check (notebooks 1-5 and 8) passes with the reference solution and fails, in plain words,
+without it.
 
 A notebook runs in a real kernel up to its check cell, with the exercise cell as committed (it loads the reference
 solution from ``notebooks/solutions``): the check must pass. Then a wrong answer takes the exercise cell's place in the
@@ -69,6 +70,14 @@ WRONG_ANSWERS = {
                 await store.close()
         """,
         "count_in_store found 0 messages, but the SQLite file holds 10",
+    ),
+    "08_long_conversations.ipynb": (
+        """
+        def summary_view(messages):  # wrong: what follows the latest checkpoint, without the checkpoint itself
+            marks = [i for i, m in enumerate(messages) if "chatlab.summaryThrough" in m.get("additionalProperties", {})]
+            return messages[marks[-1] + 1 :] if marks else messages
+        """,
+        "summary_view gave 6 messages for 'long-conversation', but the service's summary view holds 7",
     ),
 }
 
