@@ -136,9 +136,8 @@ def listing_row_has_its_figures(line: str) -> None:
     direct, http = line.split("|")
     lo, hi, ratio = figures(direct)
     assert float(lo) > 0 and float(hi) > 0 and ratio.endswith("x") and float(ratio[:-1]) > 0, line
-    if "no paging" not in http:  # a service without paging (before the listing's routes) says so instead
-        http_lo, http_hi, http_ratio = figures(http)
-        assert float(http_lo) > 0 and float(http_hi) > 0 and float(http_ratio[:-1]) > 0, line
+    http_lo, http_hi, http_ratio = figures(http)
+    assert float(http_lo) > 0 and float(http_hi) > 0 and float(http_ratio[:-1]) > 0, line
 
 
 def test_the_listing_prints_a_page_at_both_sizes_and_their_ratio(
