@@ -243,3 +243,29 @@ def test_a_tag_filtered_page_reads_from_the_smallest_tag_index(redis_url: str) -
             await store.close()
 
     asyncio.run(main())
+
+
+def test_a_page_reads_more_of_a_bucket_that_holds_most_of_it(redis_url: str) -> None:
+    """Each bucket is first asked for a share of the page; one that holds more of it is read again, so pages of
+    any size still give every conversation once, in key order."""
+    layout = Layout("", 8)
+    crowded = [key for key in (f"k{n:03}" for n in range(400)) if layout.bucket(key) == 3][:40]
+    others = [key for key in (f"k{n:03}" for n in range(400)) if layout.bucket(key) != 3][:12]
+    keys = sorted(crowded + others)
+
+    async def main() -> None:
+        store = RedisChatHistoryStore(with_query(redis_url, buckets="8"), timeout=5.0)
+        try:
+            await asyncio.gather(*(store.append(key, [b"1"]) for key in keys))
+            for limit in (1, 3, 7, 20, 60):
+                listed: list[str] = []
+                after = None
+                while page := await store.summaries(after=after, limit=limit):
+                    assert len(page) == limit or len(listed) + len(page) == len(keys)
+                    listed += [s.conversation_key for s in page]
+                    after = page[-1].conversation_key
+                assert listed == keys, limit
+        finally:
+            await store.close()
+
+    asyncio.run(main())

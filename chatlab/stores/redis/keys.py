@@ -9,8 +9,8 @@ the cluster's nodes. On a single server the store has one bucket unless told oth
 
 * ``{prefix}meta``: a hash; ``schema_version`` is the layout's version, ``buckets`` the bucket count.
 * ``{prefix}{N}:conversations``: a sorted set of the bucket's conversation keys, all with score 0, so Redis
-  orders them by their bytes (UTF-8: code point order, as the other stores). A listing page reads at most a
-  page of keys from each bucket (``ZRANGEBYLEX ... LIMIT``, from the last key of the page before) and merges them.
+  orders them by their bytes (UTF-8: code point order, as the other stores). A listing page reads its share of
+  the page from each bucket (``ZRANGEBYLEX ... LIMIT``, from the last key of the page before) and merges them.
 * ``{prefix}{N}:updated``: the bucket's conversation keys scored by their last write (retention's sweep).
 * ``{prefix}{N}:messages:{key}``: the conversation's messages, in order, as the bytes they were given.
 * ``{prefix}{N}:version:{key}``: its version (a conversation upgraded from layout 1 has none and reads as

@@ -271,26 +271,21 @@ class RedisChatHistoryStore(ChatHistoryStore):
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> list[ConversationSummary]:
-        """One script per bucket (all in one pipeline on a single server): each reads at most ``limit`` matching
-        conversations from its index, from ``after`` on; the merge keeps the first ``limit`` in key order."""
+        """A merge of the buckets' pages: one script per bucket (one pipeline on a single server) reads its next
+        matching conversations from its index; see :func:`_first`."""
         if limit is not None and limit <= 0:
             return []
         low, high = _lex_range(prefix, after)
         wanted = [part for name, value in (tags or {}).items() for part in (name.encode(), value.encode())]
 
-        async def one(calls: Calls, layout: Layout, bucket: int) -> list[ConversationSummary]:
-            keys = layout.of_bucket(bucket)
-            args = [keys.base, low, high, "" if limit is None else limit, *wanted]
-            reply: list[Any] = await calls.script(_SUMMARIES, [keys.index], args)
-            return [_summary(*conversation) for conversation in reply]
-
         async def work(calls: Calls, layout: Layout) -> list[ConversationSummary]:
-            parts = await asyncio.gather(*(one(calls, layout, b) for b in range(layout.buckets)))
-            if len(parts) == 1:
-                return parts[0]
-            # code point order, as UTF-8's byte order
-            found = sorted((summary for part in parts for summary in part), key=lambda s: s.conversation_key)
-            return found if limit is None else found[:limit]
+            async def read(bucket: int, start: bytes, count: int | None) -> list[Any]:
+                keys = layout.of_bucket(bucket)
+                args = [keys.base, start, high, "" if count is None else count, *wanted]
+                rows: list[Any] = await calls.script(_SUMMARIES, [keys.index], args)
+                return rows
+
+            return [_summary(*row) for row in await _first(read, layout.buckets, low, limit)]
 
         return await self._guard(work)
 
@@ -436,6 +431,46 @@ class RedisChatHistoryStore(ChatHistoryStore):
     async def close(self) -> None:
         """Close the clients and their connections (a later call opens new ones)."""
         await self._clients.close()
+
+
+async def _first(
+    read: Callable[[int, bytes, int | None], Awaitable[list[Any]]], buckets: int, low: bytes, limit: int | None
+) -> list[Any]:
+    """The first ``limit`` rows (``None``: all) of the buckets together, in key order, as the summaries script
+    gives them, each row's key first; ``read(bucket, low, count)`` reads at most ``count`` rows of one bucket
+    from ``low`` on.
+
+    A page holds about ``limit / buckets`` rows of each bucket (CRC-32 spreads the keys), so each bucket is
+    asked for twice that and a few more, all at once; a bucket whose last row comes before the page's
+    ``limit``-th row may hold more of the page, and only those are read again (from their last row, twice as
+    many). So a page reads about ``2 * limit`` rows in one round, however many conversations there are."""
+    if limit is None or buckets == 1:
+        parts = await asyncio.gather(*(read(b, low, limit) for b in range(buckets)))
+        rows = sorted((row for part in parts for row in part), key=_key) if buckets > 1 else parts[0]
+        return rows if limit is None else rows[:limit]
+    size = dict.fromkeys(range(buckets), min(limit, -(-2 * limit // buckets) + 4))
+    last: dict[int, bytes] = {}  # the last row read of each bucket that may hold more
+    rows = []
+    asking = list(range(buckets))
+    while asking:
+        starts = [low if b not in last else b"(" + last[b] for b in asking]
+        parts = await asyncio.gather(*(read(b, start, size[b]) for b, start in zip(asking, starts, strict=True)))
+        for bucket, part in zip(asking, parts, strict=True):
+            rows += part
+            if len(part) < size[bucket]:
+                last.pop(bucket, None)  # read to its end
+            else:
+                last[bucket], size[bucket] = part[-1][0], size[bucket] * 2
+        rows.sort(key=_key)  # code point order, as UTF-8's byte order
+        rows = rows[:limit]
+        edge = rows[-1][0] if len(rows) == limit else None
+        asking = [b for b, key in last.items() if edge is None or key < edge]
+    return rows
+
+
+def _key(row: list[Any]) -> bytes:
+    key: bytes = row[0]
+    return key
 
 
 def _raised_inside(exc: BaseException, package_file: str) -> bool:
