@@ -107,6 +107,11 @@ def test_reads_tell_absent_unversioned_and_versioned_conversations_apart(redis_u
                 assert (head.messages, head.count, head.version) == ([], len(messages), version), key
                 rest = await store.read_slice(key, 1)
                 assert (rest.messages, rest.count, rest.version) == (messages[1:], len(messages), version), key
+                changed = await store.set_metadata(key, MetadataChange(tags={"t": key}))
+                if version == ABSENT:
+                    assert changed is None, key
+                else:
+                    assert changed is not None and (changed.version, dict(changed.tags)) == (version, {"t": key})
         finally:
             await store.close()
 
