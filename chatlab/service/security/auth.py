@@ -1,16 +1,8 @@
 """API keys (bearer tokens), each scoped to a namespace of conversations.
 
-Format, in ``CHATLAB_API_KEYS`` or a file named by ``--api-keys-file`` /
-``CHATLAB_API_KEYS_FILE``: entries ``NAMESPACE:KEY``, separated by newlines or commas;
-``#`` starts a comment, blank lines are ignored. Several keys may share a namespace (to
-rotate a key: add the new one, move the clients, remove the old one). A namespace is 1 to
-64 letters, digits, ``_`` or ``-``; a key is at least 16 characters of a bearer token
-(letters, digits and ``-._~+/``, ``=`` padding at the end). ``python -m chatlab api-key
-NAMESPACE`` prints a fresh entry.
-
-Keys are never logged or shown: only their SHA-256 digests are kept, a presented key is
-compared against every digest with :func:`hmac.compare_digest` (no early exit), and
-errors name the line, never the key.
+``CHATLAB_API_KEYS`` or an ``--api-keys-file`` holds ``NAMESPACE:KEY`` entries, newline- or comma-separated, ``#``
+comments; keys may share a namespace (rotation). ``python -m chatlab api-key NAMESPACE`` prints one. Only SHA-256
+digests are kept, compared with :func:`hmac.compare_digest` against every one; errors name the line, never the key.
 """
 
 from __future__ import annotations
