@@ -1,9 +1,4 @@
-"""Printing what the article prints, for notebooks and the demo.
-
-The agent-side helpers are the article's ``PrintExternalStoreAsync``, ``PrintSessionId``,
-``PrintStateBag``, ... as functions; they print exactly the article's lines, so a notebook's
-output can be read side by side with the article's ``実行結果``.
-"""
+"""The article's ``Print...`` helpers as functions printing its exact lines (read them beside its ``実行結果``)."""
 
 from __future__ import annotations
 
