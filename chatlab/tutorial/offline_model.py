@@ -84,7 +84,7 @@ def decide(
     messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None
 ) -> Reply:
     """Decide the next assistant turn from an OpenAI ``messages`` list and the ``tools`` offered."""
-    last_user = _last_index(messages, "user")
+    last_user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
     if last_user is None:
         return Reply(text=f"{LABEL_EN} There is no user message to answer.")
     question = _text_of(messages[last_user])
@@ -171,13 +171,6 @@ def _duration(seconds: int, units: tuple[str, str, str]) -> str:
 
 def _parse(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("T", " "))
-
-
-def _last_index(messages: Sequence[Mapping[str, Any]], role: str) -> int | None:
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].get("role") == role:
-            return i
-    return None
 
 
 def _text_of(message: Mapping[str, Any]) -> str:
