@@ -256,10 +256,3 @@ def test_the_quick_benchmark_prints_every_table_and_goal() -> None:
         f"memory page of 100 at 400 conversations <= {GOAL_LISTING}x the page at 200",
     ):
         assert any(line.startswith(f"  {goal}") for line in goal_lines), goal
-
-
-def test_chatlab_bench_says_where_the_benchmark_went() -> None:
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, "-m", "chatlab", "bench", "--quick"]
-    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path}, timeout=60)
-    assert out.returncode == 2 and "python -m benchmarks" in out.stderr, out.stderr

@@ -27,10 +27,8 @@ TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": Fa
 def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
     """Build the service around a store (an instance, or a URL for :func:`chatlab.stores.open_store`).
 
-    A store given by URL (or the default in-memory one) belongs to the app, is opened with the
-    settings' ``store_timeout`` and is closed when the app shuts down; a store instance stays the
-    caller's, with its own timeout. ``settings.retention`` is given to the store, which the app
-    then sweeps while it runs.
+    A store opened from a URL (or the default in-memory one) belongs to the app: opened with ``store_timeout``, closed
+    at shutdown. An instance stays the caller's. With ``settings.retention`` the app sweeps the store while it runs.
     """
     settings = settings or ServiceSettings()
     owned = not isinstance(store, ChatHistoryStore)

@@ -1,17 +1,8 @@
 """Prometheus metrics at ``GET /metrics`` (``serve --metrics``), with the official ``prometheus_client``.
 
-* ``chatlab_http_requests_total{method, route, status}``: answered requests, by route template
-  (``/chat-history/{conversationKey}``, never the key itself); a method the service does not know, or a
-  path no route matches, is ``other``: the labels come from a fixed set, whatever clients send;
-* ``chatlab_http_request_duration_seconds{method, route}``: a latency histogram;
-* ``chatlab_store_operation_duration_seconds{operation}`` and ``chatlab_store_errors_total{operation}``:
-  how long each store call took, and which failed (``StoreError``: the 503s);
-* ``chatlab_conversations`` and ``chatlab_messages``: what the in-memory store holds (cheap to
-  know there; the database stores would need a scan, so they leave them out).
-
-``/metrics`` is served only with ``metrics`` on; with API keys, only to a request with a valid key
-(the counters are the whole service's, every namespace's). Each app has its own registry, so several
-services in one process (tests, notebooks) never mix.
+Requests by method, route template (never a key; ``other`` for unknown methods and paths, so labels stay a fixed set)
+and status, with latency; store calls' duration and failures; and what the in-memory store holds (the database
+stores would need a scan). With API keys, only a valid key's holder may scrape. One registry per app.
 """
 
 from __future__ import annotations
