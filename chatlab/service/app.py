@@ -14,6 +14,7 @@ from .guard import RequestGuard
 from .health import add_health_routes
 from .openapi import complete_openapi
 from .problems import add_error_handlers
+from .request_route import RequestRoute
 from .retention import sweeping
 from .routes import add_routes
 from .settings import ServiceSettings
@@ -46,6 +47,8 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
         docs_url="/docs" if settings.api_docs else None,
         redoc_url="/redoc" if settings.api_docs else None,
     )
+    # a conversation's endpoints take only the request: called with it, with nothing for FastAPI to solve
+    app.router.route_class = RequestRoute
     add_error_handlers(app)
     served = _metered(app, the_store, settings) if settings.metrics else the_store
     add_routes(app, served, settings)
