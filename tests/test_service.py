@@ -252,7 +252,7 @@ class TestLimits:
 def test_unknown_route_and_method_answer_problem_json(http: httpx.Client) -> None:
     missing = http.get("/history")
     assert missing.status_code == 404 and "/openapi.json" in missing.json()["detail"]
-    wrong = http.patch(f"/chat-history/{KEY}")
+    wrong = http.request("TRACE", f"/chat-history/{KEY}")
     assert wrong.status_code == 405 and wrong.headers["allow"]
 
 
@@ -265,7 +265,7 @@ def test_openapi_documents_real_schemas_and_examples(http: httpx.Client) -> None
         "/chat-history/{conversationKey}",
         "/chat-history/{conversationKey}/fork",
     }
-    assert set(paths["/chat-history/{conversationKey}"]) == {"get", "head", "post", "put", "delete"}
+    assert set(paths["/chat-history/{conversationKey}"]) == {"get", "head", "post", "put", "patch", "delete"}
     get = paths["/chat-history/{conversationKey}"]["get"]
     assert {p["name"] for p in get["parameters"] if p["in"] == "query"} == {"after", "limit", "view"}
     assert {"ETag", "X-Message-Count", "Link"} <= set(get["responses"]["200"]["headers"])

@@ -91,7 +91,7 @@ def _allow_cross_origin(app: FastAPI, origins: tuple[str, ...]) -> None:
     app.add_middleware(
         CORSMiddleware,
         allow_origins=origins,
-        allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
+        allow_methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
         allow_headers=["Authorization", "Content-Type", "If-Match", "Idempotency-Key"],
         expose_headers=[
             "ETag",

@@ -17,7 +17,7 @@ services in one process (tests, notebooks) never mix.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -35,6 +35,7 @@ from ..stores.base import (
     Idempotency,
     WriteResult,
 )
+from ..stores.metadata import MetadataChange
 from ..vocabulary import Refused
 from .security.auth import ApiKeys
 
@@ -169,9 +170,20 @@ class MeteredStore(ChatHistoryStore):
         async with self.metrics.timed("delete"):
             await self.inner.delete(conversation_key, if_match=if_match)
 
-    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
+    async def summaries(
+        self,
+        prefix: str = "",
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> list[ConversationSummary]:
         async with self.metrics.timed("summaries"):
-            return await self.inner.summaries(prefix)
+            return await self.inner.summaries(prefix, after=after, limit=limit, tags=tags)
+
+    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+        async with self.metrics.timed("set_metadata"):
+            return await self.inner.set_metadata(conversation_key, change)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         async with self.metrics.timed("restore"):

@@ -78,13 +78,21 @@ def test_metadata_is_a_merge_patch_outside_the_version(store_url):
 
         summary = await store.set_metadata("c", MetadataChange("Trip to Kyoto", True, {"user": "u1", "lang": "ja"}))
         assert summary is not None
-        assert (summary.title, dict(summary.tags), summary.version) == ("Trip to Kyoto", {"user": "u1", "lang": "ja"}, version)
+        assert (summary.title, dict(summary.tags), summary.version) == (
+            "Trip to Kyoto",
+            {"user": "u1", "lang": "ja"},
+            version,
+        )
 
         summary = await store.set_metadata("c", MetadataChange(tags={"lang": None, "topic": "旅行"}))
         assert summary is not None
         assert (summary.title, dict(summary.tags)) == ("Trip to Kyoto", {"user": "u1", "topic": "旅行"})
         [listed] = await store.summaries()
-        assert (listed.title, dict(listed.tags), listed.version) == ("Trip to Kyoto", {"user": "u1", "topic": "旅行"}, version)
+        assert (listed.title, dict(listed.tags), listed.version) == (
+            "Trip to Kyoto",
+            {"user": "u1", "topic": "旅行"},
+            version,
+        )
         assert (await store.read("c")).version == version  # metadata is not part of the version
 
         summary = await store.set_metadata("c", MetadataChange(None, True))
@@ -143,7 +151,9 @@ def test_tag_filters_page_too(store_url):
         both = await store.summaries(tags={"parity": "even", "three": "yes"})
         assert [s.conversation_key for s in both] == ["k00", "k06"]
         assert await store.summaries(tags={"parity": "neither"}) == []
-        assert [s.conversation_key for s in await store.summaries(after="k06", limit=1, tags={"three": "yes"})] == ["k09"]
+        assert [s.conversation_key for s in await store.summaries(after="k06", limit=1, tags={"three": "yes"})] == [
+            "k09"
+        ]
         # a changed tag moves the conversation between filters
         await store.set_metadata("k01", MetadataChange(tags={"parity": "even"}))
         assert "k01" in [s.conversation_key for s in await store.summaries(tags={"parity": "even"})]

@@ -11,6 +11,7 @@ import pytest
 
 from chatlab.stores import ChatHistoryStore, ConversationSummary, open_store
 from chatlab.stores.base import ABSENT, Idempotency, VersionMismatch
+from chatlab.stores.metadata import MetadataChange
 
 OLD = [b'{"role":"user","contents":[]}', b'{"role":"assistant","contents":[]}']
 NEW = b'{"role":"tool","contents":[]}'
@@ -159,6 +160,11 @@ def test_redis_version_3_layout_keeps_versions_times_expiries_and_idempotency_re
                 assert replay.replayed and replay.version == "g3.2"
                 assert (await store.append("old", [NEW], if_match=["g3.2"])).version == "g3.3"
                 assert await store.get("old") == [*OLD, NEW]
+                [listed] = await store.summaries()
+                assert (listed.title, dict(listed.tags)) == (None, {})  # a layout from before metadata: none
+                changed = await store.set_metadata("old", MetadataChange("t", True, {"from": "3"}))
+                assert changed is not None and (changed.version, changed.title) == ("g3.3", "t")
+                assert [s.conversation_key for s in await store.summaries(tags={"from": "3"})] == ["old"]
             finally:
                 await store.close()
 
