@@ -28,7 +28,7 @@ from ..service.security.auth import NAMESPACE_PATTERN, SEPARATOR, Caller
 from ..service.settings import ServiceSettings
 from ..stores import ChatHistoryStore, open_store
 from ..stores.base import ABSENT, StoreError, VersionMismatch
-from ..stores.metadata import MetadataChange
+from ..stores.metadata import MAX_TAGS, MetadataChange
 from ..vocabulary import ConversationSummary, Refused, Version
 from .lines import split_array
 
@@ -225,14 +225,23 @@ class ServicePlace:
         return None
 
     async def set_metadata(self, key: str, change: MetadataChange) -> None:
-        patch: dict[str, Any] = {"tags": dict(change.tags)}
+        """``PATCH`` (a merge patch); one naming more tags than a ``PATCH`` takes goes as two: the removals
+        first, then the tags set."""
+        patches: list[dict[str, Any]] = [{"tags": dict(change.tags)}]
+        if len(change.tags) > MAX_TAGS:
+            patches = [
+                {"tags": {n: v for n, v in change.tags.items() if (v is None) is removals}}
+                for removals in (True, False)
+            ]
         if change.sets_title:
-            patch["title"] = change.title
-        try:
-            await self._request("PATCH", _path(key), json=patch)
-        except PlaceError as exc:
-            if exc.status != 404:  # 404: gone meanwhile, nothing to set
-                raise
+            patches[0]["title"] = change.title
+        for patch in patches:
+            try:
+                await self._request("PATCH", _path(key), json=patch)
+            except PlaceError as exc:
+                if exc.status != 404:  # 404: gone meanwhile, nothing to set
+                    raise
+                return
 
     async def read(self, key: str) -> tuple[list[bytes], str]:
         response = await self._request("GET", _path(key))

@@ -262,3 +262,94 @@ def test_migrate_copies_titles_and_tags_and_catches_up_on_them(
         assert (third.copied, third.already, dict(third.settled), third.mismatches) == (0, 10, {}, [])
 
     run(work, source, target)
+
+
+def _service_of(store_url: str) -> Any:
+    """A service over a fresh store of each kind (skipped while its kind lacks the contract)."""
+    from chatlab.service import start_service
+
+    if store_url == "memory://":
+        return start_service(store=InMemoryChatHistoryStore())  # its own: start_service shares one per URL
+    asyncio.run(opened(store_url).close())
+    return start_service(store=store_url)
+
+
+def test_through_a_service_pages_follow_link_and_titles_go_by_patch(store_url: str) -> None:
+    """``--url``: the listing a page at a time following ``Link: rel=next``; titles and tags read from it and
+    written with ``PATCH``; a fork's origin goes with it."""
+    import httpx
+
+    from chatlab.operations import ServicePlace
+
+    source, target = _service_of(store_url), _service_of("memory://")
+    assert source.url != target.url
+    try:
+        with httpx.Client(base_url=source.url) as http:
+            for i in range(7):
+                assert http.post(
+                    f"/chat-history/c{i}", json={"messages": [{"role": "user", "contents": []}]}
+                ).is_success
+            for key, (title, tags) in {"c0": ("First", {"lang": "ja"}), "c6": ("Last \u2014 \u4eac", {})}.items():
+                assert http.patch(f"/chat-history/{key}", json={"title": title, "tags": tags}).is_success
+            fork = http.post("/chat-history/c0/fork?through=1").headers["location"].rsplit("/", 1)[1]
+
+        asked: list[str] = []
+
+        async def export(url: str, page: int, keys: list[str] | None = None) -> bytes:
+            place = ServicePlace(url)
+            place.http.event_hooks["request"].append(_record(asked))
+            lines: list[bytes] = []
+
+            class Out:
+                def write(self, data: bytes) -> None:
+                    lines.append(data)
+
+                def flush(self) -> None:
+                    pass
+
+            try:
+                await export_conversations(place, Out(), keys, page=page)  # type: ignore[arg-type]
+            finally:
+                await place.close()
+            return b"".join(lines)
+
+        data = asyncio.run(export(source.url, 3))
+        listings = [url for url in asked if "/chat-history?" in url]
+        assert len(listings) == 3 and all("limit=3" in url for url in listings)  # 8 conversations, pages of 3
+        parsed = {
+            line.conversation_key: line for line in map(lambda raw: parse_conversation(raw, 1), data.splitlines())
+        }
+        assert sorted(parsed) == sorted([*(f"c{i}" for i in range(7)), fork])
+        assert (parsed["c0"].title, dict(parsed["c0"].tags)) == ("First", {"lang": "ja"})
+        assert parsed["c6"].title == "Last \u2014 \u4eac" and not parsed["c1"].has_metadata
+        assert dict(parsed[fork].tags) == {FORK_OF: "c0", FORK_THROUGH: "1"}
+        asked.clear()
+        only = asyncio.run(export(source.url, 3, ["c6", "absent"]))  # one conversation's metadata: one lookup
+        assert [url for url in asked if "/chat-history?" in url] == [f"{source.url}/chat-history?limit=100&after=c"]
+        assert parse_conversation(only, 1).title == "Last \u2014 \u4eac" and only.count(b"\n") == 1
+
+        async def load(data: bytes, existing: str = "skip") -> Any:
+            place = ServicePlace(target.url)
+            try:
+                return await import_conversations(place, data.splitlines(keepends=True), existing)
+            finally:
+                await place.close()
+
+        assert asyncio.run(load(data)).outcomes == {"created": 8}
+        assert asyncio.run(export(target.url, 1000)) == data
+        assert asyncio.run(load(data, "replace")).outcomes == {"unchanged": 8}
+        old = encode_line("c0", [b'{"role":"user","contents":[]}'])
+        assert asyncio.run(load(old, "replace")).outcomes == {"metadata": 1}
+        with httpx.Client(base_url=target.url) as http:
+            rows = {row["conversationKey"]: row for row in http.get("/chat-history").json()}
+        assert "title" not in rows["c0"] and "tags" not in rows["c0"] and rows["c6"]["title"] == "Last \u2014 \u4eac"
+    finally:
+        source.stop()
+        target.stop()
+
+
+def _record(asked: list[str]) -> Callable[[Any], Awaitable[None]]:
+    async def hook(request: Any) -> None:
+        asked.append(str(request.url))
+
+    return hook
