@@ -78,7 +78,7 @@ class Metrics:
 
 
 #: The methods counted by name; any other is ``other``.
-KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"})
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 OTHER = "other"
 
 

@@ -90,7 +90,7 @@ class MetadataChange:
         for name, value in self.tags.items():
             check_tag_name(name)
             if value is not None:
-                _check_text(f"tag {name!r}", value, MAX_TAG_VALUE)
+                _check_text(f"the value of tag {name!r}", value, MAX_TAG_VALUE)
 
     @classmethod
     def setting(cls, title: str | None = None, tags: Mapping[str, str] | None = None) -> MetadataChange:
