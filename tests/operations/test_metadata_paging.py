@@ -15,7 +15,6 @@ from chatlab.stores import ChatHistoryStore, open_store
 from chatlab.stores.memory import InMemoryChatHistoryStore
 from chatlab.stores.metadata import MAX_TAGS, MetadataChange
 from chatlab.vocabulary import FORK_OF, FORK_THROUGH
-from tests.missing import skip_or_fail
 
 
 def message(i: int) -> bytes:
@@ -28,16 +27,6 @@ METADATA = {
     "k03": (None, {FORK_OF: "k00", FORK_THROUGH: "2"}),
     "k05": ("only a title", {}),
 }
-
-
-def opened(url: str) -> ChatHistoryStore:
-    """The store ``url`` names; skipped (failed under CI) while its kind lacks the listing and metadata contract."""
-    try:
-        return open_store(url)
-    except TypeError as exc:
-        if "abstract" not in str(exc):
-            raise
-        skip_or_fail(f"this store does not implement summaries(after, limit) and set_metadata yet: {exc}")
 
 
 def run(work: Callable[..., Awaitable[Any]], *stores: ChatHistoryStore) -> Any:
@@ -97,7 +86,7 @@ async def imported(store: ChatHistoryStore, data: bytes, existing: str = "skip")
 
 def test_title_and_tags_survive_export_and_import(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Exported from one store a page at a time, imported into a store of each kind: the same lines come back."""
-    target = opened(store_url)
+    target = open_store(store_url)
     spy = Spy(target, monkeypatch)
 
     async def work(source: ChatHistoryStore, target: ChatHistoryStore) -> None:
@@ -128,7 +117,7 @@ def test_title_and_tags_survive_export_and_import(store_url: str, monkeypatch: p
 def test_an_export_of_more_conversations_than_a_page_holds_each_once(
     store_url: str, page: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = opened(store_url)
+    store = open_store(store_url)
     spy = Spy(store, monkeypatch)
 
     async def work(store: ChatHistoryStore) -> None:
@@ -146,7 +135,7 @@ def test_an_export_of_more_conversations_than_a_page_holds_each_once(
 
 
 def test_what_an_import_does_with_metadata_for_each_existing_choice(store_url: str) -> None:
-    store = opened(store_url)
+    store = open_store(store_url)
     first = encode_line("k", [message(1)], "T1", {"a": "1", "b": "2"})
 
     async def work(store: ChatHistoryStore) -> None:
@@ -231,7 +220,7 @@ def test_migrate_copies_titles_and_tags_and_catches_up_on_them(
     store_url: str, direction: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """From a store of each kind into memory, and from memory into one; a page of each at a time."""
-    store, memory = opened(store_url), InMemoryChatHistoryStore()
+    store, memory = open_store(store_url), InMemoryChatHistoryStore()
     source, target = (store, memory) if direction == "from" else (memory, store)
     spies = [Spy(source, monkeypatch), Spy(target, monkeypatch)]
 
@@ -265,12 +254,11 @@ def test_migrate_copies_titles_and_tags_and_catches_up_on_them(
 
 
 def _service_of(store_url: str) -> Any:
-    """A service over a fresh store of each kind (skipped while its kind lacks the contract)."""
+    """A service over a fresh store of each kind."""
     from chatlab.service import start_service
 
     if store_url == "memory://":
         return start_service(store=InMemoryChatHistoryStore())  # its own: start_service shares one per URL
-    asyncio.run(opened(store_url).close())
     return start_service(store=store_url)
 
 
