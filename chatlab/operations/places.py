@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
@@ -192,7 +193,7 @@ class ServicePlace:
             for summary in listed:
                 yield summary
 
-    async def _listing(self, page: int, after: str | None) -> AsyncIterator[list[ConversationSummary]]:
+    async def _listing(self, page: int, after: str | None) -> AsyncGenerator[list[ConversationSummary], None]:
         """``GET /chat-history?limit=page`` (from ``after``), then each ``Link: <...>; rel="next"`` it gives.
 
         A service that does not page answers every conversation at once, without a ``Link``: one page."""
@@ -216,12 +217,13 @@ class ServicePlace:
             return await self._find(key, None)  # a service that takes only whole keys as ``after``: from the start
 
     async def _find(self, key: str, after: str | None) -> ConversationSummary | None:
-        async for listed in self._listing(100, after):
-            for summary in listed:
-                if summary.conversation_key == key:
-                    return summary
-                if summary.conversation_key > key:
-                    return None
+        async with aclosing(self._listing(100, after)) as pages:
+            async for listed in pages:
+                for summary in listed:
+                    if summary.conversation_key == key:
+                        return summary
+                    if summary.conversation_key > key:
+                        return None
         return None
 
     async def set_metadata(self, key: str, change: MetadataChange) -> None:
