@@ -193,3 +193,23 @@ def test_restore_writes_the_metadata_it_is_given(store_url):
 def test_a_bad_change_is_refused_before_any_store(change, message):
     with pytest.raises(MetadataError, match=message):
         change()
+
+
+def test_concurrent_patches_and_appends_lose_nothing(store_url):
+    """Tasks setting one tag each while others append: every tag and every message is there afterwards."""
+
+    async def work(store: ChatHistoryStore):
+        await store.append("c", batch(0, 0, 1))
+
+        async def tag(n: int) -> None:
+            await store.set_metadata("c", MetadataChange(tags={f"t{n}": str(n)}))
+
+        async def add(n: int) -> None:
+            await store.append("c", batch(1, n, 1))
+
+        await asyncio.gather(*(tag(n) for n in range(20)), *(add(n) for n in range(10)))
+        [summary] = await store.summaries()
+        assert dict(summary.tags) == {f"t{n}": str(n) for n in range(20)}
+        assert summary.message_count == 11
+
+    run(_use(store_url, work))
