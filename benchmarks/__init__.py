@@ -12,7 +12,9 @@ PostgreSQL / Redis when their URLs are given):
 3. **Memory** (:mod:`.storage`): the service's RSS per message under the provider's traffic.
 4. **Stalls** (:mod:`.stall`): how long a ``GET /`` waits while the worst body is written and
    while ``GET /chat-history`` lists 100,000 conversations.
-5. **Goals** (:mod:`.report`): each with its figure and met / NOT met.
+5. **Listing** (:mod:`.listing`): one page of 100 summaries from a store of 1,000 conversations
+   and from one of 100,000, through the store's interface and over HTTP.
+6. **Goals** (:mod:`.report`): each with its figure and met / NOT met.
 
 The benchmark uses chatlab's public API only (the CLI, ``open_store``, the store interface,
 ``create_app``, the provider). ``--quick`` is the CI mode: short runs, at least 3 passes per ratio;
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from .config import BenchConfig, add_arguments, config_from_args
 from .http import bench_http
+from .listing import bench_listing
 from .load import load_generator
 from .report import goals, print_goals, print_http_header, print_setup
 from .stall import bench_stall
@@ -51,7 +54,8 @@ def run(config: BenchConfig) -> int:
             turn_rows = bench_provider(config, targets)
             storage = bench_storage(config) if "memory" in config.stores else None
             bench_stall(config)
-            print_goals(config, goals(config, http_rows, turn_rows, storage), http_rows)
+            listing = bench_listing(config, [t.name for t in targets], Path(tmpdir))
+            print_goals(config, goals(config, http_rows, turn_rows, storage, listing), http_rows)
     finally:
         gen.close()
     return 0

@@ -10,6 +10,7 @@ from typing import Any
 from chatlab.serverstack import STACKS, server_stack
 
 STORES = ("memory", "sqlite", "postgresql", "redis")
+PAGE = 100  # summaries per page of the listing's figure
 
 
 @dataclass
@@ -25,6 +26,8 @@ class BenchConfig:
     memory_messages: int = 20_000
     #: conversations stored for the ``GET /chat-history`` figure
     conversations: int = 100_000
+    #: conversations held by the listing's two stores: a page at the larger against a page at the smaller
+    listing: tuple[int, int] = (1_000, 100_000)
     stores: tuple[str, ...] = STORES
     #: the server stack every server of the run is on; by default the one ``serve`` runs on
     stack: str = field(default_factory=lambda: server_stack().name)
@@ -35,6 +38,7 @@ class BenchConfig:
     @classmethod
     def quick_mode(cls, **overrides: Any) -> BenchConfig:
         values: dict[str, Any] = {"quick": True, "seconds": 1.0, "repeats": 3, "turns": 3, "memory_messages": 4_000}
+        values["listing"] = (1_000, 20_000)
         values.update(overrides)
         return cls(**values)
 
@@ -54,6 +58,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
             overrides["lengths"] = tuple(sorted(int(x) for x in args.lengths.split(",")))
         except ValueError:
             raise ValueError(f"--lengths takes whole numbers separated by commas, not {args.lengths!r}") from None
+    if args.listing:
+        overrides["listing"] = listing_sizes(args.listing)
     if args.stores:
         overrides["stores"] = choices("store", args.stores, STORES)
     if args.stack:
@@ -62,6 +68,17 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     overrides["redis_url"] = args.redis_url or os.environ.get("CHATLAB_TEST_REDIS_URL") or None
     overrides["load"] = args.load
     return BenchConfig.quick_mode(**overrides) if args.quick else BenchConfig(**overrides)
+
+
+def listing_sizes(text: str) -> tuple[int, int]:
+    """``--listing``'s two store sizes, smaller first (``ValueError`` unless two whole numbers of at least 200)."""
+    try:
+        sizes = sorted(int(x) for x in text.split(","))
+    except ValueError:
+        sizes = []
+    if len(sizes) != 2 or sizes[0] < 2 * PAGE:
+        raise ValueError(f"--listing takes two numbers of conversations, each at least {2 * PAGE}, not {text!r}")
+    return sizes[0], sizes[1]
 
 
 def choices(what: str, text: str, known: tuple[str, ...]) -> tuple[str, ...]:
@@ -90,6 +107,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--conversations", type=int, default=None, help="conversations listed by GET /chat-history (100000)"
+    )
+    parser.add_argument(
+        "--listing",
+        default=None,
+        help="conversations of the two stores a page of summaries is read from (1000,100000; quick 1000,20000)",
     )
     parser.add_argument("--stores", default=None, help="comma list of memory,sqlite,postgresql,redis (default: all)")
     parser.add_argument(

@@ -8,8 +8,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .config import BenchConfig
+from .config import PAGE, BenchConfig
 from .http import HttpRow
+from .listing import KEYS, ListingRow
 from .stall import StallRow
 from .storage import StorageRow
 from .turns import TurnRow
@@ -19,6 +20,8 @@ GOAL_BASELINE = 2.0  # every store, read and append: chatlab against what a user
 GOAL_CEILING = {"read": 0.7, "append": 0.5}  # the in-memory store against the bare Starlette app
 GOAL_TURN = 1.2  # the provider's turn at the longest history against the turn at the shortest
 GOAL_MEMORY = 2.0  # the service's RSS growth against the messages' JSON
+GOAL_LISTING = 1.5  # every store: a page of summaries at the larger store against the page at the smaller
+FULL_LISTING = BenchConfig().listing
 
 
 @dataclass
@@ -123,8 +126,39 @@ def print_stall_rows(row: StallRow) -> None:
     say(row.loaded.row(f"during {row.job}", f"({len(row.took)} jobs of {each} each, {row.size:,} bytes)"))
 
 
+def print_listing_header(config: BenchConfig) -> None:
+    lo, hi = config.listing
+    quick = f" (quick mode; the full run: {FULL_LISTING[0]:,} and {FULL_LISTING[1]:,})" if config.quick else ""
+    say(
+        f"\nListing: one page of {PAGE} summaries, after one of {KEYS} keys in the middle, from a store of {lo:,} "
+        f"conversations and from one of {hi:,}{quick}. store = `store.summaries(after=KEY, limit={PAGE})`; "
+        f"HTTP = `GET /chat-history?limit={PAGE}&after=KEY` to the service on that store"
+    )
+    say(
+        f"ms: a page's time, median of the passes (each the median of its pages); ratio: the page at {hi:,} over "
+        f"the page at {lo:,}, median over {config.repeats} passes"
+    )
+    at_lo, at_hi = f"ms at {lo:,}", f"ms at {hi:,}"
+    say(f"{'store':<11} {at_lo:>14} {at_hi:>14} {'ratio':>7} | {'HTTP ' + at_lo:>14} {at_hi:>14} {'ratio':>7}")
+
+
+def print_listing_row(row: ListingRow) -> None:
+    lo, hi = row.direct.ms()
+    line = f"{row.store:<11} {lo:>14.3f} {hi:>14.3f} {row.direct.ratio:>6.2f}x | "
+    if row.http is None:
+        line += row.note
+    else:
+        http_lo, http_hi = row.http.ms()
+        line += f"{http_lo:>14.3f} {http_hi:>14.3f} {row.http.ratio:>6.2f}x"
+    say(line)
+
+
 def goals(
-    config: BenchConfig, http_rows: Sequence[HttpRow], turn_rows: Sequence[TurnRow], storage: StorageRow | None
+    config: BenchConfig,
+    http_rows: Sequence[HttpRow],
+    turn_rows: Sequence[TurnRow],
+    storage: StorageRow | None,
+    listing: Sequence[ListingRow] = (),
 ) -> list[Goal]:
     """Every goal the run has a figure for."""
     out: list[Goal] = []
@@ -148,6 +182,12 @@ def goals(
     if storage is not None:
         text = f"memory (service RSS) <= {GOAL_MEMORY}x the JSON under the provider's traffic"
         out.append(Goal(text, f"{storage.ratio:.2f}x", storage.ratio <= GOAL_MEMORY))
+    for listed in listing:
+        lo, hi = listed.sizes
+        ratios = listed.direct.ratios
+        text = f"{listed.store} page of {PAGE} at {hi:,} conversations <= {GOAL_LISTING}x the page at {lo:,}"
+        ratio = listed.direct.ratio
+        out.append(Goal(text, f"{ratio:.2f}x", ratio <= GOAL_LISTING, (min(ratios), max(ratios))))
     return out
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         LLMUnavailableError,
     )
     from .client.http import AsyncChatHistoryClient, ChatHistoryClient
-    from .client.operations import MessagesPage
+    from .client.operations import MessagesPage, SummariesPage
     from .client.provider import ChatHistorySummary, RemoteChatHistoryProvider, service_url, show_provider_calls
     from .client.retry import RetryPolicy
     from .service import ServiceSettings, ensure_service, start_service
@@ -60,6 +60,7 @@ _LAZY = {
     "AsyncChatHistoryClient": "client.http",
     "ChatHistoryClient": "client.http",
     "MessagesPage": "client.operations",
+    "SummariesPage": "client.operations",
     "ChatHistoryServiceConflict": "client.errors",
     "ChatHistoryServiceProtocolError": "client.errors",
     "ChatHistorySummary": "client.provider",
@@ -119,6 +120,7 @@ __all__ = [
     "RemoteChatHistoryProvider",
     "RetryPolicy",
     "ServiceSettings",
+    "SummariesPage",
     "Version",
     "__version__",
     "connect_llm",

@@ -133,17 +133,6 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench(args: argparse.Namespace) -> int:
-    print(BENCH_MOVED, file=sys.stderr)
-    return 2
-
-
-BENCH_MOVED = (
-    "the benchmark is not part of the installed package: from a clone of chatlab's repository, run "
-    "`python -m benchmarks` (or `python -m benchmarks --quick`); see docs/performance.md"
-)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m chatlab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -193,9 +182,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--runs", type=int, default=2, help="how many runs against the same service (default 2)")
     demo.set_defaults(run=_demo)
-
-    bench = commands.add_parser("bench", help="moved: run `python -m benchmarks` from a clone (docs/performance.md)")
-    bench.set_defaults(run=_bench)
     return parser
 
 
@@ -204,9 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .service.settings import describe_error
 
-    args, extra = build_parser().parse_known_args(argv)
-    if extra and args.command != "bench":
-        build_parser().parse_args(argv)  # says which arguments are not understood, and exits
+    args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)

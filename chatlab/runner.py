@@ -1,10 +1,7 @@
 """Run an ASGI app with uvicorn in a daemon thread, for notebooks and tests.
 
-The runner binds the listening socket itself, so port 0 (any free port) works and the
-URL is known before the first request. Starting a server again with the same arguments
-returns the one already running, which makes a notebook cell safe to re-run; other arguments
-(another app identity, TLS, server options) never get that server. It runs on the
-server stack of :mod:`chatlab.serverstack` (uvloop + httptools by default), as ``chatlab serve`` does.
+The runner binds the socket itself, so port 0 works and the URL is known before the first request. Starting a server
+again with the same arguments returns the running one, so a notebook cell is safe to re-run.
 """
 
 from __future__ import annotations
@@ -25,11 +22,7 @@ log = logging.getLogger(__name__)
 
 
 class BackgroundServer:
-    """One uvicorn server on a socket of its own, in a daemon thread.
-
-    Use :meth:`start` (or :func:`BackgroundServer.ensure`) and :meth:`stop`, or a ``with`` block.
-    Logs stay quiet (warnings only, no access log) unless ``log_level`` or ``access_log`` say otherwise.
-    """
+    """One uvicorn server on a socket of its own, in a daemon thread: :meth:`start` and :meth:`stop`, or ``with``."""
 
     _running: ClassVar[list[BackgroundServer]] = []
     _registry_lock: ClassVar[threading.RLock] = threading.RLock()
@@ -82,12 +75,10 @@ class BackgroundServer:
         identity: object = None,
         **kwargs: Any,
     ) -> BackgroundServer:
-        """The running server started with the same arguments, or a new one built from ``app_factory()``.
+        """The running server started with equal arguments, or a new one built from ``app_factory()``.
 
-        ``identity`` stands for what ``app_factory`` builds (for the service: its store and settings);
-        it and every other argument (TLS files, server options, log level) must be equal for a running
-        server to be returned. On a fixed port taken by a server started with other arguments, this
-        raises ``RuntimeError`` instead of handing that server back.
+        ``identity`` stands for what ``app_factory`` builds (the service's store and settings). A fixed port taken
+        by a server started with other arguments raises ``RuntimeError`` rather than hand that server back.
         """
         arguments = (identity, kwargs)
         with cls._registry_lock:

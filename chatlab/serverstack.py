@@ -1,18 +1,9 @@
-"""The server stack the service runs on: uvicorn on uvloop + httptools, or on asyncio + h11.
+"""The server stack the service runs on: uvicorn on uvloop + httptools (``fast``), or on asyncio + h11 (``asyncio``).
 
-``chatlab serve``, :func:`chatlab.service.start_service` (:class:`chatlab.runner.BackgroundServer`)
-and the benchmark all ask this module, so what the benchmark measures is what users run.
-
-* ``fast`` (the default): uvloop and httptools, which ``uvicorn[standard]`` installs, several
-  times the requests per second of the fallback on a bare app (docs/performance.md). Where
-  uvloop or httptools does not exist (uvloop has no Windows build), the fallback's half is used.
-* ``asyncio``: the standard library's event loop and the pure-Python h11 parser; the
-  fallback, chosen with ``CHATLAB_SERVER_STACK=asyncio`` to run anything (the test suite
-  included) on it.
-
-uvloop is safe in :class:`~chatlab.runner.BackgroundServer`'s thread: uvicorn (0.36+) builds
-the server's loop with a loop *factory* in that thread and changes no process-wide policy, so
-a notebook's own asyncio loop stays what it was.
+``chatlab serve``, :class:`chatlab.runner.BackgroundServer` and the benchmark all ask here, so what is measured is
+what users run. ``fast`` falls back to the standard half where uvloop or httptools is missing (uvloop has no Windows
+build); ``CHATLAB_SERVER_STACK=asyncio`` chooses the fallback. uvloop is safe in a background thread: uvicorn builds
+that thread's loop with a factory and changes no process-wide policy.
 """
 
 from __future__ import annotations

@@ -23,7 +23,9 @@ NEVER = "never-written-conversation"
 ENDPOINTS = [
     ("GET", "/"),
     ("GET", "/chat-history"),
+    ("GET", "/chat-history?limit=1"),
     ("GET", f"/chat-history/{KEY}"),
+    ("PATCH", f"/chat-history/{KEY}"),
     ("POST", f"/chat-history/{KEY}"),
     ("PUT", f"/chat-history/{KEY}"),
     ("DELETE", f"/chat-history/{KEY}"),
@@ -72,6 +74,8 @@ def _state(c: httpx.Client) -> tuple:
 def test_matrix(client: httpx.Client, method: str, path: str, credentials: str) -> None:
     headers = CREDENTIALS[credentials]
     body = {"json": {"messages": NEW}} if method in ("POST", "PUT") else {}
+    if method == "PATCH":
+        body = {"json": {"title": "new title", "tags": {"t": "v"}}}
     before = _state(client)
     response = client.request(method, path, headers=headers, **body)
 
@@ -95,7 +99,7 @@ def test_matrix(client: httpx.Client, method: str, path: str, credentials: str) 
         assert response.content == twin.content
         if method == "GET" and path.endswith(KEY):
             assert response.json() == [] and response.headers["etag"] == twin.headers["etag"] == '"0"'
-        if path == "/chat-history":
+        if path.startswith("/chat-history?") or path == "/chat-history":
             assert response.json() == []
         if method in ("POST", "PUT"):  # bob wrote his own conversation of that name
             assert client.get(f"/chat-history/{KEY}", headers=BOB).json() == NEW
@@ -103,10 +107,15 @@ def test_matrix(client: httpx.Client, method: str, path: str, credentials: str) 
         return
 
     # the right key: the article's behaviour, in alice's namespace
-    expected = {"GET": 200, "POST": 202, "PUT": 204, "DELETE": 204}[method]
+    expected = {"GET": 200, "POST": 202, "PUT": 204, "DELETE": 204, "PATCH": 200}[method]
     assert response.status_code == expected
     listing = client.get("/chat-history", headers=ALICE).json()
-    if method == "GET" and path == "/chat-history":
+    if method == "GET" and path.startswith("/chat-history?"):
+        assert article(response.json()) == [{"conversationKey": KEY, "messageCount": 1}]
+    elif method == "PATCH":
+        assert response.json()["conversationKey"] == KEY  # no namespace shown
+        assert (listing[0]["title"], listing[0]["tags"]) == ("new title", {"t": "v"})
+    elif method == "GET" and path == "/chat-history":
         assert article(response.json()) == [{"conversationKey": KEY, "messageCount": 1}]  # no namespace shown
     elif method == "GET" and path.endswith(KEY):
         assert response.json() == SEED
@@ -205,3 +214,31 @@ def test_bad_key_files_are_refused_without_showing_the_key(text: str, message: s
         ApiKeys.parse(text)
     assert message in str(error.value)
     assert ALICE_KEY not in str(error.value)
+
+
+def test_pages_stay_in_the_callers_namespace(client: httpx.Client) -> None:
+    for who, names in ((ALICE, ["a1", "a2", "a3", "zz"]), (BOB, ["a0", "b1", "zz"])):
+        for name in names:
+            assert client.put(f"/chat-history/{name}", json={"messages": NEW}, headers=who).status_code == 204
+    keys, url = [], "/chat-history?limit=2"
+    while url:
+        response = client.get(url, headers=ALICE)
+        keys += [s["conversationKey"] for s in response.json()]
+        url = response.links.get("next", {}).get("url")
+        assert "alice" not in (url or "")  # the next page names the caller's own key
+    assert keys == sorted(["a1", "a2", "a3", "zz", KEY])
+    assert [s["conversationKey"] for s in client.get("/chat-history?after=a3", headers=BOB).json()] == ["b1", "zz"]
+
+
+def test_pages_without_keys_skip_namespaced_conversations() -> None:
+    """Conversations written while keys were on (``alice/...``) stay hidden from a page, which reads on past them."""
+    import asyncio
+
+    store = InMemoryChatHistoryStore()
+    for key in ("a", "alice/1", "alice/2", "alice/3", "b"):
+        asyncio.run(store.append(key, [b'{"role":"user","contents":[]}']))
+    with BackgroundServer(create_app(store, ServiceSettings()), name="open") as server:
+        first = httpx.get(f"{server.url}/chat-history?limit=1")
+        assert [s["conversationKey"] for s in first.json()] == ["a"]
+        second = httpx.get(server.url + first.links["next"]["url"])
+        assert [s["conversationKey"] for s in second.json()] == ["b"] and "link" not in second.headers

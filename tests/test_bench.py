@@ -22,8 +22,9 @@ from benchmarks import add_arguments, config_from_args
 from benchmarks.baselines import baseline_app
 from benchmarks.ceiling import ceiling_app
 from benchmarks.http import HttpRow, pass_order
+from benchmarks.listing import ListingRow, PageTimes, bench_listing, expected_page, key, middle
 from benchmarks.load import LoadResult, median_run
-from benchmarks.report import GOAL_BASELINE, goals
+from benchmarks.report import GOAL_BASELINE, GOAL_LISTING, goals
 from benchmarks.storage import StorageRow, traffic
 from benchmarks.turns import TurnRow
 from benchmarks.workload import APPEND_MESSAGES, READ_MESSAGES, append_body, json_size, read_answer, sample_messages
@@ -45,6 +46,8 @@ def test_quick_mode_is_short_and_options_override_it() -> None:
     assert full.lengths == (10, 1_000, 10_000) and full.conversations == 100_000
     chosen = config_from_args(parse("--quick", "--lengths", "40,10", "--stores", "memory,sqlite", "--repeats", "4"))
     assert chosen.lengths == (10, 40) and chosen.stores == ("memory", "sqlite") and chosen.repeats == 4
+    assert full.listing == (1_000, 100_000) and quick.listing == (1_000, 20_000)
+    assert config_from_args(parse("--quick", "--listing", "5000,300")).listing == (300, 5_000)
 
 
 @pytest.mark.parametrize(
@@ -53,6 +56,8 @@ def test_quick_mode_is_short_and_options_override_it() -> None:
         (("--stores", "memory,mongo"), r"unknown store\(s\) mongo: choose from"),
         (("--lengths", "10,many"), "--lengths takes whole numbers"),
         (("--repeats", "0"), "--repeats must be at least 1"),
+        (("--listing", "1000"), "--listing takes two numbers of conversations, each at least 200"),
+        (("--listing", "100,1000"), "--listing takes two numbers"),
     ],
 )
 def test_bad_arguments_say_what_is_wrong(argv: tuple[str, ...], message: str) -> None:
@@ -104,6 +109,50 @@ def test_goals_cover_every_store_against_its_baseline_and_memory_against_the_cei
     assert not any(line.startswith("  sqlite read >= 0.") for line in lines)  # a database store's: printed, no goal
     assert "  provider turn at 40 messages <= 1.2x the turn at 10: 1.30x (full loads: 1.3x) (NOT met)" in lines
     assert "  memory (service RSS) <= 2.0x the JSON under the provider's traffic: 3.00x (NOT met)" in lines
+
+
+def test_the_listing_pages_start_in_the_middle_and_its_ratio_is_the_median_of_the_passes() -> None:
+    assert middle(1_000) == [460, 480, 500, 520, 540] and middle(200) == [92, 96, 99]
+    assert expected_page(99) == [key(i) for i in range(100, 200)] and key(7) < key(10) < key(100)
+    times = PageTimes()
+    for small, large in ((1.0, 3.0), (2.0, 2.0), (1.0, 1.2)):
+        times.add_pass(small, large)
+    assert times.ratios == [3.0, 1.0, 1.2] and times.ratio == 1.2 and times.ms() == (1000.0, 2000.0)
+    config = config_from_args(parse("--quick", "--listing", "300,600"))
+    row = ListingRow("sqlite", config.listing, times)
+    lines = [goal.line() for goal in goals(config, [], [], None, [row])]
+    assert lines == [
+        f"  sqlite page of 100 at 600 conversations <= {GOAL_LISTING}x the page at 300: 1.20x (passes 1.00-3.00) (met)"
+    ]
+
+
+def figures(line: str) -> list[str]:
+    """The numbers of a table row, without its store and note."""
+    return [word for word in line.replace("|", " ").split() if word[0].isdigit()]
+
+
+def listing_row_has_its_figures(line: str) -> None:
+    """A listing row: the page's ms at both sizes and their ratio, then the same over HTTP or why not."""
+    direct, http = line.split("|")
+    lo, hi, ratio = figures(direct)
+    assert float(lo) > 0 and float(hi) > 0 and ratio.endswith("x") and float(ratio[:-1]) > 0, line
+    http_lo, http_hi, http_ratio = figures(http)
+    assert float(http_lo) > 0 and float(http_hi) > 0 and float(http_ratio[:-1]) > 0, line
+
+
+def test_the_listing_prints_a_page_at_both_sizes_and_their_ratio(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = config_from_args(parse("--quick", "--stores", "memory", "--listing", "200,500", "--repeats", "2"))
+    rows = bench_listing(config, ["memory"], tmp_path)
+    out = capsys.readouterr().out
+    assert "from a store of 200 conversations and from one of 500 (quick mode; the full run: 1,000 and 100,000)" in out
+    assert "`store.summaries(after=KEY, limit=100)`" in out and "`GET /chat-history?limit=100&after=KEY`" in out
+    assert "ms at 200" in out and "ms at 500" in out
+    [line] = rows_of(out, "memory")
+    listing_row_has_its_figures(line)
+    [row] = rows
+    assert row.sizes == (200, 500) and len(row.direct.ratios) == 2
 
 
 def test_the_workload_is_the_articles_turns() -> None:
@@ -166,7 +215,7 @@ def quick_bench(stores: str, **env: str) -> tuple[subprocess.CompletedProcess[st
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     cmd = [sys.executable, "-m", "benchmarks", "--quick", "--stores", stores, "--lengths", "10,40", "--turns", "1"]
     cmd += ["--memory-messages", "80", "--conversations", "50", "--load", "python"]
-    cmd += ["--seconds", "0.2", "--connections", "2"]
+    cmd += ["--seconds", "0.2", "--connections", "2", "--listing", "200,400"]
     with subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": path, **env}
     ) as bench:
@@ -193,6 +242,9 @@ def test_the_quick_benchmark_prints_every_table_and_goal() -> None:
     assert "RSS growth" in out.stdout
     assert rows_of(out.stdout, "during", "worst", "body") and rows_of(out.stdout, "during", "list"), out.stdout
     assert "GET /chat-history of 50 conversations" in out.stdout
+    assert "one page of 100 summaries" in out.stdout and "from a store of 200 conversations" in out.stdout
+    [listing] = [line for line in rows_of(out.stdout, "memory") if "|" in line and line.split()[1][0].isdigit()]
+    listing_row_has_its_figures(listing)
     goal_lines = [line for line in out.stdout.splitlines() if line.endswith(("(met)", "(NOT met)"))]
     for goal in (
         "memory read >= 2.0 x the baseline",
@@ -201,12 +253,6 @@ def test_the_quick_benchmark_prints_every_table_and_goal() -> None:
         "memory append >= 0.5 x the ceiling",
         "provider turn at 40 messages <= 1.2x the turn at 10",
         "memory (service RSS) <= 2.0x the JSON",
+        f"memory page of 100 at 400 conversations <= {GOAL_LISTING}x the page at 200",
     ):
         assert any(line.startswith(f"  {goal}") for line in goal_lines), goal
-
-
-def test_chatlab_bench_says_where_the_benchmark_went() -> None:
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, "-m", "chatlab", "bench", "--quick"]
-    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path}, timeout=60)
-    assert out.returncode == 2 and "python -m benchmarks" in out.stderr, out.stderr

@@ -62,7 +62,7 @@ def test_preflight_from_an_allowed_origin(cors_client: httpx.Client) -> None:
     [
         ("https://evil.example", "POST", "authorization"),
         ("http://app.example", "POST", "authorization"),  # another scheme is another origin
-        (ALLOWED, "PATCH", "authorization"),
+        (ALLOWED, "TRACE", "authorization"),
         (ALLOWED, "POST", "x-custom"),
     ],
 )

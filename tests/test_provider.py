@@ -118,7 +118,7 @@ async def test_a_key_the_service_refuses_is_a_clear_error_not_another_path(servi
 async def test_it_closes_only_the_client_it_owns(service: BackgroundServer) -> None:
     provider = RemoteChatHistoryProvider(service.url)
     await provider.aclose()
-    assert provider._http.is_closed
+    assert provider.client.http.is_closed
     async with httpx.AsyncClient() as http:
         async with RemoteChatHistoryProvider(service.url, http_client=http) as provider:
             await provider.get_conversation_summaries()

@@ -252,7 +252,7 @@ class TestLimits:
 def test_unknown_route_and_method_answer_problem_json(http: httpx.Client) -> None:
     missing = http.get("/history")
     assert missing.status_code == 404 and "/openapi.json" in missing.json()["detail"]
-    wrong = http.patch(f"/chat-history/{KEY}")
+    wrong = http.request("TRACE", f"/chat-history/{KEY}")
     assert wrong.status_code == 405 and wrong.headers["allow"]
 
 
@@ -265,7 +265,7 @@ def test_openapi_documents_real_schemas_and_examples(http: httpx.Client) -> None
         "/chat-history/{conversationKey}",
         "/chat-history/{conversationKey}/fork",
     }
-    assert set(paths["/chat-history/{conversationKey}"]) == {"get", "head", "post", "put", "delete"}
+    assert set(paths["/chat-history/{conversationKey}"]) == {"get", "head", "post", "put", "patch", "delete"}
     get = paths["/chat-history/{conversationKey}"]["get"]
     assert {p["name"] for p in get["parameters"] if p["in"] == "query"} == {"after", "limit", "view"}
     assert {"ETag", "X-Message-Count", "Link"} <= set(get["responses"]["200"]["headers"])
@@ -313,3 +313,19 @@ def test_a_router_of_the_callers_own_is_served_beside_the_service() -> None:
         assert httpx.get(f"{two.url}/extra/you").json() == {"hello": "you"}
         assert httpx.post(f"{two.url}/chat-history/k", json={"messages": []}).status_code == 202
         assert httpx.get(f"{two.url}/chat-history/k").json() == []
+
+
+def test_a_conversations_endpoints_are_called_with_the_request_alone() -> None:
+    """The route class (chatlab/service/request_route.py) hands the request straight to the endpoints that take
+    only it; an endpoint with parameters for FastAPI to solve keeps FastAPI's handler."""
+    from fastapi.routing import APIRoute
+
+    from chatlab.service import create_app
+    from chatlab.service.request_route import RequestRoute, takes_only_the_request
+
+    routes = [r for r in create_app("memory://").routes if isinstance(r, APIRoute)]
+    conversation = [r for r in routes if r.path.startswith("/chat-history/{conversationKey}")]
+    assert len(conversation) == 7 and all(isinstance(r, RequestRoute) for r in routes)
+    assert all(takes_only_the_request(r) and r.get_route_handler() == r.endpoint for r in conversation)
+    listing = next(r for r in routes if r.path == "/chat-history")
+    assert not takes_only_the_request(listing) and listing.get_route_handler() != listing.endpoint

@@ -295,3 +295,87 @@ def test_a_summary_checkpoint_is_marked(
     assert "checkpoint" not in first.get_attribute("class")
     assert "checkpoint" in last.get_attribute("class")
     assert last.find_element(By.CSS_SELECTOR, ".meta .badge").text == "summary of messages 1\u20132"
+
+
+def list_rows(driver: webdriver.Chrome) -> list[Any]:
+    return driver.find_elements(By.CSS_SELECTOR, "#conversations tbody tr")
+
+
+def listing_urls(driver: webdriver.Chrome) -> list[str]:
+    return [u for u in requested_urls(driver) if "/chat-history?" in u]
+
+
+def test_the_list_is_read_a_page_at_a_time(
+    chromium: webdriver.Chrome, service: BackgroundServer, http: httpx.Client
+) -> None:
+    """``?pageSize=2``: pages of two, each the next ``Link: rel=next`` names, loaded with "Show more"."""
+    for i in range(5):
+        write(http, f"conv-{i}", sample_messages(1 + i))
+    requested_urls(chromium)  # forget earlier pages' requests, and keep this page's first
+    chromium.get(f"{service.url}/ui?pageSize=2")
+    wait_for(chromium, lambda d: len(list_rows(d)) == 2, "the first page of 2")
+    more = chromium.find_element(By.ID, "more")
+    assert (
+        more.is_displayed() and chromium.find_element(By.ID, "status").text == "2 conversations shown; there are more."
+    )
+    assert listing_urls(chromium) == [f"{service.url}/chat-history?limit=2"]
+
+    more.click()
+    wait_for(chromium, lambda d: len(list_rows(d)) == 4, "the second page")
+    assert listing_urls(chromium) == [f"{service.url}/chat-history?limit=2&after=conv-1"]
+    assert chromium.switch_to.active_element.text == "conv-2"  # the focus moves to the first new conversation
+    more.click()
+    wait_for(chromium, lambda d: len(list_rows(d)) == 5, "the last page")
+    assert not more.is_displayed() and chromium.find_element(By.ID, "status").text == "5 conversations."
+    keys = [row.find_element(By.TAG_NAME, "a").text for row in list_rows(chromium)]
+    assert keys == [f"conv-{i}" for i in range(5)]  # each once, in key order
+
+    for i in range(5, 101):  # by default, pages of 100
+        write(http, f"conv-{i:03d}", sample_messages(1))
+    requested_urls(chromium)
+    chromium.get(f"{service.url}/ui")
+    wait_for(chromium, lambda d: len(list_rows(d)) == 100, "the first 100")
+    assert listing_urls(chromium) == [f"{service.url}/chat-history?limit=100"]
+    chromium.find_element(By.ID, "more").click()
+    wait_for(chromium, lambda d: len(list_rows(d)) == 101, "the 101st")
+    assert not chromium.find_element(By.ID, "more").is_displayed()
+
+
+def test_titles_tags_and_a_forks_origin_are_shown(
+    chromium: webdriver.Chrome, service: BackgroundServer, http: httpx.Client
+) -> None:
+    write(http, "kyoto", sample_messages(6))
+    write(http, "untitled", sample_messages(2))
+    patch = {"title": f"Trip to Kyoto {HOSTILE}", "tags": {"lang": "ja", "user": "u42"}}
+    assert http.patch("/chat-history/kyoto", json=patch).status_code == 200
+    fork = http.post("/chat-history/kyoto/fork?through=4").headers["location"].rsplit("/", 1)[1]
+
+    open_page(chromium, f"{service.url}/ui")
+    wait_for(chromium, lambda d: len(list_rows(d)) == 3, "the 3 conversations")
+    cells = {
+        row.find_element(By.CSS_SELECTOR, "td.conversation > a").get_attribute("href").rsplit("/", 1)[1]: row
+        for row in list_rows(chromium)
+    }
+    titled = cells["kyoto"].find_element(By.CSS_SELECTOR, "td.conversation")
+    assert titled.find_element(By.CSS_SELECTOR, "a.title").text == patch["title"]  # as text: nothing runs
+    assert titled.find_element(By.CSS_SELECTOR, ".key").text == "kyoto"  # the key under its title
+    assert [t.text for t in titled.find_elements(By.CSS_SELECTOR, ".tags li")] == ["lang: ja", "user: u42"]
+    assert chromium.execute_script("return window.__pwned === undefined")
+    assert cells["untitled"].find_element(By.CSS_SELECTOR, "td.conversation").text == "untitled"  # the key
+    forked = cells[fork].find_element(By.CSS_SELECTOR, "td.conversation")
+    assert forked.find_element(By.CSS_SELECTOR, "a.key").text == fork  # no title: its key
+    assert forked.find_element(By.CSS_SELECTOR, ".fork").text == "fork of kyoto through message 4"
+    assert forked.find_elements(By.CSS_SELECTOR, ".tags") == []  # the fork's own tags, said in words
+
+    forked.find_element(By.CSS_SELECTOR, ".fork a").click()  # to the origin
+    wait_for(chromium, lambda d: len(messages_shown(d)) == 6, "the origin's 6 messages")
+    assert chromium.find_element(By.ID, "conversation-title").text == patch["title"]
+    assert chromium.find_element(By.ID, "conversation-key").text == "kyoto"
+    assert chromium.title == f"{patch['title']} — chat history"
+
+    open_page(chromium, f"{service.url}/ui#/c/{fork}")  # straight to the fork: its summary is looked up
+    wait_for(chromium, lambda d: len(messages_shown(d)) == 4, "the fork's 4 messages")
+    meta = wait_for(chromium, lambda d: d.find_element(By.CSS_SELECTOR, "#conversation-meta .fork"), "its origin")
+    assert meta.text == "fork of kyoto through message 4"
+    assert not chromium.find_element(By.ID, "conversation-title").is_displayed()
+    assert chromium.find_element(By.ID, "conversation-key").text == fork

@@ -24,7 +24,7 @@ from .errors import (
     ChatlabError,
 )
 from .http import AsyncChatHistoryClient, ChatHistoryClient, Verify, service_url
-from .operations import IfMatch, MessagesPage, OutgoingMessages, encode_messages
+from .operations import IfMatch, MessagesPage, OutgoingMessages, SummariesPage, encode_messages
 from .retry import RetryPolicy
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "MessagesPage",
     "OutgoingMessages",
     "RetryPolicy",
+    "SummariesPage",
     "Verify",
     "encode_messages",
     "service_url",

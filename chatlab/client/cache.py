@@ -1,19 +1,10 @@
 """The provider's per-conversation cache: what it already loaded, and the version it was at.
 
-The service's version of a conversation (its ``ETag``, :class:`chatlab.vocabulary.Version`) is
-``"<generation>.<count>"``: the generation is a random token fixed from the conversation's
-creation (or its last replace) until it is next replaced or deleted; the count is how many messages it holds. Within one
-generation a conversation only grows, so the first ``count`` messages of a version stay what
-they were for as long as the generation lasts. ``"0"`` is a conversation that does not exist.
-
-That gives the provider a check that needs no trust in timing: it holds the first ``N``
-messages of generation ``g``; it asks for the messages after ``N``; the answer is a
-continuation of what it holds exactly when its version is ``g.M`` (same generation) with
-``M = N + len(answer)``, or when it held nothing (``N = 0``). Anything else (another
-generation: the conversation was replaced or deleted meanwhile; a count that does not add
-up; a service that sends no such version) makes it load the whole conversation instead.
-The same check lets it add its own appends to the cache without reading them back: the
-append's answer says ``g.M``, and if ``M - len(batch) = N`` nobody else appended in between.
+A version (``ETag``, :class:`chatlab.vocabulary.Version`) is ``"<generation>.<count>"``; within one generation a
+conversation only grows, so the first ``count`` messages stay what they were. The cache holds the first ``N`` of
+generation ``g`` and asks for the messages after ``N``: the answer continues them exactly when its version is ``g.M``
+with ``M = N + len(answer)``; anything else (replaced, deleted, or no version) reloads the whole conversation. The
+same check adds the provider's own appends without reading them back.
 """
 
 from __future__ import annotations
@@ -39,11 +30,8 @@ log = logging.getLogger(__name__)
 
 
 class HistoryView(Sequence[Message]):
-    """The first ``count`` messages of a list that only ever grows at its end: a snapshot without a copy.
-
-    What a turn hands the framework, so a turn costs the same at 10 or 50,000 cached messages
-    (the framework only reads it). Slicing it gives a list of the slice only.
-    """
+    """The first ``count`` messages of a list that only grows at its end: a snapshot without a copy, so a turn
+    costs the same however long the cached conversation (the framework only reads it)."""
 
     __slots__ = ("_count", "_messages")
 
@@ -91,11 +79,8 @@ class CachedHistory:
 
 
 class HistoryCache:
-    """The conversations a provider loaded, kept current through ``client``: a read fetches only what is new.
-
-    At most ``size`` conversations, least recently used dropped first (``0``: none, every read is
-    a full one, as in the article). Not shared between threads.
-    """
+    """Up to ``size`` conversations (least recently used go first; ``0``: every read is a full one, as in the
+    article), kept current through ``client``: a read fetches only what is new. Not shared between threads."""
 
     def __init__(self, client: AsyncChatHistoryClient, size: int) -> None:
         self.client = client
@@ -122,10 +107,7 @@ class HistoryCache:
         return fresh.view()
 
     async def append(self, key: str, messages: Sequence[Message]) -> Version | None:
-        """Append in one request; the cache gets the messages when the answer proves nobody wrote in between.
-
-        The conversation's version after the append (``None`` from a service that sends none).
-        """
+        """Append in one request and return the new version; cached when it proves nobody wrote in between."""
         body = encode_messages(messages_to_meai(messages))  # encode first: a bad message sends nothing
         entry = self._get(key)
         version = await self.client.append(key, body)
@@ -159,10 +141,7 @@ class HistoryCache:
     def _extend(
         self, key: str, expected: CachedHistory, version: Version | None, added: list[Message]
     ) -> CachedHistory | None:
-        """``expected`` plus ``added``, if ``version`` proves it and nothing else updated the key meanwhile.
-
-        The new entry shares ``expected``'s list, extended in place (earlier views keep their length).
-        """
+        """``expected`` plus ``added`` (its list extended in place) when ``version`` proves it, the key unchanged."""
         if version is None or not version.continues(expected.generation, expected.count, len(added)):
             return None
         if self._entries.get(key) is not expected:

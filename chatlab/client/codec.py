@@ -1,23 +1,11 @@
-"""Convert MAF ``Message``/``Content`` to and from the article's MEAI ``ChatMessage`` JSON.
+"""Convert MAF ``Message``/``Content`` to and from the article's MEAI ``ChatMessage`` JSON, losslessly.
 
-The chat history service speaks the JSON that .NET's Microsoft.Extensions.AI writes
-(``docs``: ``reference/meai-wire.md``), so a C# client and a Python agent can share a
-conversation. This module is the only place that knows both shapes.
-
-Lossless both ways, by construction: a converter first maps the fields the two sides
-share (``_encode_raw`` / ``_decode_raw``), then converts the result back and records
-every field that did not survive in the target's additional properties:
-
-* MAF-only data (a reasoning ``id``, a function call's ``arguments`` as JSON *text*,
-  ``annotations``, a content type MEAI lacks, ...) travels under
-  ``additionalProperties["chatlab.maf"]`` in the JSON;
-* MEAI-only data (a message's ``createdAt``, MEAI ``annotations``, unknown usage
-  counters, a ``$type`` MAF lacks, explicit ``null`` keys, ...) travels under
-  ``additional_properties["chatlab.meai"]`` on the MAF side.
-
-The reverse converter puts those fields back, so ``decode(encode(m))`` equals ``m``
-and ``encode(decode(j))`` equals ``j`` (as dicts; ``$type`` stays first). The two keys
-are reserved: don't use them for your own additional properties.
+The service speaks the JSON .NET's Microsoft.Extensions.AI writes, so a C# client and a Python agent can share a
+conversation; this module is the only place that knows both shapes. Lossless both ways: a converter maps the shared
+fields, converts the result back, and records whatever did not survive in the target's additional properties
+(:mod:`.extras`: MAF-only data under ``additionalProperties["chatlab.maf"]`` in the JSON, MEAI-only data under
+``additional_properties["chatlab.meai"]`` on the MAF side). So ``decode(encode(m)) == m`` and
+``encode(decode(j)) == j``; the two keys are reserved.
 """
 
 from __future__ import annotations

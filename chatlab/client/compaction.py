@@ -1,10 +1,8 @@
 """Summary checkpoints from the provider's side: when to write one, and how to ask the model for it.
 
-A long conversation costs the model the whole transcript on every turn. With a :class:`Compaction` the provider
-loads the summary view instead (the latest checkpoint and what follows it) and, once that view has grown past a
-threshold, asks the agent's own chat client for a summary and appends it as a checkpoint: an ordinary message whose
-``additionalProperties`` carry ``"chatlab.summaryThrough": N``. Nothing stored is rewritten; every reader that asks
-for the plain conversation still gets all of it (docs/conversations.md).
+With a :class:`Compaction` the provider loads the summary view (the latest checkpoint and what follows) instead of the
+whole transcript and, once that view passes a threshold, has the agent's chat client summarize it and appends the
+answer as a checkpoint. Nothing stored is rewritten (docs/conversations.md).
 """
 
 from __future__ import annotations

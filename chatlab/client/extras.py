@@ -1,11 +1,8 @@
-"""The codec's lossless carry: what one side has and the other lacks travels in the other's extra properties.
+"""The codec's lossless carry: what one side lacks travels in the other's extra properties.
 
-* MAF-only fields travel under ``additionalProperties["chatlab.maf"]`` in the JSON;
-* MEAI-only fields (and keys the converter would add but the original JSON lacked, listed under
-  ``"$absent"``) travel under ``additional_properties["chatlab.meai"]`` on the MAF side.
-
-:mod:`chatlab.client.codec` computes these diffs after converting the shared fields, and overlays them
-when converting back, so a round trip reproduces the original either way.
+MAF-only fields go under ``additionalProperties["chatlab.maf"]`` in the JSON; MEAI-only fields (and keys the
+converter would add but the original lacked, listed under ``"$absent"``) under ``additional_properties["chatlab.meai"]``
+on the MAF side. :mod:`chatlab.client.codec` computes these diffs and overlays them when converting back.
 """
 
 from __future__ import annotations

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import Awaitable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import httpx
 
 from ..vocabulary import API_KEY_VARIABLE, DEFAULT_SERVICE_URL, SERVICE_URL_VARIABLE, ConversationSummary, Version
-from .operations import IfMatch, MessagesPage, Operations, OutgoingMessages, Request
+from .operations import IfMatch, MessagesPage, Operations, OutgoingMessages, Request, SummariesPage
 from .retry import NO_RETRIES, RetryPolicy
 
 __all__ = ["AsyncChatHistoryClient", "ChatHistoryClient", "Verify", "service_url"]
@@ -143,9 +143,37 @@ class AsyncChatHistoryClient(_Client):
         """Forget the conversation (no error if it does not exist, unless ``if_match="*"``)."""
         await self._send(self.operations.delete(key, if_match))
 
-    async def summaries(self) -> list[ConversationSummary]:
-        """Every conversation with its message count, ordered by key."""
-        return await self._send(self.operations.summaries())
+    async def summaries(
+        self, *, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
+    ) -> list[ConversationSummary]:
+        """The conversations with their message counts, titles and tags, ordered by key: every one, or at most
+        ``limit`` with keys after ``after``; ``tags`` keeps those carrying each tag with its value. One request."""
+        return (await self.summaries_page(after=after, limit=limit, tags=tags)).summaries
+
+    async def summaries_page(
+        self, *, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
+    ) -> SummariesPage:
+        """:meth:`summaries`, with the key the next page starts after (``None``: this is the last page)."""
+        return await self._send(self.operations.summaries(after, limit, tags))
+
+    async def iter_summaries(
+        self, *, page_size: int = 100, tags: Mapping[str, str] | None = None
+    ) -> AsyncIterator[ConversationSummary]:
+        """Every conversation (with ``tags``, if given), a page of ``page_size`` per request, following the
+        service's ``Link: rel="next"``: a long list is never held whole, here or in the service."""
+        after: str | None = None
+        while True:
+            page = await self.summaries_page(after=after, limit=page_size, tags=tags)
+            for summary in page.summaries:
+                yield summary
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    async def patch(self, key: str, change: Mapping[str, Any]) -> ConversationSummary:
+        """Set the conversation's title and tags with a JSON merge patch, ``{"title": ..., "tags": {...}}``
+        (``None`` removes; what is not named stays); its summary after the change."""
+        return await self._send(self.operations.patch(key, change))
 
     async def aclose(self) -> None:
         """Close the HTTP client if it was created here (never a caller's)."""
@@ -225,9 +253,33 @@ class ChatHistoryClient(_Client):
         """Forget the conversation (:meth:`AsyncChatHistoryClient.delete`)."""
         self._send(self.operations.delete(key, if_match))
 
-    def summaries(self) -> list[ConversationSummary]:
-        """Every conversation with its message count, ordered by key."""
-        return self._send(self.operations.summaries())
+    def summaries(
+        self, *, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
+    ) -> list[ConversationSummary]:
+        """The conversations, or a page of them (:meth:`AsyncChatHistoryClient.summaries`)."""
+        return self.summaries_page(after=after, limit=limit, tags=tags).summaries
+
+    def summaries_page(
+        self, *, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
+    ) -> SummariesPage:
+        """A page of summaries and where the next starts (:meth:`AsyncChatHistoryClient.summaries_page`)."""
+        return self._send(self.operations.summaries(after, limit, tags))
+
+    def iter_summaries(
+        self, *, page_size: int = 100, tags: Mapping[str, str] | None = None
+    ) -> Iterator[ConversationSummary]:
+        """Every conversation, a page per request (:meth:`AsyncChatHistoryClient.iter_summaries`)."""
+        after: str | None = None
+        while True:
+            page = self.summaries_page(after=after, limit=page_size, tags=tags)
+            yield from page.summaries
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    def patch(self, key: str, change: Mapping[str, Any]) -> ConversationSummary:
+        """Set the title and tags with a merge patch (:meth:`AsyncChatHistoryClient.patch`)."""
+        return self._send(self.operations.patch(key, change))
 
     def close(self) -> None:
         """Close the HTTP client if it was created here (never a caller's)."""

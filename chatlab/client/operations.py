@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlencode
 
 import httpx
 
@@ -27,7 +27,15 @@ from .errors import (
     ChatHistoryServiceUnavailable,
 )
 
-__all__ = ["IfMatch", "MessagesPage", "Operations", "OutgoingMessages", "Request", "encode_messages"]
+__all__ = [
+    "IfMatch",
+    "MessagesPage",
+    "Operations",
+    "OutgoingMessages",
+    "Request",
+    "SummariesPage",
+    "encode_messages",
+]
 
 T = TypeVar("T")
 
@@ -54,6 +62,15 @@ class MessagesPage:
     count: int
     next_after: int | None = None
     body: bytes = field(default=b"[]", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SummariesPage:
+    """A page of ``GET /chat-history?limit=L``: the summaries, and the key the next page starts after
+    (``Link: rel="next"``), ``None`` on the last page."""
+
+    summaries: list[ConversationSummary]
+    next_after: str | None = None
 
 
 @dataclass(frozen=True)
@@ -137,10 +154,31 @@ class Operations:
         """``DELETE``: the conversation is forgotten."""
         return Request("DELETE", self.conversation_url(key), lambda _: None, _condition(if_match))
 
-    def summaries(self) -> Request[list[ConversationSummary]]:
-        """``GET /chat-history``: every conversation with its message count, ordered by key."""
-        url = f"{self.url}/chat-history"
+    def summaries(
+        self, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
+    ) -> Request[SummariesPage]:
+        """``GET /chat-history``: the conversations with their message counts, ordered by key (every one, or
+        ``?limit=L&after=KEY`` a page; ``?tag=name:value`` those with these tags)."""
+        query: list[tuple[str, str]] = []
+        if limit is not None:
+            query.append(("limit", str(_count("limit", limit))))
+        if after is not None:
+            query.append(("after", after))
+        query += [("tag", f"{name}:{value}") for name, value in (tags or {}).items()]
+        url = f"{self.url}/chat-history" + ("?" + urlencode(query) if query else "")
         return Request("GET", url, lambda response: _summaries(response, url))
+
+    def patch(self, key: str, change: Mapping[str, Any]) -> Request[ConversationSummary]:
+        """``PATCH /chat-history/{key}``: set the title and tags (a JSON merge patch: ``None`` removes)."""
+        url = self.conversation_url(key)
+        body = json.dumps(dict(change), ensure_ascii=False).encode()
+        return Request(
+            "PATCH",
+            url,
+            lambda response: _summary(_json(response, url), url),
+            {"Content-Type": "application/json"},
+            body,
+        )
 
     def _write(
         self, method: str, key: str, messages: OutgoingMessages, headers: dict[str, str]
@@ -225,21 +263,26 @@ def _head(response: httpx.Response, url: str) -> Version:
     return version
 
 
-def _summaries(response: httpx.Response, url: str) -> list[ConversationSummary]:
+def _summaries(response: httpx.Response, url: str) -> SummariesPage:
     data = _json(response, url)
     if not isinstance(data, list):
         raise ChatHistoryServiceProtocolError.for_answer(url, "the answer is not a JSON array")
+    following = response.links.get("next", {}).get("url")
+    next_after = httpx.URL(following).params.get("after") if following else None
+    return SummariesPage([_summary(item, url) for item in data], next_after)
+
+
+def _summary(item: Any, url: str) -> ConversationSummary:
     try:
-        return [
-            ConversationSummary(
-                str(i["conversationKey"]),
-                int(i["messageCount"]),
-                created_at=_seconds(i.get("createdAt")),
-                updated_at=_seconds(i.get("updatedAt")),
-            )
-            for i in data
-        ]
-    except (KeyError, TypeError, ValueError) as exc:
+        return ConversationSummary(
+            str(item["conversationKey"]),
+            int(item["messageCount"]),
+            created_at=_seconds(item.get("createdAt")),
+            updated_at=_seconds(item.get("updatedAt")),
+            title=item.get("title"),
+            tags=dict(item.get("tags") or {}),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ChatHistoryServiceProtocolError.for_answer(url, f"unexpected summary: {exc}") from exc
 
 

@@ -1,10 +1,9 @@
 """``RemoteChatHistoryProvider``: the agent's history lives in the chat history service, not in the session.
 
-The session keeps one thing, under the state key ``RemoteChatHistoryProvider``:
-``{"externalConversationKey": "<32 hex digits>"}``. Before each run the provider reads
-that conversation (``GET /chat-history/{key}``); after the run it appends the run's
-request and response messages in **one** ``POST`` (so a failure appends nothing).
-``session.to_dict()`` stays plain JSON, and any process that knows the key can resume.
+The session keeps only ``{"externalConversationKey": "<32 hex digits>"}`` (state key ``RemoteChatHistoryProvider``),
+so ``session.to_dict()`` stays plain JSON and any process that knows the key can resume. Before each run the provider
+reads the conversation; after it, it appends the run's request and response messages in **one** ``POST`` (a failure
+appends nothing).
 
 The article's C# members and their Python names:
 
@@ -25,14 +24,10 @@ C# (``RemoteChatHistoryProvider``)  Python                                      
 ``Dispose``                        ``aclose()`` / ``async with``                   close the client it owns
 =================================  ==============================================  ==============================
 
-Call :func:`show_provider_calls` to print what happens when, like the article's
-``Console.WriteLine`` lines (``[ProvideChatHistoryAsync]``, ``Messages Count: N``, ...).
-
-It speaks HTTP through :class:`~chatlab.client.http.AsyncChatHistoryClient` (API key, TLS,
-retries that never store an append twice: docs/protections.md). Unlike the article, a turn
-reads only what is new (``?after=N``), checked against the conversation's version
-(:mod:`chatlab.client.cache`), and the model may get only the end of a long conversation,
-never half a tool call (:mod:`chatlab.client.window`); the service keeps everything.
+:func:`show_provider_calls` prints the article's ``Console.WriteLine`` lines. Beyond the article: a turn reads only
+what is new (:mod:`chatlab.client.cache`), and the model may get only the end of a long conversation
+(:mod:`chatlab.client.window`); HTTP, API keys, TLS and safe retries are
+:class:`~chatlab.client.http.AsyncChatHistoryClient`'s (docs/protections.md).
 """
 
 from __future__ import annotations
@@ -134,8 +129,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         self._cache = HistoryCache(self.client, cache_size if incremental else 0)
         self.skip_replayed = skip_replayed
         self.compaction = compaction
-        # with compaction, per key: the summary view a run loaded (and the count it was at), then what the run appended
-        # (and the version after it); together they are the view after the run, without reading it again
+        # with compaction, per key: the view a run loaded (and its count), and what it appended (and the version after)
         self._views: dict[str, tuple[list[Message], int]] = {}
         self._appended: dict[str, tuple[list[Message], Version | None]] = {}
         self._replayed: dict[str, tuple[Message, ...]] = {}  # per key: the run's input messages already stored
@@ -144,10 +138,6 @@ class RemoteChatHistoryProvider(HistoryProvider):
     def url(self) -> str:
         """The service's URL."""
         return self.client.url
-
-    @property
-    def _http(self) -> httpx.AsyncClient:
-        return self.client.http
 
     @property
     def state_keys(self) -> list[str]:
@@ -214,8 +204,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
     async def _compact(self, agent: Any, key: str, compaction: Compaction) -> None:
         """Past the thresholds, append a summary of the summary view as the new checkpoint.
 
-        The view after the run is the one loaded before it plus what the run appended, when the append's version
-        shows nobody else wrote in between; otherwise it is read again.
+        The view is the one loaded before the run plus what it appended, unless someone else wrote in between.
         """
         loaded, appended = self._views.pop(key, None), self._appended.pop(key, None)
         if loaded and appended and appended[1] is not None and appended[1].count == loaded[1] + len(appended[0]):
@@ -232,11 +221,8 @@ class RemoteChatHistoryProvider(HistoryProvider):
     async def get_messages(  # type: ignore[override]  # a view of the cache, not a copy; the framework only reads it
         self, session_id: AgentSession | str | None = None, *, state: dict[str, Any] | None = None, **kwargs: Any
     ) -> Sequence[Message]:
-        """A session's stored messages (C# ``GetMessagesAsync``); the framework calls it with ``state``.
-
-        Pass an ``AgentSession`` to read that session's conversation (a new list; ``[]`` when it has
-        no key yet). With ``state`` (a run), the model's window onto the cached history, not a copy.
-        """
+        """A session's stored messages (C# ``GetMessagesAsync``): given an ``AgentSession``, a new list (``[]``
+        without a key); given ``state`` (the framework, in a run), the model's window onto the cached history."""
         if isinstance(session_id, AgentSession):
             key = self.try_get_external_conversation_key(session_id)
         else:
@@ -286,20 +272,12 @@ class RemoteChatHistoryProvider(HistoryProvider):
             await self._cache.replace(key, messages)
 
     async def append_messages(self, key: str, messages: Sequence[Message]) -> None:
-        """Append messages to conversation ``key`` in one ``POST``; an empty list sends nothing.
-
-        The ``POST`` carries a fresh ``Idempotency-Key``, the same on each retry, so a retry
-        whose first attempt was stored but not answered stores nothing twice.
-        """
+        """Append messages to conversation ``key`` in one ``POST`` (its ``Idempotency-Key`` makes retries safe)."""
         if messages:
             await self._cache.append(key, messages)
 
     async def fork_session(self, session: AgentSession, *, through: int | None = None) -> AgentSession:
-        """A new session continuing a copy of ``session``'s conversation (its first ``through`` messages, or all).
-
-        The service copies the messages byte for byte under a new key; the two conversations then go their own
-        ways (docs/conversations.md).
-        """
+        """A new session continuing a copy of ``session``'s conversation (its first ``through`` messages, or all)."""
         key = self.try_get_external_conversation_key(session)
         if key is None:
             raise ValueError("the session has no conversation yet: run it once before forking it")
@@ -308,10 +286,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         return forked
 
     async def get_stored_message_count(self, key: str) -> int:
-        """How many messages conversation ``key`` holds (C# ``GetStoredMessageCountAsync``).
-
-        One ``HEAD`` request that reads no message (a service without it: a full ``GET``).
-        """
+        """How many messages conversation ``key`` holds (C# ``GetStoredMessageCountAsync``), by ``HEAD``."""
         version = await self._head(key)
         return version.count if version else (await self.client.read(key)).count
 

@@ -1,14 +1,9 @@
 """Replayed transcripts: a run whose input starts with messages the conversation already holds.
 
-Some callers send the whole transcript again with each new turn (a chat UI that keeps its own copy, a workflow
-that re-runs an agent on everything so far). A provider that appends what it is given would then store the history
-twice, and hand the model every replayed message twice. :func:`replayed_count` finds how many leading messages of a
-run's input are the end of the stored history, so the provider can load the history without them and append only
-what is new.
-
-Two messages are the same when both carry a ``message_id`` and the ids are equal; when either has none, when their
-wire form (the compact JSON the service keeps) is byte for byte the same, less the attribution MAF adds to the
-messages a provider loads.
+Some callers send the whole transcript again each turn (a chat UI keeping its own copy); appending what is given would
+store the history twice and show the model every replayed message twice. :func:`replayed_count` finds how many leading
+input messages are the end of the stored history. Two messages are the same when their ``message_id`` s are equal, or,
+when either has none, when their wire JSON is, less the attribution MAF adds to loaded messages.
 """
 
 from __future__ import annotations
@@ -48,11 +43,9 @@ def same_message(a: Message, b: Message) -> bool:
 
 
 def replayed_count(history: Sequence[Message], batch: Sequence[Message]) -> int:
-    """How many leading messages of ``batch`` are the last ones of ``history`` (0: nothing replayed).
+    """How many leading messages of ``batch`` are the last ones of ``history`` (the longest overlap; 0: none).
 
-    The longest overlap wins: a batch that replays the whole history followed by a new message gives
-    ``len(history)``. Only the last ``len(batch)`` stored messages are looked at, so the cost follows the batch,
-    not the conversation.
+    Only the last ``len(batch)`` stored messages are looked at: the cost follows the batch, not the conversation.
     """
     if not history or not batch:
         return 0

@@ -1,18 +1,9 @@
 """The client side of safe retries: which failures are transient, and how long to wait.
 
-:class:`RetryPolicy` retries a request that failed in a way that may pass:
-
-* no answer: a connection refused, reset or dropped, a timeout (but not a TLS certificate
-  the client refuses: that will not pass by itself);
-* ``429 Too Many Requests``, ``502 Bad Gateway``, ``503 Service Unavailable``,
-  ``504 Gateway Timeout``.
-
-It waits with exponential backoff and jitter between attempts, or as long as the answer's
-``Retry-After`` says (seconds or an HTTP date) when that is longer; a ``Retry-After`` beyond
-``max_retry_after`` ends the retries at once. Only send requests through it that are safe to
-repeat: ``GET``, ``PUT``, ``DELETE``, and ``POST`` with an ``Idempotency-Key`` (what
-:class:`chatlab.client.http.AsyncChatHistoryClient` does), so a retried append never
-duplicates messages. The async and the blocking client share the decisions; only the wait differs.
+Retried: no answer (but not a refused TLS certificate: that will not pass by itself), and 429, 502, 503, 504. The
+wait is exponential backoff with jitter, or the answer's ``Retry-After`` when longer (one beyond ``max_retry_after``
+ends the retries). Send through it only requests safe to repeat: ``GET``, ``PUT``, ``DELETE``, and ``POST`` with an
+``Idempotency-Key``, as :class:`chatlab.client.http.AsyncChatHistoryClient` does.
 """
 
 from __future__ import annotations
@@ -66,11 +57,7 @@ class RetryPolicy:
         return base / 2 + random.uniform(0, base / 2)
 
     async def send(self, send: Callable[[], Awaitable[httpx.Response]], what: str) -> httpx.Response:
-        """``await send()`` until it gives a final answer or the attempts are spent.
-
-        Returns the last response (a success, a refusal that is not transient, or the last
-        transient one); raises the last transport error when no attempt was answered.
-        """
+        """``await send()`` until a final answer or the attempts are spent (then the last answer, or its error)."""
         for attempt in range(1, self.attempts + 1):
             try:
                 response = await send()

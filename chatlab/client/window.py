@@ -1,16 +1,9 @@
 """History windowing: hand the model only the end of a long conversation, never half a tool call.
 
-The service keeps every message; the provider, when asked to (``RemoteChatHistoryProvider(
-max_history_messages=..., max_history_tokens=...)``), passes the model only the longest
-*suffix* of the history that fits the budget and starts at a safe place. A place is safe
-when no tool call is cut from its result: a window never holds a function result whose call
-it lacks, nor a call whose results it lacks (which contents are calls and results, and what links
-them, is in :data:`chatlab.vocabulary.CONTENT_KINDS`). If the newest messages alone break the budget (one
-huge tool result, say), the window is smaller than the budget allows, possibly empty; it is
-never larger.
-
-The scan runs backwards from the newest message and stops at the budget, so its cost is the
-size of the window, not the length of the conversation.
+The service keeps every message; the provider may pass the model only the longest suffix within a message or token
+budget that cuts no tool call from its results (which contents link, :data:`chatlab.vocabulary.CONTENT_KINDS`). The
+window may be smaller than the budget allows, even empty; never larger. The scan runs backwards from the newest
+message, so it costs the window's size, not the conversation's.
 """
 
 from __future__ import annotations
@@ -60,12 +53,8 @@ def window_messages(
     max_tokens: int | None = None,
     count_tokens: Callable[[Message], int] = estimate_tokens,
 ) -> list[Message]:
-    """The longest suffix of ``messages`` within the budget that separates no call from its results.
-
-    ``max_messages``: at most this many messages; ``max_tokens``: at most this many tokens as
-    ``count_tokens`` counts them (default :func:`estimate_tokens`). ``None`` means no limit;
-    with neither, every message is returned.
-    """
+    """The longest suffix of ``messages`` within the budgets (``None``: no limit) that separates no call from its
+    results."""
     if max_messages is not None and max_messages < 0:
         raise ValueError("max_messages must be 0 or more")
     if max_tokens is not None and max_tokens < 0:

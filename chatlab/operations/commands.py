@@ -68,12 +68,12 @@ def _export(args: argparse.Namespace) -> int:
     from .exporter import export_conversations
     from .places import PlaceError, PlaceUnavailable, StorePlace
 
-    async def run() -> tuple[int, list[str]]:
+    async def run() -> tuple[int, tuple[int, list[str]]]:
         place = _place(args)
         try:
-            left_out: list[str] = []
+            left_out: tuple[int, list[str]] = (0, [])
             if isinstance(place, StorePlace) and args.key is None:
-                left_out = place.left_out(await place.stored_keys())
+                left_out = await place.left_out()
             if args.output == "-":
                 return await export_conversations(place, sys.stdout.buffer, args.key), left_out
             with open(args.output, "wb") as out:
@@ -89,11 +89,11 @@ def _export(args: argparse.Namespace) -> int:
         _say(f"error: export stopped: {exc}; the output is incomplete: run the same command again")
         return STOPPED
     _say(f"exported {count} conversations")
-    if left_out:
-        spaces = sorted({key.split("/", 1)[0] for key in left_out if "/" in key})
+    left, spaces = left_out
+    if left:
         within = f"namespaces {', '.join(spaces)}" if not args.namespace else "other namespaces"
         _say(
-            f"note: {len(left_out)} conversations of {within} left out: export each with --namespace NAME "
+            f"note: {left} conversations of {within} left out: export each with --namespace NAME "
             "(or copy the whole store with chatlab migrate)"
         )
     return 0
@@ -172,7 +172,7 @@ def _migrate(args: argparse.Namespace) -> int:
     _say(f"migrate: {report}")
     behind = [key for key in report.mismatches if key not in set(report.diverged)]
     for key in behind[:20]:
-        _say(f"differs: {key!r} (the target lacks some of the source's messages)")
+        _say(f"differs: {key!r} (the target lacks some of the source's messages, or its title or tags)")
     if report.diverged:
         _say(
             f"migrate: {len(report.diverged)} conversations were written in both places and left as they were "

@@ -7,6 +7,13 @@ What happens to a conversation that already exists is the caller's choice (``exi
 * ``append``: the file's messages go after its own, unless it already holds them, one after another in the
   file's order, anywhere (an earlier import of the same line, with whatever was written after it).
 
+A line's title and tags (:mod:`.lines`) go with its messages: a conversation created gets them; ``replace``
+makes the conversation's title and tags the line's (a line without them leaves it with none); ``append``
+sets the line's title, when it has one, and its tags over the conversation's own (the others stay); ``skip``
+leaves them as they are, except on a conversation that holds exactly the line's messages and no title or
+tags at all, which gets the line's (an import stopped between a conversation's messages and its metadata,
+finished by running it again). A write of the metadata alone is the outcome ``metadata``.
+
 So running the same import twice changes nothing the second time, whichever the choice, also after
 later writes to those conversations. Each conversation is one write with the version read just before
 (``if_match`` / ``If-Match``): a conversation written by someone else meanwhile is read again and
@@ -28,12 +35,16 @@ from typing import BinaryIO
 
 from ..service.settings import ServiceSettings
 from ..stores.base import ABSENT, VersionMismatch
-from .lines import BadLine, numbered_lines, parse_line
+from ..stores.metadata import MetadataChange, MetadataError
+from ..vocabulary import ConversationSummary
+from .lines import BadLine, Line, numbered_lines, parse_conversation
 from .places import Place, PlaceError, PlaceUnavailable
 
 EXISTING_CHOICES = ("skip", "replace", "append")
-WRITTEN = ("created", "replaced", "appended")
+WRITTEN = ("created", "replaced", "appended", "metadata")
 ATTEMPTS = 5
+#: Outcomes as the report says them.
+SAID = {"metadata": "given the file's title and tags"}
 
 
 def default_line_limit() -> int:
@@ -63,7 +74,7 @@ class ImportReport:
 
     def __str__(self) -> str:
         def detail(outcomes: Iterable[str]) -> str:
-            parts = [f"{self.outcomes[o]} {o}" for o in sorted(outcomes) if self.outcomes[o]]
+            parts = [f"{self.outcomes[o]} {SAID.get(o, o)}" for o in sorted(outcomes) if self.outcomes[o]]
             return f" ({', '.join(parts)})" if parts else ""
 
         numbers = ", ".join(str(bad.line) for bad in self.bad_lines[:20])
@@ -103,11 +114,11 @@ async def import_conversations(
         if hasattr(lines, "seek"):
             lines.seek(0)
     for number, raw in numbered_lines(lines, limit):
-        conversation = _checked(place, number, raw, limit, report)
-        if conversation is None:
+        line = _checked(place, number, raw, limit, report)
+        if line is None:
             continue
         try:
-            report.outcomes[await _import_one(place, *conversation, existing)] += 1
+            report.outcomes[await _import_one(place, line, existing)] += 1
         except PlaceError as exc:  # this conversation refused: nothing of it written, the next may go through
             report.bad_lines.append(BadLine(number, str(exc)))
             if strict:
@@ -127,9 +138,7 @@ def _rewindable(lines: BinaryIO | Iterable[bytes]) -> BinaryIO | Sequence[bytes]
     raise ValueError("--strict reads the file twice (check, then write): give a file, not standard input")
 
 
-def _checked(
-    place: Place, number: int, raw: bytes | None, limit: int, report: ImportReport
-) -> tuple[str, list[bytes]] | None:
+def _checked(place: Place, number: int, raw: bytes | None, limit: int, report: ImportReport) -> Line | None:
     """The key and messages of a good line; a bad one goes into ``report`` (``None``); a blank line is ``None``."""
     if raw is None:
         reason = f"longer than {limit} bytes, the service's request limit (not read; --max-line-bytes raises it)"
@@ -138,39 +147,81 @@ def _checked(
     if not raw.strip():
         return None
     try:
-        key, messages = parse_line(raw, number)
-        place.check_key(key)
+        line = parse_conversation(raw, number)
+        place.check_key(line.conversation_key)
     except BadLine as bad:
         report.bad_lines.append(bad)
         return None
     except PlaceError as exc:
         report.bad_lines.append(BadLine(number, str(exc)))
         return None
-    return key, messages
+    return line
 
 
-async def _import_one(place: Place, key: str, messages: list[bytes], existing: str) -> str:
-    """Write one conversation as ``existing`` says; its outcome (created, replaced, appended, skipped, unchanged)."""
+async def _import_one(place: Place, line: Line, existing: str) -> str:
+    """Write one conversation as ``existing`` says; its outcome (created, replaced, appended, metadata, skipped,
+    unchanged). The messages are written first (guarded by their version), then the metadata, if it changes."""
+    key, messages = line.conversation_key, line.messages
     for _ in range(ATTEMPTS):
         current, version = await place.read(key)
         try:
             if version == ABSENT:
                 await place.replace(key, messages, ABSENT)
+                if line.has_metadata:
+                    await place.set_metadata(key, MetadataChange.setting(line.title, line.tags))
                 return "created"
             if existing == "skip":
+                if line.has_metadata and current == messages and _bare(await place.summary(key)):
+                    await place.set_metadata(key, MetadataChange.setting(line.title, line.tags))
+                    return "metadata"
                 return "skipped"
+            summary = await place.summary(key)
             if existing == "replace":
-                if current == messages:
-                    return "unchanged"
-                await place.replace(key, messages, version)
-                return "replaced"
-            if holds_run(current, messages):
-                return "unchanged"
-            await place.append(key, messages, version)
-            return "appended"
+                change = _replacing(summary, line)
+                if current != messages:
+                    await place.replace(key, messages, version)
+                if change is not None:
+                    await place.set_metadata(key, change)
+                return "replaced" if current != messages else "metadata" if change is not None else "unchanged"
+            change = _merging(summary, line)
+            held = holds_run(current, messages)
+            if not held:
+                await place.append(key, messages, version)
+            if change is not None:
+                await place.set_metadata(key, change)
+            return "appended" if not held else "metadata" if change is not None else "unchanged"
         except VersionMismatch:
             continue  # written meanwhile: read it again and decide again
     raise PlaceError(f"conversation {key!r} kept changing while it was imported ({ATTEMPTS} attempts)")
+
+
+def _bare(summary: ConversationSummary | None) -> bool:
+    """Whether a conversation carries no title and no tags."""
+    return summary is not None and summary.title is None and not summary.tags
+
+
+def _replacing(summary: ConversationSummary | None, line: Line) -> MetadataChange | None:
+    """The change that makes the conversation's title and tags the line's (``None``: they already are)."""
+    title, tags = (summary.title, dict(summary.tags)) if summary is not None else (None, {})
+    if (title, tags) == (line.title, dict(line.tags)):
+        return None
+    gone = {name: None for name in tags if name not in line.tags}
+    return MetadataChange(line.title, True, {**gone, **line.tags})
+
+
+def _merging(summary: ConversationSummary | None, line: Line) -> MetadataChange | None:
+    """The change that sets the line's title (if it has one) and tags over the conversation's own (``None``:
+    it already carries them); :class:`PlaceError` before anything is written if they would be too many."""
+    title, tags = (summary.title, dict(summary.tags)) if summary is not None else (None, {})
+    if not line.has_metadata:
+        return None
+    change = MetadataChange.setting(line.title, line.tags)
+    try:
+        if change.applied(title, tags) == (title, tags):
+            return None
+    except MetadataError as exc:
+        raise PlaceError(f"its tags with the conversation's own: {exc}") from None
+    return change
 
 
 def holds_run(current: Sequence[bytes], messages: Sequence[bytes]) -> bool:

@@ -1,5 +1,9 @@
 """The export format: JSON Lines, one conversation a line, ``{"conversationKey": ..., "messages": [...]}``.
 
+A conversation with metadata also carries ``"title"`` (a string) and ``"tags"`` (an object of strings), written
+only when it has them: ``{"conversationKey": ..., "title": ..., "tags": {...}, "messages": [...]}``. A line
+without them (every line of a file written before conversations had metadata) is a conversation without any.
+
 Each message is written as the bytes the store holds (compact JSON, so never a line break). A line
 read back is checked as the service checks a request and its messages encoded by the service's own
 encoder (:func:`chatlab.service.schema.decode_messages_body`), so an import stores what an API write
@@ -16,15 +20,22 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol, runtime_checkable
 
 from ..service import schema as wire
+from ..stores.metadata import MAX_TAGS, MetadataChange, MetadataError
 from ..vocabulary import Refused
 
-# Numbers stay text: only the key and the spans are wanted, and an integer of 4,301+ digits (which the service
-# keeps as sent) would otherwise hit Python's int-string limit.
-_DECODER = json.JSONDecoder(parse_int=str, parse_float=str)
+
+class _Number(str):
+    """A JSON number's text, as the decoder below keeps it (so a number is never taken for a string)."""
+
+
+# Numbers stay text: only the key, the metadata and the spans are wanted, and an integer of 4,301+ digits (which
+# the service keeps as sent) would otherwise hit Python's int-string limit.
+_DECODER = json.JSONDecoder(parse_int=_Number, parse_float=_Number)
 _SPACE = " \t\r\n"
 BOM = b"\xef\xbb\xbf"
 
@@ -38,10 +49,38 @@ class BadLine(ValueError):
         self.reason = reason
 
 
-def encode_line(conversation_key: str, messages: Sequence[bytes]) -> bytes:
-    """One conversation as a line (with its ``\\n``), the messages joined as they are."""
-    key = json.dumps(conversation_key, ensure_ascii=False).encode()
-    return b'{"conversationKey":' + key + b',"messages":[' + b",".join(messages) + b"]}\n"
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One conversation of a file: its key, its messages (compact, as the service stores them), its metadata."""
+
+    conversation_key: str
+    messages: list[bytes]
+    title: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def has_metadata(self) -> bool:
+        return self.title is not None or bool(self.tags)
+
+
+def _text(value: str) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode()
+
+
+def encode_line(
+    conversation_key: str,
+    messages: Sequence[bytes],
+    title: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> bytes:
+    """One conversation as a line (with its ``\\n``), the messages joined as they are; the title and the tags
+    (ordered by name) only when it has them."""
+    head = b'{"conversationKey":' + _text(conversation_key)
+    if title is not None:
+        head += b',"title":' + _text(title)
+    if tags:
+        head += b',"tags":{' + b",".join(_text(n) + b":" + _text(v) for n, v in sorted(tags.items())) + b"}"
+    return head + b',"messages":[' + b",".join(messages) + b"]}\n"
 
 
 def parse_line(raw: bytes, number: int) -> tuple[str, list[bytes]]:
@@ -49,6 +88,13 @@ def parse_line(raw: bytes, number: int) -> tuple[str, list[bytes]]:
 
     :class:`BadLine` if it is not a conversation the service would take.
     """
+    line = parse_conversation(raw, number)
+    return line.conversation_key, line.messages
+
+
+def parse_conversation(raw: bytes, number: int) -> Line:
+    """Line ``number`` as a conversation: key, messages and metadata; :class:`BadLine` if it is not one the
+    service would take (its messages, or a title or tags the service would refuse)."""
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -64,9 +110,30 @@ def parse_line(raw: bytes, number: int) -> tuple[str, list[bytes]]:
     except (ValueError, RecursionError) as exc:
         raise BadLine(number, f"not valid JSON ({exc})") from None
     key = document.get("conversationKey") if isinstance(document, dict) else None
-    if not isinstance(key, str) or not key:
+    if type(key) is not str or not key:
         raise BadLine(number, 'no "conversationKey": each line is {"conversationKey": "...", "messages": [...]}')
-    return key, messages
+    title, tags = _metadata(document, number)
+    return Line(key, messages, title, tags)
+
+
+def _metadata(document: dict[str, object], number: int) -> tuple[str | None, dict[str, str]]:
+    """The ``"title"`` and ``"tags"`` of a line (none when it has neither), checked as ``PATCH`` checks them."""
+    title, tags = document.get("title"), document.get("tags")
+    tags = {} if tags is None else tags
+    if title is not None and type(title) is not str:
+        raise BadLine(number, '"title" must be a string (or left out)')
+    if not isinstance(tags, dict) or not all(type(value) is str for value in tags.values()):
+        raise BadLine(number, '"tags" must be an object whose values are strings, {"name": "value", ...}')
+    if len(tags) > MAX_TAGS:
+        raise BadLine(number, f'"tags": {len(tags)} tags; a conversation carries at most {MAX_TAGS}')
+    try:
+        MetadataChange.setting(title, tags)
+        json.dumps([title, tags], ensure_ascii=False).encode()  # no lone surrogate ("\\ud800"): not text
+    except UnicodeEncodeError:
+        raise BadLine(number, '"title" or "tags" holds a lone surrogate escape: not text') from None
+    except MetadataError as exc:
+        raise BadLine(number, str(exc)) from None
+    return title, {str(name): str(value) for name, value in tags.items()}
 
 
 def numbered_lines(source: BinaryIO | Iterable[bytes], limit: int) -> Iterator[tuple[int, bytes | None]]:

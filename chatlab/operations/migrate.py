@@ -2,6 +2,11 @@
 
 The protocol (docs/operations.md says what it guarantees):
 
+Both stores are listed a page at a time (``summaries(after=..., limit=...)``, :data:`PAGE` a page), side by
+side in key order, so a migration holds a page of each, never a whole list. Each conversation's title and tags
+go with it: copied whole with it, and compared in steps 3 and 4 (the source's title, when it has one, and its
+tags are set over the target's; a tag only the target carries is kept).
+
 1. **Check.** Both stores are listed. A target conversation that holds messages the source lacks *and*
    lacks some the source holds (written in both places) is never overwritten; with ``merge=False``
    (``--no-merge``) the migration refuses to start when there is one, and nothing is written.
@@ -32,11 +37,14 @@ import asyncio
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from ..stores import ChatHistoryStore, open_store
 from ..stores.base import ABSENT, Conversation, ConversationRecord, ConversationSummary, VersionMismatch
+from ..stores.metadata import MAX_TAGS, MetadataChange
+from .places import PAGE
 
 BATCH = 200
 ATTEMPTS = 5
@@ -86,12 +94,23 @@ SETTLED = {
     "merged": "merged (the source's messages, then the target's own)",
     "diverged": "written in both places and left as they were (run again without --no-merge)",
     "gone": "deleted in the source meanwhile (the target's left as it is)",
+    "metadata": "given the source's title and tags (changed after they were copied)",
     "busy": "kept changing and were left (run again)",
     "already": "already the same",
 }
 
 
-_RANK = {"already": 0, "busy": 1, "diverged": 1, "gone": 2, "copied": 3, "kept": 4, "caught up": 5, "merged": 6}
+_RANK = {
+    "already": 0,
+    "busy": 1,
+    "diverged": 1,
+    "gone": 2,
+    "metadata": 3,
+    "copied": 4,
+    "kept": 5,
+    "caught up": 6,
+    "merged": 7,
+}
 
 
 def _check_urls(source: str, target: str) -> None:
@@ -116,12 +135,14 @@ async def migrate(
     merge: bool = True,
     overwrite: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    page: int = PAGE,
 ) -> MigrationReport:
     """Copy every conversation of ``source_url`` into ``target_url``; ``progress(done, total)`` after each batch.
 
     ``merge``: a conversation written in both places becomes the source's messages followed by the target's
     own; with ``merge=False`` such a conversation is refused at the start and left as it is when it appears
-    during the copy. ``overwrite=True``, which once replaced such conversations, now merges them too.
+    during the copy. ``overwrite=True``, which once replaced such conversations, now merges them too. ``page``:
+    how many conversations each listing reads at a time.
     Raises :class:`MigrationConflict` (nothing written) or :class:`MigrationStopped` (a store failed
     part-way; running it again finishes the job).
     """
@@ -130,7 +151,7 @@ async def migrate(
         raise ValueError(f"--batch must be 1 or more, not {batch}")
     source, target = open_store(source_url), open_store(target_url)
     try:
-        return await Migration(source, target, batch, merge or overwrite, progress).run()
+        return await Migration(source, target, batch, merge or overwrite, progress, page).run()
     finally:
         await source.close()
         await target.close()
@@ -146,8 +167,11 @@ class Migration:
         batch: int = BATCH,
         merge: bool = True,
         progress: Callable[[int, int], None] | None = None,
+        page: int = PAGE,
     ) -> None:
-        self.source, self.target, self.batch, self.merge = source, target, batch, merge
+        if page < 1:
+            raise ValueError(f"page must be 1 or more, not {page}")
+        self.source, self.target, self.batch, self.merge, self.page = source, target, batch, merge, page
         self.progress = progress or (lambda done, total: None)
         self.report = MigrationReport()
         #: What settling did to each conversation that needed it (the most telling outcome of its passes).
@@ -157,7 +181,7 @@ class Migration:
         try:
             await self._copy()
             await self._catch_up()
-            self.report.mismatches = await verify(self.source, self.target)
+            self.report.mismatches = await verify(self.source, self.target, self.page)
         except (MigrationConflict, MigrationStopped):
             raise
         except Exception as exc:  # a store failed: say what was done, keep what was copied
@@ -176,11 +200,15 @@ class Migration:
 
     async def _copy(self) -> None:
         report = self.report
-        wanted = await self.source.summaries()
-        there = {s.conversation_key: s for s in await self.target.summaries()}
-        absent = [s for s in wanted if s.conversation_key not in there]
-        differing = [s.conversation_key for s in wanted if s.conversation_key in there and not _same(s, there)]
-        report.total, report.already = len(wanted), len(wanted) - len(absent) - len(differing)
+        total, absent, differing = 0, 0, list[str]()
+        async with aclosing(paired(self.source, self.target, self.page)) as pairs:
+            async for mine, there in pairs:  # the check: a pass that only lists
+                total += 1
+                if there is None:
+                    absent += 1
+                elif not _same(mine, there):
+                    differing.append(mine.conversation_key)
+        report.total, report.already = total, total - absent - len(differing)
         if differing and not self.merge:
             both = [key for key, state in zip(differing, await self._states(differing), strict=True) if state]
             if both:
@@ -192,22 +220,40 @@ class Migration:
                     "the source's messages followed by the target's own, nothing is discarded)"
                 )
         self.progress(report.already, report.total)
-        for start in range(0, len(absent), self.batch):
-            chunk = absent[start : start + self.batch]
-            records = await asyncio.gather(*(self._record(s) for s in chunk))
-            try:
-                await self.target.restore([r for r in records if r is not None])
-                report.copied += len(chunk)
-            except VersionMismatch:  # some were written in the target meanwhile: one at a time, each guarded
-                await self._settle_all([s.conversation_key for s in chunk], into_copied=True)
-            self.progress(report.already + report.copied, report.total)
+        chunk: list[ConversationSummary] = []
+        async with aclosing(paired(self.source, self.target, self.page)) as pairs:
+            async for mine, there in pairs:  # the copy: what the target lacks, a batch at a time
+                if there is None:
+                    chunk.append(mine)
+                if len(chunk) == self.batch:
+                    await self._copy_batch(chunk)
+                    chunk = []
+        if chunk:
+            await self._copy_batch(chunk)
         await self._settle_all(differing, into_copied=False)
+
+    async def _copy_batch(self, chunk: list[ConversationSummary]) -> None:
+        report = self.report
+        records = await asyncio.gather(*(self._record(s) for s in chunk))
+        try:
+            await self.target.restore([r for r in records if r is not None])
+            report.copied += len(chunk)
+        except VersionMismatch:  # some were written in the target meanwhile: one at a time, each guarded
+            await self._settle_all([s.conversation_key for s in chunk], into_copied=True)
+        report.total = max(report.total, report.already + report.copied)  # some created since the check
+        self.progress(report.already + report.copied, report.total)
 
     async def _catch_up(self) -> None:
         """The final pass: every conversation that changed since it was listed is settled on its own."""
-        wanted = await self.source.summaries()
-        there = {s.conversation_key: s for s in await self.target.summaries()}
-        await self._settle_all([s.conversation_key for s in wanted if not _same(s, there)], into_copied=False)
+        keys: list[str] = []
+        async with aclosing(paired(self.source, self.target, self.page)) as pairs:
+            async for mine, there in pairs:
+                if there is None or not _same(mine, there):
+                    keys.append(mine.conversation_key)
+                if len(keys) == _AT_ONCE:
+                    await self._settle_all(keys, into_copied=False)
+                    keys = []
+        await self._settle_all(keys, into_copied=False)
 
     async def _settle_all(self, keys: Sequence[str], *, into_copied: bool) -> None:
         for start in range(0, len(keys), _AT_ONCE):
@@ -236,40 +282,64 @@ class Migration:
         return states
 
     async def _settle(self, key: str) -> str:
-        """Bring one conversation of the target up to the source's without discarding any of the target's."""
+        """Bring one conversation of the target up to the source's without discarding any of the target's
+        messages; the source's title and tags are set over the target's."""
         for _ in range(ATTEMPTS):
             source = await self.source.read(key)
             if source.version == ABSENT:
                 return "gone"
             target = await self.target.read(key)
+            mine = await summary_of(self.source, key)
+            there = await summary_of(self.target, key) if target.version != ABSENT else None
             try:
                 if target.version == ABSENT:
-                    await self.target.restore([await self._whole(key, source, ABSENT)])
+                    await self.target.restore([self._whole(key, source, ABSENT, mine, None)])
                     return "copied"
                 if target.version == source.version and target.messages == source.messages:
-                    return "already"
+                    return "metadata" if await self._retag(key, mine, there) else "already"
                 if _starts(source.messages, target.messages):  # the target holds the start: catch up
-                    await self.target.restore([await self._whole(key, source, target.version)])
+                    await self.target.restore([self._whole(key, source, target.version, mine, there)])
                     return "caught up"
                 if _starts(target.messages, source.messages):  # the target holds all of it and newer writes
+                    await self._retag(key, mine, there)
                     return "kept"
                 if not self.merge:
                     return "diverged"
                 common = _common(source.messages, target.messages)
                 merged = [*source.messages, *target.messages[common:]]
                 await self.target.replace(key, merged, if_match=[target.version])
+                await self._retag(key, mine, there)
                 return "merged"
             except VersionMismatch:
                 continue  # written meanwhile: read both again and decide again
         return "busy"
 
-    async def _whole(self, key: str, conversation: Conversation, expected: str) -> ConversationRecord:
-        """``conversation`` as a record of the source, with its timestamps, to be written over ``expected``."""
+    async def _retag(self, key: str, mine: ConversationSummary | None, there: ConversationSummary | None) -> bool:
+        """Set the source's title and tags over the target's, if it lacks them; whether it did."""
+        if mine is None or there is None or _holds_metadata(there, mine):
+            return False
+        title, tags = combined(mine, there)
+        gone = {name: None for name in there.tags if name not in tags}
+        await self.target.set_metadata(key, MetadataChange(title, True, {**gone, **tags}))
+        return True
+
+    def _whole(
+        self,
+        key: str,
+        conversation: Conversation,
+        expected: str,
+        mine: ConversationSummary | None,
+        there: ConversationSummary | None,
+    ) -> ConversationRecord:
+        """``conversation`` as a record of the source, with its timestamps and metadata (over the target's
+        ``there``), to be written over ``expected``."""
         now = self.source.clock()
-        summary = next((s for s in await self.source.summaries(key) if s.conversation_key == key), None)
-        created = summary.created_at if summary is not None and summary.created_at is not None else now
-        updated = summary.updated_at if summary is not None and summary.updated_at is not None else now
-        return ConversationRecord(key, conversation.messages, conversation.version, created, updated, expected)
+        created = mine.created_at if mine is not None and mine.created_at is not None else now
+        updated = mine.updated_at if mine is not None and mine.updated_at is not None else now
+        title, tags = combined(mine, there) if mine is not None else (None, {})
+        return ConversationRecord(
+            key, conversation.messages, conversation.version, created, updated, expected, title, tags
+        )
 
     async def _record(self, summary: ConversationSummary) -> ConversationRecord | None:
         """The whole conversation as the source holds it now (``None`` if deleted since it was listed)."""
@@ -284,12 +354,67 @@ class Migration:
             summary.created_at if summary.created_at is not None else now,
             summary.updated_at if summary.updated_at is not None else now,
             ABSENT,
+            summary.title,
+            dict(summary.tags),
         )
 
 
-def _same(source: ConversationSummary, there: dict[str, ConversationSummary]) -> bool:
-    target = there.get(source.conversation_key)
-    return target is not None and (target.message_count, target.version) == (source.message_count, source.version)
+async def walk(store: ChatHistoryStore, page: int = PAGE) -> AsyncGenerator[ConversationSummary, None]:
+    """Every conversation of ``store`` in key order, listed ``page`` at a time."""
+    after: str | None = None
+    while True:
+        listed = await store.summaries(after=after, limit=page)
+        for summary in listed:
+            yield summary
+        if len(listed) < page:
+            return
+        after = listed[-1].conversation_key
+
+
+async def paired(
+    source: ChatHistoryStore, target: ChatHistoryStore, page: int = PAGE
+) -> AsyncGenerator[tuple[ConversationSummary, ConversationSummary | None], None]:
+    """Each conversation of ``source`` with the target's of the same key (``None``: the target has none),
+    both stores walked side by side in key order, a page of each at a time."""
+    async with aclosing(walk(target, page)) as theirs:
+        there = await anext(theirs, None)
+        async for mine in walk(source, page):
+            key = mine.conversation_key
+            while there is not None and there.conversation_key < key:
+                there = await anext(theirs, None)
+            yield mine, (there if there is not None and there.conversation_key == key else None)
+
+
+async def summary_of(store: ChatHistoryStore, key: str) -> ConversationSummary | None:
+    """One conversation's summary (``None``: no such conversation): the first key that starts with ``key`` is
+    ``key`` itself when it exists, so one row is read."""
+    listed = await store.summaries(key, limit=1)
+    return listed[0] if listed and listed[0].conversation_key == key else None
+
+
+def combined(mine: ConversationSummary, there: ConversationSummary | None) -> tuple[str | None, dict[str, str]]:
+    """The source's title (the target's when the source has none) and the source's tags with those only the
+    target carries, as many as fit (:data:`MAX_TAGS`, the source's first)."""
+    if there is None:
+        return mine.title, dict(mine.tags)
+    tags = dict(mine.tags)
+    for name in sorted(set(there.tags) - set(tags)):
+        if len(tags) < MAX_TAGS:
+            tags[name] = there.tags[name]
+    return (mine.title if mine.title is not None else there.title), tags
+
+
+def _holds_metadata(there: ConversationSummary, mine: ConversationSummary) -> bool:
+    """Whether the target's ``there`` carries the source's title (if it has one) and every tag of the source's."""
+    return (mine.title is None or there.title == mine.title) and all(
+        there.tags.get(name) == value for name, value in mine.tags.items()
+    )
+
+
+def _same(source: ConversationSummary, target: ConversationSummary) -> bool:
+    """Whether the target's conversation is at the source's version and carries its title and tags."""
+    same = (target.message_count, target.version) == (source.message_count, source.version)
+    return same and _holds_metadata(target, source)
 
 
 def _starts(whole: Sequence[bytes], start: Sequence[bytes]) -> bool:
@@ -305,20 +430,32 @@ def _common(one: Sequence[bytes], other: Sequence[bytes]) -> int:
     return n
 
 
-async def verify(source: ChatHistoryStore, target: ChatHistoryStore) -> list[str]:
-    """The source's keys whose messages are not the start of (or all of) the target's (missing ones included)."""
-    there = {s.conversation_key: s for s in await target.summaries()}
-    differing = [s.conversation_key for s in await source.summaries() if not _same(s, there)]
+async def verify(source: ChatHistoryStore, target: ChatHistoryStore, page: int = PAGE) -> list[str]:
+    """The source's keys whose messages are not the start of (or all of) the target's (missing ones included),
+    or whose title or tags the target lacks."""
 
     async def lacks(key: str) -> bool:
         held, copy = await source.read(key), await target.read(key)
-        return held.version != ABSENT and not _starts(copy.messages, held.messages)
+        if held.version == ABSENT:
+            return False
+        if not _starts(copy.messages, held.messages):
+            return True
+        mine, there = await summary_of(source, key), await summary_of(target, key)
+        return mine is not None and (there is None or not _holds_metadata(there, mine))
+
+    async def check(keys: list[str]) -> list[str]:
+        return [k for k, bad in zip(keys, await asyncio.gather(*(lacks(k) for k in keys)), strict=True) if bad]
 
     mismatches: list[str] = []
-    for start in range(0, len(differing), _AT_ONCE):
-        chunk = differing[start : start + _AT_ONCE]
-        mismatches += [k for k, bad in zip(chunk, await asyncio.gather(*(lacks(k) for k in chunk)), strict=True) if bad]
-    return mismatches
+    differing: list[str] = []
+    async with aclosing(paired(source, target, page)) as pairs:
+        async for mine, there in pairs:
+            if there is None or not _same(mine, there):
+                differing.append(mine.conversation_key)
+            if len(differing) == _AT_ONCE:
+                mismatches += await check(differing)
+                differing = []
+    return mismatches + await check(differing)
 
 
 def terminal_progress(every: float = 2.0) -> tuple[Callable[[int, int], None], Callable[[], None]]:

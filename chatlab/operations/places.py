@@ -6,14 +6,20 @@ write is one atomic store call, or one request). Failures come in two kinds: :cl
 this conversation was refused (a bad key, too large: the next one may go through), and
 :class:`PlaceUnavailable`, the place cannot go on (unreachable, a wrong API key, a store that is
 down): the caller stops and says where.
+
+Listings go a page at a time (:data:`PAGE` conversations; a store's ``summaries(after=..., limit=...)``, a
+service's ``GET /chat-history?limit=N`` following its ``Link: <...>; rel="next"``), so walking a place of any
+size holds one page, never the whole list.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -23,7 +29,8 @@ from ..service.security.auth import NAMESPACE_PATTERN, SEPARATOR, Caller
 from ..service.settings import ServiceSettings
 from ..stores import ChatHistoryStore, open_store
 from ..stores.base import ABSENT, StoreError, VersionMismatch
-from ..vocabulary import Refused, Version
+from ..stores.metadata import MAX_TAGS, MetadataChange
+from ..vocabulary import ConversationSummary, Refused, Version
 from .lines import split_array
 
 T = TypeVar("T")
@@ -31,9 +38,17 @@ T = TypeVar("T")
 #: Tries of a request that got no answer or a 5xx/429 before the place counts as unavailable.
 TRIES = 4
 
+#: Conversations listed a page at a time while walking a whole store or service.
+PAGE = 1000
+
 
 class PlaceError(RuntimeError):
-    """The place refused this conversation (a service's 4xx, a key the service would refuse): what it said."""
+    """The place refused this conversation (a service's 4xx, a key the service would refuse): what it said;
+    ``status``: the service's status code, if it answered one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class PlaceUnavailable(RuntimeError):
@@ -45,13 +60,23 @@ class Place(Protocol):
 
     def check_key(self, key: str) -> None: ...
 
-    async def keys(self) -> list[str]: ...
+    def summaries(self, page: int = PAGE) -> AsyncIterator[ConversationSummary]:
+        """Every conversation in key order with its metadata, listed ``page`` at a time."""
+        ...
+
+    async def summary(self, key: str) -> ConversationSummary | None:
+        """One conversation's summary (its title and tags), ``None`` if there is no such conversation."""
+        ...
 
     async def read(self, key: str) -> tuple[list[bytes], str]: ...
 
     async def replace(self, key: str, messages: Sequence[bytes], if_match: str) -> None: ...
 
     async def append(self, key: str, messages: Sequence[bytes], if_match: str) -> None: ...
+
+    async def set_metadata(self, key: str, change: MetadataChange) -> None:
+        """Make ``change`` to a conversation's title and tags (nothing if it is gone)."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -89,16 +114,44 @@ class StorePlace:
         if key in (".", ".."):  # a URL path segment clients resolve away: no request could reach it
             raise PlaceError(f"invalid conversationKey: {key!r} cannot be a path segment of a request")
 
-    def left_out(self, keys: Sequence[str]) -> list[str]:
-        """The stored keys outside this place's namespace (a namespaced key when none is given)."""
-        return [key for key in keys if not self.caller.owns(key)]
+    async def left_out(self, page: int = PAGE) -> tuple[int, list[str]]:
+        """How many stored conversations lie outside this place's namespace (a namespaced one when none is
+        given), and the namespaces among them; the store walked a page at a time."""
+        count, namespaces = 0, set[str]()
+        async for summary in self._pages("", page):
+            key = summary.conversation_key
+            if not self.caller.owns(key):
+                count += 1
+                if SEPARATOR in key:
+                    namespaces.add(key.split(SEPARATOR, 1)[0])
+        return count, sorted(namespaces)
 
-    async def stored_keys(self) -> list[str]:
-        return [s.conversation_key for s in await self._call(self.store.summaries())]
-
-    async def keys(self) -> list[str]:
+    async def summaries(self, page: int = PAGE) -> AsyncIterator[ConversationSummary]:
         prefix = self.caller.prefix
-        return [key[len(prefix) :] for key in await self.stored_keys() if self.caller.owns(key)]
+        async for summary in self._pages(prefix, page):
+            if self.caller.owns(summary.conversation_key):
+                yield _unprefixed(summary, len(prefix))
+
+    async def _pages(self, prefix: str, page: int) -> AsyncIterator[ConversationSummary]:
+        after: str | None = None
+        while True:
+            listed = await self._call(self.store.summaries(prefix, after=after, limit=page))
+            for summary in listed:
+                yield summary
+            if len(listed) < page:
+                return
+            after = listed[-1].conversation_key
+
+    async def summary(self, key: str) -> ConversationSummary | None:
+        stored = self.caller.stored_key(key)
+        # the first key starting with ``stored`` is ``stored`` itself, when it exists: one row read
+        listed = await self._call(self.store.summaries(stored, limit=1))
+        if not listed or listed[0].conversation_key != stored:
+            return None
+        return _unprefixed(listed[0], len(self.caller.prefix))
+
+    async def set_metadata(self, key: str, change: MetadataChange) -> None:
+        await self._call(self.store.set_metadata(self.caller.stored_key(key), change))
 
     async def read(self, key: str) -> tuple[list[bytes], str]:
         conversation = await self._call(self.store.read(self.caller.stored_key(key)))
@@ -135,9 +188,62 @@ class ServicePlace:
     def check_key(self, key: str) -> None:
         """Nothing here: the service checks each key itself, with its own settings (a refusal is a 4xx)."""
 
-    async def keys(self) -> list[str]:
-        listing = (await self._request("GET", "/chat-history")).json()
-        return [str(item["conversationKey"]) for item in listing]
+    async def summaries(self, page: int = PAGE) -> AsyncIterator[ConversationSummary]:
+        async for listed in self._listing(page, None):
+            for summary in listed:
+                yield summary
+
+    async def _listing(self, page: int, after: str | None) -> AsyncGenerator[list[ConversationSummary], None]:
+        """``GET /chat-history?limit=page`` (from ``after``), then each ``Link: <...>; rel="next"`` it gives.
+
+        A service that does not page answers every conversation at once, without a ``Link``: one page."""
+        params = {"limit": str(page)} | ({"after": after} if after else {})
+        response = await self._request("GET", "/chat-history", params=params)
+        while True:
+            yield [_summary(item) for item in response.json()]
+            following = response.links.get("next", {}).get("url")
+            if not following:
+                return
+            response = await self._request("GET", following)
+
+    async def summary(self, key: str) -> ConversationSummary | None:
+        """Listed from just before ``key``: every key between ``key[:-1]`` and ``key`` starts with ``key[:-1]``,
+        so the page from there usually starts with ``key``."""
+        try:
+            return await self._find(key, key[:-1])
+        except PlaceError as exc:
+            if exc.status != 400:
+                raise
+            return await self._find(key, None)  # a service that takes only whole keys as ``after``: from the start
+
+    async def _find(self, key: str, after: str | None) -> ConversationSummary | None:
+        async with aclosing(self._listing(100, after)) as pages:
+            async for listed in pages:
+                for summary in listed:
+                    if summary.conversation_key == key:
+                        return summary
+                    if summary.conversation_key > key:
+                        return None
+        return None
+
+    async def set_metadata(self, key: str, change: MetadataChange) -> None:
+        """``PATCH`` (a merge patch); one naming more tags than a ``PATCH`` takes goes as two: the removals
+        first, then the tags set."""
+        patches: list[dict[str, Any]] = [{"tags": dict(change.tags)}]
+        if len(change.tags) > MAX_TAGS:
+            patches = [
+                {"tags": {n: v for n, v in change.tags.items() if (v is None) is removals}}
+                for removals in (True, False)
+            ]
+        if change.sets_title:
+            patches[0]["title"] = change.title
+        for patch in patches:
+            try:
+                await self._request("PATCH", _path(key), json=patch)
+            except PlaceError as exc:
+                if exc.status != 404:  # 404: gone meanwhile, nothing to set
+                    raise
+                return
 
     async def read(self, key: str) -> tuple[list[bytes], str]:
         response = await self._request("GET", _path(key))
@@ -179,11 +285,27 @@ class ServicePlace:
         if status in (401, 403):
             raise PlaceUnavailable(f"{self.url} answered {status}: {_detail(response)} (check --api-key)")
         if status >= 400:
-            raise PlaceError(f"{self.url} answered {status}: {_detail(response)}")
+            raise PlaceError(f"{self.url} answered {status}: {_detail(response)}", status)
         return response
 
     async def close(self) -> None:
         await self.http.aclose()
+
+
+def _unprefixed(summary: ConversationSummary, length: int) -> ConversationSummary:
+    """``summary`` with the first ``length`` characters (its namespace) cut from its key."""
+    return dataclasses.replace(summary, conversation_key=summary.conversation_key[length:]) if length else summary
+
+
+def _summary(item: dict[str, Any]) -> ConversationSummary:
+    """One conversation of a ``GET /chat-history`` answer (a service without metadata gives none)."""
+    tags = item.get("tags") or {}
+    return ConversationSummary(
+        str(item["conversationKey"]),
+        int(item.get("messageCount", 0)),
+        title=item.get("title"),
+        tags={str(name): str(value) for name, value in tags.items()},
+    )
 
 
 def _detail(response: httpx.Response) -> str:

@@ -14,6 +14,7 @@ from .guard import RequestGuard
 from .health import add_health_routes
 from .openapi import complete_openapi
 from .problems import add_error_handlers
+from .request_route import RequestRoute
 from .retention import sweeping
 from .routes import add_routes
 from .settings import ServiceSettings
@@ -27,10 +28,8 @@ TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": Fa
 def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
     """Build the service around a store (an instance, or a URL for :func:`chatlab.stores.open_store`).
 
-    A store given by URL (or the default in-memory one) belongs to the app, is opened with the
-    settings' ``store_timeout`` and is closed when the app shuts down; a store instance stays the
-    caller's, with its own timeout. ``settings.retention`` is given to the store, which the app
-    then sweeps while it runs.
+    A store opened from a URL (or the default in-memory one) belongs to the app: opened with ``store_timeout``, closed
+    at shutdown. An instance stays the caller's. With ``settings.retention`` the app sweeps the store while it runs.
     """
     settings = settings or ServiceSettings()
     owned = not isinstance(store, ChatHistoryStore)
@@ -48,6 +47,8 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
         docs_url="/docs" if settings.api_docs else None,
         redoc_url="/redoc" if settings.api_docs else None,
     )
+    # a conversation's endpoints take only the request: called with it, with nothing for FastAPI to solve
+    app.router.route_class = RequestRoute
     add_error_handlers(app)
     served = _metered(app, the_store, settings) if settings.metrics else the_store
     add_routes(app, served, settings)
@@ -91,7 +92,7 @@ def _allow_cross_origin(app: FastAPI, origins: tuple[str, ...]) -> None:
     app.add_middleware(
         CORSMiddleware,
         allow_origins=origins,
-        allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
+        allow_methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
         allow_headers=["Authorization", "Content-Type", "If-Match", "Idempotency-Key"],
         expose_headers=[
             "ETag",

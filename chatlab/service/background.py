@@ -24,15 +24,10 @@ def start_service(
     tls_cert: str | os.PathLike[str] | None = None,
     tls_key: str | os.PathLike[str] | None = None,
 ) -> BackgroundServer:
-    """Start the service in a background thread (as the article's separately started server).
+    """Start the service in a background thread (the article's separately started server); ``.url``, ``.stop()``.
 
-    Returns the running :class:`~chatlab.runner.BackgroundServer` (``.url``, ``.stop()``).
-    Calling it again with the same arguments (the same store instance or URL, equal settings,
-    the same TLS files) returns the server already running, so a notebook cell can be re-run;
-    other arguments start another server (on a fixed port taken by the first: ``RuntimeError``).
-    ``tls_cert``/``tls_key`` (PEM files) serve HTTPS; without them, the settings'
-    (``CHATLAB_TLS_CERT``/``CHATLAB_TLS_KEY``) do. The host it binds is an allowed ``Host``.
-    The settings' ``access_log`` logs a line per request to the ``uvicorn.access`` logger (off by default).
+    The same arguments again return the server already running, so a notebook cell can be re-run (see
+    :meth:`~chatlab.runner.BackgroundServer.ensure`). ``tls_cert``/``tls_key`` (PEM) serve HTTPS, else the settings'.
     """
     settings = settings or ServiceSettings()
     if tls_cert is None and tls_key is None:

@@ -1,16 +1,8 @@
-"""A write's body: read raw and parsed once (:mod:`chatlab.service.schema`), within every size limit.
+"""A write's body, read raw and parsed once (:mod:`.schema`) within every size limit: FastAPI never parses it.
 
-The service never lets FastAPI parse a body: it would build models of every message and
-encode them again; here each message comes out as the compact JSON bytes the store keeps.
-
-A large body is parsed, checked and encoded in a worker thread, one at a time, so that it
-cannot stall the event loop; it is done in pieces that each hold the GIL briefly (:mod:`.pieces`),
-so the loop gets its turns. A small one is decoded on the loop: a thread's hand-off would cost
-it more than the decoding.
-
-A body that does not arrive with its head has ``body_timeout`` to arrive whole, else it is answered
-408 and the connection closed: nothing is written. The common body, which arrives with its head,
-arms no timer.
+A large body is decoded in a worker thread, one at a time and in pieces (:mod:`.pieces`), so the event loop keeps its
+turns; a small one on the loop, where a thread's hand-off would cost more. A body not arriving with its head has
+``body_timeout`` to arrive whole, else 408 and the connection closed.
 """
 
 from __future__ import annotations
@@ -57,12 +49,16 @@ class BodyReader:
             self._limiter = anyio.CapacityLimiter(1)  # one large body at a time: more would only share the GIL
         return await anyio.to_thread.run_sync(partial(self._decode, body, in_pieces=True), limiter=self._limiter)
 
-    async def _read(self, request: Request, declared: str) -> bytes:
-        """The request body, refused with 413 as soon as it is known to exceed the limit.
+    async def json_bytes(self, request: Request) -> bytes:
+        """The raw bytes of a small JSON body (``PATCH``'s), under the same type, size and time limits."""
+        content_type, declared = _content_headers(request.scope["headers"])
+        _check_json(content_type)
+        return await self._read(request, declared)
 
-        A body that does not all arrive within ``body_timeout`` of its first part is answered 408 with
-        ``Connection: close``: nothing is written. Read from ``receive`` itself: Starlette's
-        ``request.stream()`` is an async generator, dearer per body.
+    async def _read(self, request: Request, declared: str) -> bytes:
+        """The request body: 413 as soon as it is known to exceed the limit, 408 when it arrives too slowly.
+
+        Read from ``receive`` itself: Starlette's ``request.stream()`` is an async generator, dearer per body.
         """
         limit = self._settings.max_body_bytes
         # 19 digits or more are over any limit, and are not made an int (of thousands of digits, int() raises)
@@ -106,8 +102,7 @@ class BodyReader:
 
 
 def _content_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str | None, str]:
-    """The first ``Content-Type`` (``None`` if there is none) and ``Content-Length`` (``""``), as Starlette's
-    ``request.headers.get`` reads them, in one pass over the raw headers (not a ``Headers`` object per request)."""
+    """The first ``Content-Type`` (or ``None``) and ``Content-Length`` (or ``""``), in one pass over the raw headers."""
     content_type = content_length = None
     for name, value in headers:
         if name == b"content-type":
@@ -119,8 +114,7 @@ def _content_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str | None, st
 
 
 def _check_json(content_type: str | None) -> None:
-    """415 for a body that is not JSON: what a cross-site form or a preflight-free ``fetch`` sends
-    (:mod:`.security.browser`)."""
+    """415 for a body that is not JSON (what a cross-site form sends: :mod:`.security.browser`)."""
     if not is_json(content_type or ""):
         raise Refused(
             415, f"a write's body must be JSON: send Content-Type: application/json, not {content_type or 'none'}"

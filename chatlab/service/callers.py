@@ -1,8 +1,7 @@
 """Who is calling: the API key that decides the caller's namespace, and the caller's rate limit.
 
-The caller is a FastAPI dependency (``GET /`` and ``GET /chat-history`` take it, so the OpenAPI description shows
-the key scheme), and a plain function of the request for the conversation's endpoints (:func:`caller_resolver`),
-which take only the request.
+A FastAPI dependency where the OpenAPI description should show the key scheme (``GET /``, ``GET /chat-history``), and a
+plain function of the request for the conversation's endpoints (:func:`caller_resolver`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Summary checkpoints: ``GET /chat-history/{key}?view=summary`` answers the latest one and what follows it.
 
-A checkpoint is an ordinary stored message whose ``additionalProperties`` carry ``"chatlab.summaryThrough": N``: it
-summarizes the conversation's messages 1..N (docs/conversations.md). Nothing is rewritten or dropped: the plain
-``GET`` still answers the whole transcript, so the article's C# client and every other reader are unaffected. The
-summary view is what a model needs instead of the whole transcript: the latest checkpoint, then every message after
-its N (those appended while the summary was being written included), the checkpoint itself not twice.
-
-The view works on the stored bytes: only messages that mention the property's name are decoded.
+A checkpoint is an ordinary stored message with ``additionalProperties["chatlab.summaryThrough"] = N``, summarizing
+messages 1..N (docs/conversations.md); the plain ``GET`` still answers everything. Only messages whose bytes mention
+the property are decoded.
 """
 
 from __future__ import annotations

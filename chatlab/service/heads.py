@@ -1,18 +1,8 @@
-"""Request heads the app refuses itself: a URL or header fields too long for any request it serves.
+"""Request heads the app refuses itself, as problem JSON on either parser (h11 and httptools bound heads differently).
 
-uvicorn's HTTP parsers bound a request's head differently, and answer past their bound before the
-app sees anything: h11 (uvicorn's pure-Python parser) refuses a head over 16 KiB that does not arrive
-in one read (one that does may reach 64 KiB) with a plain-text ``400 Invalid HTTP request received.``;
-httptools sets no bound of its own. Every head that reaches the app is held to these limits, answered
-as problem JSON like every other refusal: ``414`` for a URL (path and query) over :data:`MAX_URL_BYTES`,
-``431`` for header fields over :data:`MAX_HEADER_BYTES` in all. The service's own requests need a
-fraction of either (a key is at most 128 characters; an API key, a version, an idempotency key).
-
-A head whose servers and proxies may read two ways is refused with 400, on either parser: two ``Host``
-fields (which names the target?), and ``Content-Length`` with ``Transfer-Encoding`` (where does the
-body end? RFC 9112 section 6.1 says a server may refuse it, and the usual request smuggling needs it).
-The connection is then closed, so nothing after the head is read as another request. The size of a
-head while it arrives is bounded before this, by the server (:mod:`.server_protocol`).
+``414`` for a URL over :data:`MAX_URL_BYTES`, ``431`` for header fields over :data:`MAX_HEADER_BYTES` in all; ``400``
+and a close for a head proxies may read two ways: two ``Host`` fields, or ``Content-Length`` with ``Transfer-Encoding``
+(request smuggling, RFC 9112 section 6.1). A head's size while it arrives is :mod:`.server_protocol`'s.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """``GET /healthz`` and ``GET /readyz``: whether the process answers, and whether it can serve.
 
-Both are open (no API key, whatever the settings) and outside the rate limit: a load balancer
-or an orchestrator calls them often and holds no key. ``/readyz`` asks the store for a cheap
-read and waits at most :data:`READY_TIMEOUT` seconds: a store that does not answer makes it
-``503`` problem JSON, so traffic goes to replicas that can serve; it says "store unavailable" and
-nothing of where the store is (the log has the store's own error).
+Both are open and outside the rate limit (load balancers hold no key). ``/readyz`` pings the store for at most
+:data:`READY_TIMEOUT` seconds, else ``503`` saying "store unavailable" and nothing of where the store is.
 """
 
 from __future__ import annotations

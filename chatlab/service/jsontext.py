@@ -1,14 +1,9 @@
 """JSON in and out with every number's text kept as sent: ``1.10`` stays ``1.10``, ``1e400`` stays ``1e400``.
 
-Python's ``json`` turns numbers into ``float``/``int``, which rewrites them (``1.10`` -> ``1.1``, ``-0`` -> ``0``,
-``2.5e-400`` -> ``0.0``) or breaks them (``1e400`` -> ``Infinity``, which is not JSON; an integer of 4,301+
-digits -> ``ValueError``). Here the standard library's C parser hands each number's text to :func:`_number`, which
-keeps it as a :class:`msgspec.Raw`, and msgspec's encoder writes it back byte for byte. Strings come out as
-``json.dumps(value, ensure_ascii=False)`` writes them: UTF-8, only ``"``, ``\\`` and control characters escaped.
-
-The same parse refuses what JSON readers disagree on (RFC 8259 sections 4 and 8.1, the I-JSON profile of
-RFC 7493): ``NaN``/``Infinity`` literals, an object that repeats a key (some readers keep the first, others
-the last), text that is not UTF-8, and (when encoding) lone UTF-16 surrogates.
+Python's ``json`` would rewrite numbers (``1.10`` -> ``1.1``) or break them (``1e400`` -> ``Infinity``); here its C
+parser hands each number's text to :func:`_number`, kept as :class:`msgspec.Raw` and written back byte for byte. The
+parse refuses what JSON readers disagree on (RFC 8259, RFC 7493): ``NaN``/``Infinity``, repeated keys, text that is
+not UTF-8, lone surrogates.
 """
 
 from __future__ import annotations
@@ -43,11 +38,7 @@ def parse(body: bytes) -> Json:
 
 
 def encode(value: Json, *, long_list: str | None = None) -> bytes:
-    """``value`` as compact JSON, numbers written as they were parsed.
-
-    ``long_list`` names a key of ``value`` (an object) whose list, when long, is encoded :data:`PIECE` items
-    at a time, so that a thread doing it lets others run in between.
-    """
+    """``value`` as compact JSON, numbers as parsed; a long list under key ``long_list`` in :data:`PIECE`-item calls."""
     items = value.get(long_list) if long_list is not None and isinstance(value, dict) else None
     try:
         if not isinstance(items, list) or len(items) <= PIECE:

@@ -1,23 +1,14 @@
 """Prometheus metrics at ``GET /metrics`` (``serve --metrics``), with the official ``prometheus_client``.
 
-* ``chatlab_http_requests_total{method, route, status}``: answered requests, by route template
-  (``/chat-history/{conversationKey}``, never the key itself); a method the service does not know, or a
-  path no route matches, is ``other``: the labels come from a fixed set, whatever clients send;
-* ``chatlab_http_request_duration_seconds{method, route}``: a latency histogram;
-* ``chatlab_store_operation_duration_seconds{operation}`` and ``chatlab_store_errors_total{operation}``:
-  how long each store call took, and which failed (``StoreError``: the 503s);
-* ``chatlab_conversations`` and ``chatlab_messages``: what the in-memory store holds (cheap to
-  know there; the database stores would need a scan, so they leave them out).
-
-``/metrics`` is served only with ``metrics`` on; with API keys, only to a request with a valid key
-(the counters are the whole service's, every namespace's). Each app has its own registry, so several
-services in one process (tests, notebooks) never mix.
+Requests by method, route template (never a key; ``other`` for unknown methods and paths, so labels stay a fixed set)
+and status, with latency; store calls' duration and failures; and what the in-memory store holds (the database
+stores would need a scan). With API keys, only a valid key's holder may scrape. One registry per app.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -35,6 +26,7 @@ from ..stores.base import (
     Idempotency,
     WriteResult,
 )
+from ..stores.metadata import MetadataChange
 from ..vocabulary import Refused
 from .security.auth import ApiKeys
 
@@ -77,7 +69,7 @@ class Metrics:
 
 
 #: The methods counted by name; any other is ``other``.
-KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"})
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 OTHER = "other"
 
 
@@ -169,9 +161,20 @@ class MeteredStore(ChatHistoryStore):
         async with self.metrics.timed("delete"):
             await self.inner.delete(conversation_key, if_match=if_match)
 
-    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
+    async def summaries(
+        self,
+        prefix: str = "",
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> list[ConversationSummary]:
         async with self.metrics.timed("summaries"):
-            return await self.inner.summaries(prefix)
+            return await self.inner.summaries(prefix, after=after, limit=limit, tags=tags)
+
+    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+        async with self.metrics.timed("set_metadata"):
+            return await self.inner.set_metadata(conversation_key, change)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         async with self.metrics.timed("restore"):

@@ -113,6 +113,7 @@ def _add_body_schemas(schema: dict[str, Any], settings: ServiceSettings) -> None
     models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
         (wire.AppendChatMessagesRequest, "validation"),
         (wire.ReplaceChatMessagesRequest, "validation"),
+        (wire.ConversationMetadataPatch, "validation"),
     ]
     _, defs = models_json_schema(models, ref_template="#/components/schemas/{model}")
     components = schema.setdefault("components", {}).setdefault("schemas", {})

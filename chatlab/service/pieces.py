@@ -1,9 +1,7 @@
 """A large body's messages cut into validation calls of a bounded size, each knowing where its errors are.
 
-Pydantic holds the GIL for a whole ``validate_python`` call, so a large body validated in a worker
-thread must come in pieces for the event loop to run between them; and each piece's models are freed
-before the next is built (the models of one call over the largest body allowed would all live at once, and
-the garbage collector would walk them again and again while they are made).
+Pydantic holds the GIL for a whole call, so a large body validated in a worker thread goes in pieces to let the event
+loop run between them, and each piece's models are freed before the next is built.
 """
 
 from __future__ import annotations

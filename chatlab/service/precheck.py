@@ -1,10 +1,7 @@
-"""A quick check that a body's messages are valid, so the common body skips pydantic.
+"""A quick check that a body's messages are certainly valid, so the common body skips pydantic's slower models.
 
-Pydantic builds a model of every message and content to validate them, which costs several times
-what checking the same parsed JSON against msgspec structs does. :func:`valid` answers only "certainly
-valid": the structs below are the schema's models (:mod:`.schema`, built from the same table of
-checked fields), so whatever they accept the models accept; anything they refuse, or cannot tell,
-goes to pydantic, which decides and words the refusal. So every answer stays the schema's own.
+The msgspec structs below are built from the schema's own table of checked fields (:mod:`.schema`), so what they
+accept the models accept; anything they refuse or cannot tell goes to pydantic, which decides and words the refusal.
 """
 
 from __future__ import annotations

@@ -4,12 +4,15 @@
 |------------------------------------------|---------------------------------------------------|
 | ``GET /``                                | service name and description                      |
 | ``GET /chat-history``                    | ``[{"conversationKey", "messageCount", ...}]``    |
+| ``GET /chat-history?limit=L&after=K``    | a page of that list; ``?tag=name:value`` filters  |
 | ``GET /chat-history/{conversationKey}``  | the messages; ``[]`` for an unknown key           |
 | ``GET ...?after=N&limit=L``              | the messages after the first N (at most L)        |
 | ``HEAD /chat-history/{conversationKey}`` | no body: ``X-Message-Count`` and ``ETag``         |
 | ``POST /chat-history/{conversationKey}`` | append ``{"messages": [...]}``; 202 + Location    |
 | ``PUT /chat-history/{conversationKey}``  | replace with ``{"messages": [...]}``; 204         |
 | ``DELETE /chat-history/{conversationKey}``| forget the conversation; 204                     |
+| ``PATCH /chat-history/{conversationKey}`` | set its title and tags (a merge patch)           |
+| ``POST .../{conversationKey}/fork``      | a new conversation with its first N messages     |
 
 Stored messages are returned as the bytes the store holds, so reads never re-encode.
 
@@ -27,16 +30,18 @@ from __future__ import annotations
 import hashlib
 import uuid
 from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import quote
+from typing import Annotated, Any
+from urllib.parse import quote, urlencode
 
 import anyio
 import msgspec
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Query, Request, Response
+from pydantic import StringConstraints
 
 from ..stores import ChatHistoryStore
 from ..stores.base import ConversationSummary, Idempotency
-from ..vocabulary import ABSENT, Refused
+from ..stores.metadata import MAX_TAG_NAME, MAX_TAG_VALUE, MetadataChange, TooManyTags
+from ..vocabulary import ABSENT, FORK_OF, FORK_THROUGH, Refused
 from . import jsontext
 from . import schema as wire
 from .bodies import BodyReader
@@ -109,45 +114,161 @@ def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings)
     _add_reading_routes(app, store, arguments, errors)
     _add_writing_routes(app, store, settings, arguments, errors)
     _add_fork_route(app, store, settings, arguments, errors)
-    _add_listing_routes(app, store, arguments, errors)
+    _add_metadata_route(app, store, settings, arguments, errors)
+    _add_listing_routes(app, store, settings, arguments, errors)
     _refuse_empty_key(app)
 
 
-def _add_listing_routes(app: FastAPI, store: ChatHistoryStore, arguments: Arguments, errors: ErrorDocs) -> None:
+#: The largest page of ``GET /chat-history?limit=L``.
+MAX_PAGE = 1000
+#: What ``?tag=`` holds: a tag name, ``:``, and its value.
+TAG_FILTER_PATTERN = rf"^[A-Za-z0-9_.-]{{1,{MAX_TAG_NAME}}}:[^\x00-\x1f]{{0,{MAX_TAG_VALUE}}}$"
+TagFilter = Annotated[str, StringConstraints(pattern=TAG_FILTER_PATTERN)]
+
+
+def _add_listing_routes(
+    app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings, arguments: Arguments, errors: ErrorDocs
+) -> None:
     """``GET /`` and ``GET /chat-history``: what the service is and which conversations the caller has."""
 
     @app.get("/", response_model=wire.ServiceInfo, responses=errors.common, summary="Service name and description")
     async def service_info(caller: Caller = arguments.caller) -> Response:
         return json_response({"service": SERVICE_NAME, "description": store.description})
 
+    # a default, not an ``Annotated`` alias: the annotations are strings, resolved in the module's scope
+    after_query = Query(
+        None,
+        min_length=1,
+        max_length=settings.key_max_length,
+        pattern=settings.key_pattern,
+        description="Only the conversations whose keys sort after this one (the last key of a page).",
+    )
+
     @app.get(
         "/chat-history",
         response_model=list[wire.ChatHistorySummary],
-        responses=errors.common,
-        summary="Stored conversations and their message counts, ordered by key",
+        responses={
+            200: {"headers": {"Link": LINK_DOC}},
+            **errors.common,
+            400: problem_doc("An invalid `limit`, `after` or `tag`."),
+        },
+        summary="Stored conversations and their message counts, ordered by key; ?limit=L&after=KEY for a page",
+        description="Without parameters, every conversation (the article's request). `limit=L` answers at most L, "
+        "with a `Link` header naming the next page while more remain; `after=KEY` starts after that key; "
+        "`tag=name:value` (repeatable) keeps the conversations carrying every such tag.",
     )
-    async def list_conversations(caller: Caller = arguments.caller) -> Response:
-        summaries = await store.summaries(caller.prefix)
-        # formatted and encoded in a worker thread, a piece at a time: a long list must not hold the event loop
-        return json_answer(await anyio.to_thread.run_sync(_listing, summaries, caller), [])
+    async def list_conversations(
+        caller: Caller = arguments.caller,
+        limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE, description="At most this many (a page).")] = None,
+        after: str | None = after_query,
+        tag: Annotated[
+            list[TagFilter] | None,
+            Query(description="`name:value`: only conversations carrying this tag (repeat for several)."),
+        ] = None,
+    ) -> Response:
+        wanted = _tag_filter(tag or [])
+        cursor = caller.stored_key(arguments.checked_key(after)) if after is not None else None
+        if wanted is None:
+            return json_answer(b"[]", [])
+        if limit is None and cursor is None and not wanted:  # the article's request
+            summaries = [s for s in await store.summaries(caller.prefix) if caller.owns(s.conversation_key)]
+            # formatted and encoded in a worker thread, a piece at a time: a long list must not hold the event loop
+            return json_answer(await anyio.to_thread.run_sync(_listing, summaries, caller.prefix), [])
+        page, more = await _page(store, caller, cursor, limit, wanted)
+        headers = []
+        if more:
+            last = page[-1].conversation_key[len(caller.prefix) :]
+            query = urlencode([("limit", limit), ("after", last), *(("tag", t) for t in tag or [])])
+            headers.append((b"link", f'</chat-history?{query}>; rel="next"'.encode("ascii")))
+        return json_answer(_listing(page, caller.prefix), headers)
 
 
-def _listing(summaries: list[ConversationSummary], caller: Caller) -> bytes:
-    """The JSON of ``GET /chat-history``: the caller's conversations, encoded :data:`jsontext.PIECE` at a time
-    (each encoding call holds the GIL, which the event loop needs between them)."""
-    prefix = caller.prefix
-    rows = [
-        {
-            "conversationKey": s.conversation_key[len(prefix) :],
-            "messageCount": s.message_count,
-            "createdAt": iso_time(s.created_at),
-            "updatedAt": iso_time(s.updated_at),
-        }
-        for s in summaries
-        if caller.owns(s.conversation_key)
-    ]
+def _tag_filter(tags: list[str]) -> dict[str, str] | None:
+    """``["name:value", ...]`` as the tags a listing keeps; ``None`` when one name is asked for two values,
+    which no conversation matches."""
+    wanted: dict[str, str] = {}
+    for text in tags:
+        name, _, value = text.partition(":")
+        if wanted.setdefault(name, value) != value:
+            return None
+    return wanted
+
+
+async def _page(
+    store: ChatHistoryStore, caller: Caller, cursor: str | None, limit: int | None, wanted: dict[str, str]
+) -> tuple[list[ConversationSummary], bool]:
+    """Up to ``limit`` of the caller's conversations after ``cursor``, and whether more remain.
+
+    The store is asked for one more than the page, so that a full page knows whether another follows; keys
+    the caller may not see (without API keys, the namespaced ones) are skipped, reading on past them."""
+    found: list[ConversationSummary] = []
+    while True:
+        want = None if limit is None else limit + 1 - len(found)
+        batch = await store.summaries(caller.prefix, after=cursor, limit=want, tags=wanted)
+        found += [s for s in batch if caller.owns(s.conversation_key)]
+        if limit is None:
+            return found, False
+        if len(found) > limit:
+            return found[:limit], True
+        if len(batch) < (want or 0):
+            return found, False
+        cursor = batch[-1].conversation_key
+
+
+def _listing(summaries: list[ConversationSummary], prefix: str) -> bytes:
+    """The JSON of ``GET /chat-history``: the summaries, encoded :data:`jsontext.PIECE` at a time (each encoding
+    call holds the GIL, which the event loop needs between them)."""
+    rows = [_summary_row(s, prefix) for s in summaries]
     pieces = [_encode(rows[i : i + jsontext.PIECE])[1:-1] for i in range(0, len(rows), jsontext.PIECE)]
     return b"[" + b",".join(pieces) + b"]"
+
+
+def _summary_row(summary: ConversationSummary, prefix: str) -> dict[str, Any]:
+    """One conversation as the listing and ``PATCH`` answer it: the article's two fields, its times, and its
+    title and tags when it has them."""
+    row: dict[str, Any] = {
+        "conversationKey": summary.conversation_key[len(prefix) :],
+        "messageCount": summary.message_count,
+        "createdAt": iso_time(summary.created_at),
+        "updatedAt": iso_time(summary.updated_at),
+    }
+    if summary.title is not None:
+        row["title"] = summary.title
+    if summary.tags:
+        row["tags"] = dict(summary.tags)
+    return row
+
+
+def _add_metadata_route(
+    app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings, arguments: Arguments, errors: ErrorDocs
+) -> None:
+    """``PATCH /chat-history/{key}``: a conversation's title and tags, beside its messages and outside its version."""
+    read_body = BodyReader(settings)
+
+    @app.patch(
+        "/chat-history/{conversationKey}",
+        response_model=wire.ChatHistorySummary,
+        responses={
+            200: {"description": "The conversation's summary after the change."},
+            **errors.writes,
+            404: problem_doc("No such conversation."),
+            422: problem_doc("The change would leave more tags than a conversation may carry."),
+        },
+        summary="Set a conversation's title and tags (a JSON merge patch: null removes, what is not named stays)",
+        description="Metadata is not part of the conversation's version: its `ETag` stays, and no cached history "
+        "is invalidated. `replace` keeps it; `delete` drops it.",
+        openapi_extra={**body_doc("ConversationMetadataPatch"), **arguments.documented()},
+    )
+    async def patch_metadata(request: Request) -> Response:
+        caller, key = await arguments.of(request)
+        change = wire.decode_metadata_patch(await read_body.json_bytes(request))
+        try:
+            summary = await store.set_metadata(caller.stored_key(key), change)
+        except TooManyTags as exc:
+            raise Refused(422, f"{exc}: remove some with null; nothing was written") from None
+        if summary is None:
+            raise Refused(404, "there is no such conversation: write its messages first, then set its title and tags")
+        return json_response(_summary_row(summary, caller.prefix))
 
 
 def _refuse_empty_key(app: FastAPI) -> None:
@@ -377,7 +498,10 @@ def _add_fork_route(
         idempotency = (
             Idempotency(idem_key, fingerprint("fork", messages), settings.idempotency_ttl) if idem_key else None
         )
-        result = await store.append(caller.stored_key(new_key), messages, if_match=[ABSENT], idempotency=idempotency)
+        stored = caller.stored_key(new_key)
+        result = await store.append(stored, messages, if_match=[ABSENT], idempotency=idempotency)
+        # after the append (a retry of it sets the same tags again): where the fork came from
+        await store.set_metadata(stored, MetadataChange(tags={FORK_OF: key, FORK_THROUGH: str(len(messages))}))
         headers = [(b"location", conversation_path(new_key).encode("ascii")), (b"etag", etag(result.version).encode())]
         return Answer(201, [*headers, (b"content-length", b"0")])
 

@@ -26,6 +26,15 @@ from pydantic import (
     ValidationError,
 )
 
+from ..stores.metadata import (
+    MAX_TAG_NAME,
+    MAX_TAG_VALUE,
+    MAX_TAGS,
+    MAX_TITLE,
+    TAG_NAME_PATTERN,
+    TEXT_PATTERN,
+    MetadataChange,
+)
 from ..vocabulary import CONTENT_KINDS, Refused
 from . import jsontext, pieces, precheck
 
@@ -198,6 +207,58 @@ class ChatHistorySummary(BaseModel):
     updatedAt: datetime | None = Field(
         default=None, description="When it was last written (ISO 8601, UTC): retention counts from it."
     )
+    title: str | None = Field(default=None, description="Its title, when one was set with `PATCH`.")
+    tags: dict[str, str] | None = Field(
+        default=None,
+        description="Its tags, when it has any (`PATCH`); a fork carries `chatlab.forkOf` (the conversation it "
+        "was forked from) and `chatlab.forkThrough` (how many of its messages).",
+    )
+
+
+TagName = Annotated[str, Field(pattern=TAG_NAME_PATTERN, min_length=1, max_length=MAX_TAG_NAME)]
+TagValue = Annotated[StrictStr, Field(max_length=MAX_TAG_VALUE, pattern=TEXT_PATTERN)]
+
+
+def _tag_names_schema(schema: dict[str, Any]) -> None:
+    """The tags' schema as JSON Schema says "every name matches": ``propertyNames``, not pydantic's
+    ``patternProperties`` (which lets names that do not match through, unchecked)."""
+    (value,) = schema.pop("patternProperties").values()
+    schema["additionalProperties"] = value
+    schema["propertyNames"] = {"pattern": TAG_NAME_PATTERN, "minLength": 1, "maxLength": MAX_TAG_NAME}
+
+
+class ConversationMetadataPatch(BaseModel):
+    """Body of ``PATCH /chat-history/{conversationKey}``: a JSON merge patch (RFC 7396) of the title and tags.
+
+    A string sets, ``null`` removes, and what the body does not name stays."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"title": "Trip to Kyoto", "tags": {"user": "u42", "draft": None}}]},
+    )
+    title: StrictStr | None = Field(
+        default=None, max_length=MAX_TITLE, pattern=TEXT_PATTERN, description="`null` removes the title."
+    )
+    tags: dict[TagName, TagValue | None] = Field(
+        default_factory=dict,
+        max_length=MAX_TAGS,
+        description=f"Tags to set, or remove with `null`; a conversation carries at most {MAX_TAGS}.",
+        json_schema_extra=_tag_names_schema,
+    )
+
+
+_metadata_adapter = TypeAdapter(ConversationMetadataPatch)
+
+
+def decode_metadata_patch(body: bytes) -> MetadataChange:
+    """The change a ``PATCH`` body asks for; a 400 that says what is wrong with a body that is not one."""
+    try:
+        patch = _metadata_adapter.validate_json(body)
+    except ValidationError as exc:
+        errors = [{"path": _path(tuple(e["loc"])) or "(body)", "message": e["msg"]} for e in exc.errors()]
+        first, shape = errors[0], '{"title": ..., "tags": {...}}'
+        raise Refused(400, f"{first['path']}: {first['message']} (send {shape})", errors[:MAX_ERRORS]) from None
+    return MetadataChange(patch.title, "title" in patch.model_fields_set, patch.tags)
 
 
 class ServiceInfo(BaseModel):

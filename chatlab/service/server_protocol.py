@@ -1,32 +1,18 @@
-"""What uvicorn does not bound itself: a request head's time and size while it arrives, and who waits for a slot.
+"""What uvicorn does not bound itself (https://github.com/Kludex/uvicorn/issues/157), added to its own protocol class.
 
-uvicorn closes an idle keep-alive connection after ``timeout_keep_alive`` and answers 503 past
-``limit_concurrency`` open connections, but it waits for a request's head for ever (its keep-alive
-timer stops at the first byte), httptools keeps a head in memory however long it grows (h11 stops
-at ``h11_max_incomplete_event_size``), and a client that holds every connection slot with heads it
-never finishes locks everyone else out. No option of uvicorn covers these (upstream:
-https://github.com/Kludex/uvicorn/issues/157), so :func:`guarded_protocol` subclasses uvicorn's
-own HTTP protocol class (httptools' or h11's, passed as ``uvicorn.Config(http=...)``) and uses
-only the asyncio protocol's callbacks (``connection_made``, ``data_received``, ``connection_lost``)
-and uvicorn's ``on_response_complete``:
+uvicorn waits for a request's head for ever once its first byte came, httptools keeps a head in memory however long
+it grows, and a client holding every connection slot with unfinished heads locks everyone else out.
+:func:`guarded_protocol` subclasses uvicorn's HTTP protocol (httptools' or h11's) using only the asyncio callbacks and
+uvicorn's ``on_response_complete``:
 
-* **head deadline**: from a connection's opening (or its previous answer) a request's head must be
-  in within ``header_timeout``, else the connection is closed (with a 408 if part of a head came);
-* **head size**: a head (request line and header fields) over :data:`MAX_HEAD_BYTES` is answered
-  431 and the connection closed as soon as that many bytes came, before the parser holds more; the
-  app then holds a head to its own, smaller limits (:mod:`.heads`);
-* **fair slots**: at ``max_connections`` open connections, a new one closes the connection that has
-  waited longest for a head (a silent or trickling one, or an idle keep-alive one), so clients that
-  hold slots without sending requests cannot lock others out; connections serving a request are
-  never closed, and when every slot serves one a further request is answered 503 and its connection
-  closed. (uvicorn's own ``limit_concurrency`` would count the connections just closed to make room,
-  which leave a moment later, and refuse the request that took their place.)
+* **head deadline**: a head must be in within ``header_timeout`` of the connection's opening or its previous answer,
+  else the connection closes (with a 408 if part of a head came);
+* **head size**: a head over :data:`MAX_HEAD_BYTES` gets 431 and a close before the parser holds more;
+* **fair slots**: at ``max_connections``, a new connection closes the one that has waited longest for a head;
+  connections serving a request are never closed, and a request finding every slot busy gets 503. (uvicorn's
+  ``limit_concurrency`` would count the connections just closed to make room and refuse their replacement.)
 
-A head's end is found in the bytes as they arrive (the blank line after the fields). Bytes a client
-pipelines while its previous request is served are not counted, and the deadline restarts at each
-answer: a pipelined request still being served when it passes is cut off (no common client pipelines).
-uvicorn's versions this was tested with are pinned in pyproject.toml. A body's deadline is kept by
-the app (:mod:`.bodies`), and under another server that server's own bounds apply.
+Bytes pipelined while a request is served are not counted. A body's deadline is the app's (:mod:`.bodies`).
 """
 
 from __future__ import annotations
@@ -40,20 +26,17 @@ from typing import Any
 from ..serverstack import server_stack
 from .settings import ServiceSettings
 
-#: The largest request head (request line and header fields) a connection may send: RFC 9110 section 4.1 asks
-#: for URLs of 8,000 octets, and the app refuses header fields over 8 KiB (:mod:`.heads`); the rest is headroom
-#: for a client's own headers, so that a head the app would answer is never cut off here.
+#: The largest request head: well above the app's own limits (:mod:`.heads`), so a head it would answer is never cut.
 MAX_HEAD_BYTES = 64 * 1024
 
 
 def server_options(settings: ServiceSettings, http: str | None = None) -> dict[str, Any]:
-    """The :class:`uvicorn.Config` options that enforce the settings' connection bounds, on the HTTP protocol
-    ``http`` ("h11" or "httptools"; default: the server stack's, :mod:`chatlab.serverstack`)."""
+    """The :class:`uvicorn.Config` options that enforce the settings' connection bounds (``http``: h11 or httptools)."""
     http = http or server_stack().http
     return {
         "timeout_keep_alive": settings.keep_alive_timeout,
         "http": guarded_protocol(http, settings.header_timeout, settings.max_connections),
-        # h11's own bound on a head that arrives in pieces (16 KiB by default), made the same as httptools' here
+        # h11's own bound on a head arriving in pieces (16 KiB by default), made the same as httptools' here
         "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
     }
 

@@ -1,13 +1,8 @@
 """What the service allows: one typed field per setting (docs/protections.md).
 
-Each field of :class:`ServiceSettings` is the whole declaration of its setting: its type and
-default, its environment variable (``CHATLAB_`` + the field's name in capitals), its
-``python -m chatlab serve`` flag and help (:func:`add_flags`), and its row in the docs
-(:func:`settings_table`). Adding a setting is adding a field.
-
-The article's plain requests work unchanged: every protection is off by default. Versions
-(``ETag``/``If-Match``) and ``Idempotency-Key`` retries need no setting: a client that does
-not use them sees no difference.
+A field of :class:`ServiceSettings` is the whole declaration of its setting: type, default, environment variable
+(``CHATLAB_`` + its name in capitals), ``serve`` flag (:func:`add_flags`) and docs row (:func:`settings_table`).
+Every protection is off by default, so the article's plain requests work unchanged.
 """
 
 from __future__ import annotations
@@ -47,12 +42,8 @@ KEY_MAX_LENGTH = 128
 
 @dataclass(frozen=True, slots=True)
 class Flag:
-    """How a setting shows on ``serve``: its group of flags, ``metavar``, and what differs from the usual.
-
-    The flag is ``--`` + the field's name with dashes unless ``name`` says otherwise; ``repeat``
-    lets it be given several times (the values make the tuple); ``group=None`` means no flag
-    (the environment variable or the constructor only). ``default`` is the default as people say it.
-    """
+    """How a setting shows on ``serve``: flag group (``None``: no flag), ``metavar``, ``name`` when not ``--`` + the
+    field's, ``repeat`` to give it several times, ``default`` as people say it."""
 
     group: str | None = "limits"
     metavar: str | None = None
@@ -70,10 +61,8 @@ _YES_NO = ("1", "true", "yes", "on", "0", "false", "no", "off")
 class ServiceSettings(BaseSettings):
     """What the service allows; a field not given comes from its ``CHATLAB_*`` variable, else its default.
 
-    ``api_keys`` also takes a mapping key -> namespace or ``NAMESPACE:KEY`` text, and
-    ``rate_limit`` a spec like ``"10/s"``; they are held as :class:`~chatlab.service.security.ApiKeys`
-    and :class:`~chatlab.service.security.RateLimit`. A bad value raises ``ValueError`` (a pydantic
-    ``ValidationError``) naming the setting.
+    ``api_keys`` also takes a mapping key -> namespace or ``NAMESPACE:KEY`` text, ``rate_limit`` a spec like
+    ``"10/s"``. A bad value raises ``ValueError`` (a pydantic ``ValidationError``) naming the setting.
     """
 
     model_config = SettingsConfigDict(
@@ -352,10 +341,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_flags(args: argparse.Namespace, defaults: Mapping[str, Any] | None = None) -> ServiceSettings:
-    """The settings: each flag given wins over its environment variable.
-
-    ``defaults`` replace a field's own default when neither its flag nor its variable is given.
-    """
+    """The settings: a flag given wins over its variable; ``defaults`` replace fields' own when neither is given."""
     given = {name: getattr(args, name, None) for name in ServiceSettings.model_fields}
     for name, value in (defaults or {}).items():
         if given.get(name) is None and not os.environ.get(_env(name), "").strip():

@@ -1,11 +1,9 @@
 """A deadline on each of many operations, with one timer for all of them instead of one each.
 
-``asyncio.timeout`` starts and cancels a timer per operation (under uvloop a libuv timer, opened and closed),
-a good part of what a short store operation costs. A store's operations all have the same timeout, so their
-deadlines come in the order they start: one timer, set for the oldest running operation's deadline, cancels
-every operation that is due when it fires and is set again for the next one. What an operation sees is what
-``asyncio.timeout`` gives: cancelled at its deadline, ``TimeoutError`` instead of that cancellation (a
-cancellation from elsewhere stays one).
+``asyncio.timeout`` starts and cancels a timer per operation, a good part of a short store operation's cost. A store's
+operations share one timeout, so their deadlines come in start order: one timer, set for the oldest running
+operation, cancels whatever is due and is set again for the next. An operation sees what ``asyncio.timeout`` gives:
+``TimeoutError`` at its deadline (a cancellation from elsewhere stays one).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """One async resource (a connection pool, a client) per event loop.
 
-Async drivers tie their connections to the event loop that opened them. A chatlab store,
-though, may be created in a notebook's loop and then used in the loop of a background
-uvicorn thread (and by a test's own loop as well). So a store keeps one resource per
-running loop, opened lazily on first use in that loop, and closes them all in ``close()``.
+Async drivers tie connections to the loop that opened them, but a store may be created in a notebook's loop and used
+in a background uvicorn thread's: so it keeps one resource per running loop, opened on first use, all closed in
+``close()``.
 """
 
 from __future__ import annotations
@@ -57,11 +56,7 @@ class PerLoop(Generic[T]):
         return resource
 
     async def close(self, timeout: float = 10.0) -> None:
-        """Close every instance: this loop's here, another running loop's in that loop.
-
-        Closing is not final: a later call opens a new instance, as a store handed to a
-        restarted service (a notebook cell run again) expects.
-        """
+        """Close every instance (each in its own loop); a later call opens a new one, as a restarted service expects."""
         with self._lock:
             tasks, self._tasks = self._tasks, {}
             self._opened = {}

@@ -21,12 +21,8 @@ def split_url(url: str, ours: Collection[str]) -> tuple[str, dict[str, str]]:
 
 
 def path_from_url(url: str) -> Path:
-    """The file a ``sqlite:`` URL or a bare path names.
-
-    As in SQLAlchemy: ``sqlite:///history.db`` is ``history.db`` relative to the working
-    directory, ``sqlite:////var/lib/chatlab/history.db`` an absolute path. A URL with a
-    query string or a host is refused.
-    """
+    """The file a ``sqlite:`` URL or a bare path names, as in SQLAlchemy: ``sqlite:///history.db`` is relative,
+    ``sqlite:////var/lib/history.db`` absolute; a query string or a host is refused."""
     if url.startswith("sqlite:"):
         rest = url[len("sqlite:") :]
         if not rest.startswith("///") or len(rest) == 3:

@@ -22,6 +22,7 @@ __all__ = [
     "MAX_TAG_VALUE",
     "MAX_TITLE",
     "TAG_NAME_PATTERN",
+    "TEXT_PATTERN",
     "MetadataChange",
     "MetadataError",
     "TooManyTags",
@@ -44,7 +45,11 @@ TAG_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 """What a tag name may hold: letters, digits, ``_``, ``.`` and ``-`` (so ``?tag=name:value`` splits at the
 first ``:``, and the service's own tags, ``chatlab.forkOf``, read as namespaced)."""
 
+TEXT_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+"""What a title or a tag value may hold: any text but control characters (no store keeps NUL in JSON)."""
+
 _TAG_NAME = re.compile(TAG_NAME_PATTERN)
+_TEXT = re.compile(TEXT_PATTERN)
 
 
 class MetadataError(ValueError):
@@ -63,6 +68,13 @@ def check_tag_name(name: str) -> None:
         )
 
 
+def _check_text(what: str, text: str, limit: int) -> None:
+    if len(text) > limit:
+        raise MetadataError(f"{what} is {len(text)} characters long; keep it to {limit}")
+    if not _TEXT.match(text):
+        raise MetadataError(f"{what} holds a control character (such as a newline or NUL); remove it")
+
+
 @dataclass(frozen=True, slots=True)
 class MetadataChange:
     """What one ``PATCH`` changes: the title when ``sets_title`` (``title=None`` removes it), and each tag in
@@ -73,12 +85,12 @@ class MetadataChange:
     tags: Mapping[str, str | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.title is not None and len(self.title) > MAX_TITLE:
-            raise MetadataError(f"the title is {len(self.title)} characters long; keep it to {MAX_TITLE}")
+        if self.title is not None:
+            _check_text("the title", self.title, MAX_TITLE)
         for name, value in self.tags.items():
             check_tag_name(name)
-            if value is not None and len(value) > MAX_TAG_VALUE:
-                raise MetadataError(f"tag {name!r}: the value is {len(value)} characters; keep it to {MAX_TAG_VALUE}")
+            if value is not None:
+                _check_text(f"the value of tag {name!r}", value, MAX_TAG_VALUE)
 
     @classmethod
     def setting(cls, title: str | None = None, tags: Mapping[str, str] | None = None) -> MetadataChange:

@@ -1,14 +1,9 @@
 """``python -m chatlab demo``: the article's whole run in a terminal, then the second run.
 
-The chat history service runs in a background thread unless ``CHAT_HISTORY_SERVICE_URL``
-(or ``--service-url``) names one already running; the LLM is chosen by ``CHATLAB_LLM``
-(the offline tutorial model unless an endpoint is configured and answers). The output
-follows the article's ``実行結果`` line by line, with the article's 10-second wait unless
-``--pause`` says otherwise (and then the output says so).
-
-A broken provider must not look like success: after every run the demo checks that the
-session's conversation grew on the service and that the run loaded the messages stored
-before it, and stops with :class:`HistoryCheckFailed` (exit status 1) when either is not so.
+The service runs in a background thread unless ``CHAT_HISTORY_SERVICE_URL`` (or ``--service-url``) names one; the LLM
+is ``CHATLAB_LLM``'s. The output follows the article's ``実行結果`` line by line. A broken provider must not look like
+success: after every run the demo checks that the conversation grew on the service and that the run loaded what was
+stored before it, else it stops with :class:`HistoryCheckFailed`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Printing what the article prints, for notebooks and the demo.
-
-The agent-side helpers are the article's ``PrintExternalStoreAsync``, ``PrintSessionId``,
-``PrintStateBag``, ... as functions; they print exactly the article's lines, so a notebook's
-output can be read side by side with the article's ``実行結果``.
-"""
+"""The article's ``Print...`` helpers as functions printing its exact lines (read them beside its ``実行結果``)."""
 
 from __future__ import annotations
 
@@ -96,19 +91,10 @@ def _format_content(content: Content) -> str:
 
 def _value_kind(value: Any) -> str:
     """The name .NET's ``JsonValueKind`` gives a JSON value."""
-    if isinstance(value, dict):
-        return "Object"
-    if isinstance(value, list):
-        return "Array"
-    if isinstance(value, str):
-        return "String"
-    if value is True:
-        return "True"
-    if value is False:
-        return "False"
-    if value is None:
-        return "Null"
-    return "Number"
+    if value is None or isinstance(value, bool):
+        return {None: "Null", True: "True", False: "False"}[value]
+    kinds: dict[type, str] = {dict: "Object", list: "Array", str: "String"}
+    return kinds.get(type(value), "Number")
 
 
 # --------------------------------------------------------------------------- HTTP exchanges (the service notebooks)

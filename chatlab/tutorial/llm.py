@@ -1,24 +1,12 @@
 """The LLM connection: ``OpenAIChatCompletionClient`` on any OpenAI-compatible endpoint, or the offline model.
 
-Settings, each from the argument, else MAF's environment variable, else the article's value:
+Each setting comes from the argument, else MAF's environment variable, else the article's value: ``OPENAI_BASE_URL``
+(``http://localhost:1234/v1``, LM Studio), ``OPENAI_CHAT_COMPLETION_MODEL`` or ``OPENAI_MODEL``
+(``openai/gpt-oss-20b``), ``OPENAI_API_KEY`` (``sk-dummy``). ``CHATLAB_LLM``: ``auto`` (the endpoint if it answers
+``GET /models`` within a second, else the offline model), ``offline``, or ``endpoint`` (never falls back).
 
-============  ==================================================  ==========================
-setting       environment                                         article's default
-============  ==================================================  ==========================
-base URL      ``OPENAI_BASE_URL``                                 ``http://localhost:1234/v1`` (LM Studio)
-model         ``OPENAI_CHAT_COMPLETION_MODEL``, ``OPENAI_MODEL``  ``openai/gpt-oss-20b``
-API key       ``OPENAI_API_KEY``                                  ``sk-dummy``
-mode          ``CHATLAB_LLM`` = ``auto`` | ``offline`` | ``endpoint``   ``auto``
-============  ==================================================  ==========================
-
-``auto`` uses the endpoint when it answers ``GET {base_url}/models`` within a second,
-otherwise it starts the offline tutorial model (:mod:`chatlab.tutorial.offline_model`).
-``endpoint`` never falls back (it raises if the endpoint does not answer); ``offline``
-never touches the network beyond the local offline model. Whatever is chosen is logged
-and printed, and returned in :class:`LLMConnection`.
-
-Chat Completions on purpose: the Responses client (``OpenAIChatClient``) stores the
-history server-side and, with a history provider, would send it twice.
+Chat Completions on purpose: the Responses client stores the history server-side and, with a history provider,
+would send it twice.
 """
 
 from __future__ import annotations

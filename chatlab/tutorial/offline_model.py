@@ -84,7 +84,7 @@ def decide(
     messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None
 ) -> Reply:
     """Decide the next assistant turn from an OpenAI ``messages`` list and the ``tools`` offered."""
-    last_user = _last_index(messages, "user")
+    last_user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
     if last_user is None:
         return Reply(text=f"{LABEL_EN} There is no user message to answer.")
     question = _text_of(messages[last_user])
@@ -153,38 +153,24 @@ def _elapsed_reply(found: list[str], ja: bool) -> Reply:
     first, last = found[0], found[-1]
     seconds = int((_parse(last) - _parse(first)).total_seconds())
     if ja:
+        elapsed = _duration(seconds, ("時間", "分", "秒"))
         return Reply(
-            text=f"最初に取得した時刻（{first}）から、今回の取得時刻（{last}）まで "
-            f"**{_duration_ja(seconds)}** が経過しています。"
+            text=f"最初に取得した時刻（{first}）から、今回の取得時刻（{last}）まで **{elapsed}** が経過しています。"
         )
-    return Reply(
-        text=f"From the first time I got ({first}) to the latest ({last}), **{_duration_en(seconds)}** have passed."
-    )
+    elapsed = _duration(seconds, ("h", "min", "seconds"))
+    return Reply(text=f"From the first time I got ({first}) to the latest ({last}), **{elapsed}** have passed.")
 
 
-def _duration_ja(seconds: int) -> str:
+def _duration(seconds: int, units: tuple[str, str, str]) -> str:
     h, rest = divmod(abs(seconds), 3600)
     m, s = divmod(rest, 60)
-    parts = [f"{h} 時間" if h else "", f"{m} 分" if m else "", f"{s} 秒" if s or not (h or m) else ""]
-    return ("-" if seconds < 0 else "") + " ".join(p for p in parts if p)
-
-
-def _duration_en(seconds: int) -> str:
-    h, rest = divmod(abs(seconds), 3600)
-    m, s = divmod(rest, 60)
-    parts = [f"{h} h" if h else "", f"{m} min" if m else "", f"{s} seconds" if s or not (h or m) else ""]
+    parts = [f"{h} {units[0]}" if h else "", f"{m} {units[1]}" if m else ""]
+    parts.append(f"{s} {units[2]}" if s or not (h or m) else "")
     return ("-" if seconds < 0 else "") + " ".join(p for p in parts if p)
 
 
 def _parse(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("T", " "))
-
-
-def _last_index(messages: Sequence[Mapping[str, Any]], role: str) -> int | None:
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].get("role") == role:
-            return i
-    return None
 
 
 def _text_of(message: Mapping[str, Any]) -> str:
@@ -268,7 +254,7 @@ def completion_chunks(reply: Reply, completion_id: str, created: int, usage: dic
             "created": created,
             "model": OFFLINE_MODEL_ID,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
-            **extra,
+            **extra,  # the usage chunk: no choices, the usage
         }
         return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
@@ -283,15 +269,7 @@ def completion_chunks(reply: Reply, completion_id: str, created: int, usage: dic
             yield event({"content": text[i : i + 16]})
     yield event({}, reply.finish_reason)
     if usage is not None:
-        usage_chunk = {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": OFFLINE_MODEL_ID,
-            "choices": [],
-            "usage": usage,
-        }
-        yield f"data: {json.dumps(usage_chunk)}\n\n"
+        yield event({}, choices=[], usage=usage)
     yield "data: [DONE]\n\n"
 
 

@@ -1,11 +1,9 @@
 """``pause(seconds)``: the article's ``Task.Delay`` as a countdown that the stop button ends at once.
 
-``await asyncio.sleep(10)`` in a notebook cell notices the kernel's interrupt only when the sleep ends;
-``time.sleep`` in short steps is interrupted within a step, and the countdown shows that something is happening.
-It is a plain function (call it without ``await``): it blocks the cell, not the servers, which run in their own
-threads. Give it a cell of its own: in a cell that also awaits, ipykernel turns the stop button into a cancellation
-that lands only at the cell's next ``await``, after the pause. The countdown rewrites one line with ``\\r``;
-Jupyter, nbval and nbconvert keep only its last state, so a finished pause always leaves the same text behind.
+``await asyncio.sleep`` in a cell notices an interrupt only when it ends; ``time.sleep`` in short steps within a step.
+It blocks the cell, not the servers (their own threads); give it a cell of its own, as in a cell that also awaits,
+ipykernel delivers the stop only at the next ``await``. The countdown rewrites one line with ``\\r``, so a finished
+pause always leaves the same text.
 """
 
 from __future__ import annotations

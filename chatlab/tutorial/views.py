@@ -1,12 +1,8 @@
 """Rich views for notebooks: a conversation as a chat, the store's summaries as a table.
 
-Each view is an object with ``_repr_html_`` (Jupyter shows the HTML) and a plain-text ``repr``
-(a terminal or a plain-text output shows that). Every value is escaped with :func:`html.escape`:
-a message holding ``<script>`` shows the text. The cells that mirror the article keep its console
-lines (:mod:`.display`); these views are for the cells where a picture helps.
-
-Messages are shown as the service stores them (MEAI ``ChatMessage`` JSON), so the view is the same
-whether it is given MAF ``Message`` objects or the JSON read from the service.
+Each view has ``_repr_html_`` for Jupyter and a plain-text ``repr``; every value is escaped (a message holding
+``<script>`` shows the text). Messages are shown in their stored MEAI JSON, whether given as MAF ``Message`` objects or
+as the service's JSON.
 """
 
 from __future__ import annotations

@@ -54,3 +54,35 @@ def test_usage_errors_say_what_to_do(tmp_path) -> None:
     for missing in (tmp_path / "nosuch.jsonl", tmp_path):  # missing, a directory
         result = _chatlab("import", str(missing), "--store", f"sqlite:///{tmp_path / 'a.db'}")
         assert result.returncode == 2 and "cannot read" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_titles_and_tags_go_through_export_import_and_migrate(tmp_path) -> None:
+    from chatlab.stores.metadata import MetadataChange
+
+    source, target, moved = (f"sqlite:///{tmp_path / name}" for name in ("a.db", "b.db", "c.db"))
+
+    async def fill() -> None:
+        store = open_store(source)
+        await store.append("one", [MESSAGE])
+        await store.set_metadata("one", MetadataChange.setting("Trip to Kyoto", {"lang": "ja"}))
+        await store.append("alice/two", [MESSAGE])  # a namespace's: left out of a plain export, and said so
+        await store.close()
+
+    async def titles(url: str) -> dict[str, tuple[str | None, dict[str, str]]]:
+        store = open_store(url)
+        try:
+            return {s.conversation_key: (s.title, dict(s.tags)) for s in await store.summaries()}
+        finally:
+            await store.close()
+
+    asyncio.run(fill())
+    backup = tmp_path / "backup.jsonl"
+    exported = _chatlab("export", "--store", source, "-o", str(backup))
+    assert exported.returncode == 0 and "1 conversations of namespaces alice left out" in exported.stderr
+    assert backup.read_bytes() == encode_line("one", [MESSAGE], "Trip to Kyoto", {"lang": "ja"})
+    imported = _chatlab("import", str(backup), "--store", target)
+    assert imported.returncode == 0 and "1 created" in imported.stderr
+    assert asyncio.run(titles(target)) == {"one": ("Trip to Kyoto", {"lang": "ja"})}
+    migrated = _chatlab("migrate", "--from", source, "--to", moved)
+    assert migrated.returncode == 0 and "all verified" in migrated.stderr
+    assert asyncio.run(titles(moved)) == asyncio.run(titles(source))

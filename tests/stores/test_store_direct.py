@@ -204,8 +204,9 @@ def test_store_states_its_schema_version_and_description(backend, store_url):
     store = open_store(store_url)
     assert store.description and store.description != ChatHistoryStore.description
     if backend != "memory":
-        # 2: versions and idempotency records; 3: timestamps; Redis's 4: a conversation's keys in one hash slot
-        assert store.schema_version == (4 if backend.startswith("redis") else 3)
+        # 2: versions and idempotency records; 3: timestamps; Redis's 4: a conversation's keys in one hash slot;
+        # SQL's 4: titles and tags
+        assert store.schema_version == 4
     assert "password" not in store.description
 
 
@@ -216,7 +217,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
 
         with sqlite3.connect(path_from_url(store_url)) as conn:
             row = conn.execute("SELECT value FROM chatlab_meta WHERE key = 'schema_version'").fetchone()
-            assert row == ("3",)
+            assert row == ("4",)
             assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     elif backend == "postgres":
         import psycopg
@@ -231,7 +232,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
                     sql.Identifier(ours["schema"], "chatlab_meta")
                 )
             ).fetchone()
-            assert row == ("3",)
+            assert row == ("4",)
     elif backend == "redis":
         import redis
 
@@ -252,7 +253,7 @@ def test_a_newer_schema_is_refused(backend, store_url):
         import sqlite3
 
         with sqlite3.connect(path_from_url(store_url)) as conn:
-            conn.execute("UPDATE chatlab_meta SET value = '4' WHERE key = 'schema_version'")
+            conn.execute("UPDATE chatlab_meta SET value = '5' WHERE key = 'schema_version'")
     elif backend == "postgres":
         import psycopg
         from psycopg import sql
@@ -262,7 +263,7 @@ def test_a_newer_schema_is_refused(backend, store_url):
         conninfo, ours = split_url(store_url, CHATLAB_PARAMETERS)
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(
-                sql.SQL("UPDATE {} SET value = '4' WHERE key = 'schema_version'").format(
+                sql.SQL("UPDATE {} SET value = '5' WHERE key = 'schema_version'").format(
                     sql.Identifier(ours["schema"], "chatlab_meta")
                 )
             )
@@ -274,7 +275,7 @@ def test_a_newer_schema_is_refused(backend, store_url):
         client_url, ours = split_url(store_url, CHATLAB_PARAMETERS)
         with redis.Redis.from_url(client_url) as client:
             client.hset(f"{ours['prefix']}meta", "schema_version", "5")
-    with pytest.raises(StoreError, match=r"schema version [45]"):
+    with pytest.raises(StoreError, match=r"schema version 5"):
         run(_use(store_url, lambda s: s.summaries()))
 
 

@@ -78,13 +78,21 @@ def test_metadata_is_a_merge_patch_outside_the_version(store_url):
 
         summary = await store.set_metadata("c", MetadataChange("Trip to Kyoto", True, {"user": "u1", "lang": "ja"}))
         assert summary is not None
-        assert (summary.title, dict(summary.tags), summary.version) == ("Trip to Kyoto", {"user": "u1", "lang": "ja"}, version)
+        assert (summary.title, dict(summary.tags), summary.version) == (
+            "Trip to Kyoto",
+            {"user": "u1", "lang": "ja"},
+            version,
+        )
 
         summary = await store.set_metadata("c", MetadataChange(tags={"lang": None, "topic": "旅行"}))
         assert summary is not None
         assert (summary.title, dict(summary.tags)) == ("Trip to Kyoto", {"user": "u1", "topic": "旅行"})
         [listed] = await store.summaries()
-        assert (listed.title, dict(listed.tags), listed.version) == ("Trip to Kyoto", {"user": "u1", "topic": "旅行"}, version)
+        assert (listed.title, dict(listed.tags), listed.version) == (
+            "Trip to Kyoto",
+            {"user": "u1", "topic": "旅行"},
+            version,
+        )
         assert (await store.read("c")).version == version  # metadata is not part of the version
 
         summary = await store.set_metadata("c", MetadataChange(None, True))
@@ -143,7 +151,9 @@ def test_tag_filters_page_too(store_url):
         both = await store.summaries(tags={"parity": "even", "three": "yes"})
         assert [s.conversation_key for s in both] == ["k00", "k06"]
         assert await store.summaries(tags={"parity": "neither"}) == []
-        assert [s.conversation_key for s in await store.summaries(after="k06", limit=1, tags={"three": "yes"})] == ["k09"]
+        assert [s.conversation_key for s in await store.summaries(after="k06", limit=1, tags={"three": "yes"})] == [
+            "k09"
+        ]
         # a changed tag moves the conversation between filters
         await store.set_metadata("k01", MetadataChange(tags={"parity": "even"}))
         assert "k01" in [s.conversation_key for s in await store.summaries(tags={"parity": "even"})]
@@ -183,3 +193,23 @@ def test_restore_writes_the_metadata_it_is_given(store_url):
 def test_a_bad_change_is_refused_before_any_store(change, message):
     with pytest.raises(MetadataError, match=message):
         change()
+
+
+def test_concurrent_patches_and_appends_lose_nothing(store_url):
+    """Tasks setting one tag each while others append: every tag and every message is there afterwards."""
+
+    async def work(store: ChatHistoryStore):
+        await store.append("c", batch(0, 0, 1))
+
+        async def tag(n: int) -> None:
+            await store.set_metadata("c", MetadataChange(tags={f"t{n}": str(n)}))
+
+        async def add(n: int) -> None:
+            await store.append("c", batch(1, n, 1))
+
+        await asyncio.gather(*(tag(n) for n in range(20)), *(add(n) for n in range(10)))
+        [summary] = await store.summaries()
+        assert dict(summary.tags) == {f"t{n}": str(n) for n in range(20)}
+        assert summary.message_count == 11
+
+    run(_use(store_url, work))

@@ -1,5 +1,5 @@
 """A store written by an older layout is upgraded in place on first use: version 1 (no versions, no idempotency
-records) and version 2 (no timestamps)."""
+records), version 2 (no timestamps) and version 3 (no titles and tags)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from chatlab.stores import ChatHistoryStore, ConversationSummary, open_store
 from chatlab.stores.base import ABSENT, Idempotency, VersionMismatch
+from chatlab.stores.metadata import MetadataChange
 
 OLD = [b'{"role":"user","contents":[]}', b'{"role":"assistant","contents":[]}']
 NEW = b'{"role":"tool","contents":[]}'
@@ -50,7 +51,7 @@ def test_sqlite_version_1_file(tmp_path) -> None:
         conn.executemany("INSERT INTO chatlab_messages VALUES ('old', ?, ?)", list(enumerate(OLD)))
     asyncio.run(_check_upgraded(open_store(f"sqlite:///{path}")))
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("3",)
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("4",)
 
 
 # version 2: a version per conversation (the idempotency table is created if missing)
@@ -74,9 +75,84 @@ def test_sqlite_version_2_file_gains_timestamps(tmp_path) -> None:
         conn.executemany("INSERT INTO chatlab_messages VALUES ('old', ?, ?)", list(enumerate(OLD)))
     asyncio.run(_check_upgraded(open_store(f"sqlite:///{path}")))
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("3",)
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("4",)
         indexes = [row[1] for row in conn.execute("PRAGMA index_list(chatlab_conversations)")]
         assert "chatlab_conversations_updated" in indexes
+
+
+# version 3: timestamps, the last written indexed
+V3_SQL = [
+    statement.replace("version TEXT)", "version TEXT, created_at REAL, updated_at REAL)")
+    .replace("'2')", "'3')")
+    .replace("('old', 2, 'g2.2')", "('old', 2, 'g3.2', 1000.25, 1000.5)")
+    for statement in V2_SQL
+] + [
+    "CREATE INDEX chatlab_conversations_updated ON chatlab_conversations (updated_at)",
+    "INSERT INTO chatlab_conversations VALUES ('other', 0, 'g3.0', 1000.0, 1000.0)",
+]
+
+
+async def _check_metadata_added(store: ChatHistoryStore) -> None:
+    """A version 3 database keeps its conversations, versions and times; they gain no title and no tags, and take
+    both from then on."""
+    try:
+        assert (await store.read("old")).messages == OLD
+        before = await store.summaries()
+        assert [(s.conversation_key, s.message_count, s.version, s.created_at, s.updated_at) for s in before] == [
+            ("old", 2, "g3.2", 1000.25, 1000.5),
+            ("other", 0, "g3.0", 1000.0, 1000.0),
+        ]
+        assert all(s.title is None and dict(s.tags) == {} for s in before)
+        changed = await store.set_metadata("old", MetadataChange("kept", True, {"k": "v"}))
+        assert changed is not None and changed.version == "g3.2"  # metadata is not part of the version
+        assert (changed.title, dict(changed.tags)) == ("kept", {"k": "v"})
+        assert [s.conversation_key for s in await store.summaries(tags={"k": "v"})] == ["old"]
+        assert [s.conversation_key for s in await store.summaries(after="old", limit=1)] == ["other"]
+        assert (await store.append("old", [NEW], if_match=["g3.2"])).version == "g3.3"
+    finally:
+        await store.close()
+
+
+def test_sqlite_version_3_file_gains_titles_and_tags(tmp_path) -> None:
+    path = tmp_path / "v3.db"
+    with sqlite3.connect(path) as conn:
+        for statement in V3_SQL:
+            conn.execute(statement)
+        conn.executemany("INSERT INTO chatlab_messages VALUES ('old', ?, ?)", list(enumerate(OLD)))
+    asyncio.run(_check_metadata_added(open_store(f"sqlite:///{path}")))
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("4",)
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")]
+        assert columns[-2:] == ["title", "tags"]
+
+
+def test_postgres_version_3_schema_gains_titles_and_tags_and_keys_in_code_point_order(postgres_url: str) -> None:
+    """Besides the columns, the key column takes the "C" collation (code point order, as the other stores sort), so
+    that its primary key's index serves a page; the tags get their GIN index."""
+    from urllib.parse import parse_qs, urlsplit
+
+    import psycopg
+
+    schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
+    base = postgres_url.split("?", 1)[0]
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'SET search_path TO "{schema}"')
+        for statement in V3_SQL:
+            conn.execute(statement.replace("BLOB", "bytea").replace("INTEGER", "bigint").replace("REAL", "float8"))
+        for position, body in enumerate(OLD):
+            conn.execute("INSERT INTO chatlab_messages VALUES ('old', %s, %s)", (position, body))
+    asyncio.run(_check_metadata_added(open_store(postgres_url)))
+    with psycopg.connect(base, autocommit=True) as conn:
+        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("4",)
+        collation = conn.execute(
+            "SELECT c.collname FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation"
+            " WHERE a.attrelid = %s::regclass AND a.attname = 'conversation_key'",
+            (f'"{schema}".chatlab_conversations',),
+        ).fetchone()
+        assert collation == ("C",)
+        indexes = {row[0] for row in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema,))}
+        assert {"chatlab_conversations_tags", "chatlab_conversations_updated"} <= indexes
 
 
 @pytest.mark.parametrize("old", [V1_SQL, V2_SQL], ids=["version 1", "version 2"])
@@ -96,7 +172,7 @@ def test_postgres_older_schema(postgres_url: str, old: list[str]) -> None:
             conn.execute("INSERT INTO chatlab_messages VALUES ('old', %s, %s)", (position, body))
     asyncio.run(_check_upgraded(open_store(postgres_url)))
     with psycopg.connect(base, autocommit=True) as conn:
-        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("3",)
+        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("4",)
 
 
 def test_redis_version_1_layout(redis_url: str) -> None:
@@ -159,6 +235,11 @@ def test_redis_version_3_layout_keeps_versions_times_expiries_and_idempotency_re
                 assert replay.replayed and replay.version == "g3.2"
                 assert (await store.append("old", [NEW], if_match=["g3.2"])).version == "g3.3"
                 assert await store.get("old") == [*OLD, NEW]
+                [listed] = await store.summaries()
+                assert (listed.title, dict(listed.tags)) == (None, {})  # a layout from before metadata: none
+                changed = await store.set_metadata("old", MetadataChange("t", True, {"from": "3"}))
+                assert changed is not None and (changed.version, changed.title) == ("g3.3", "t")
+                assert [s.conversation_key for s in await store.summaries(tags={"from": "3"})] == ["old"]
             finally:
                 await store.close()
 

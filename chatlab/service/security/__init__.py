@@ -1,14 +1,8 @@
-"""What the article's server leaves out, as options of the chat history service.
+"""What the article's server leaves out, one module per idea, each switched on by a ``ServiceSettings`` field.
 
-One module per idea; :class:`chatlab.service.ServiceSettings` switches each one on:
-
-* :mod:`.auth`: API keys (bearer tokens), each scoped to a namespace of conversations;
-* :mod:`.ratelimit`: a per-key token bucket answering ``429`` with ``Retry-After``;
-* :mod:`.conditions`: ``ETag``/``If-Match`` versions and ``Idempotency-Key`` retries;
-* :mod:`.retry`: the client side: retrying transient failures with backoff.
-
-CORS (Starlette's ``CORSMiddleware``) and TLS (uvicorn's ``ssl_*`` options) need no code
-of their own; the service and ``python -m chatlab serve`` wire them. See docs/protections.md.
+API keys scoped to a namespace (:mod:`.auth`), a per-key rate limit (:mod:`.ratelimit`), versions and idempotent
+retries (:mod:`.conditions`), DNS-rebinding and cross-site write checks (:mod:`.browser`). CORS and TLS are
+Starlette's and uvicorn's own. See docs/protections.md.
 """
 
 from .auth import ApiKeys, Caller, new_api_key

@@ -1,16 +1,8 @@
 """API keys (bearer tokens), each scoped to a namespace of conversations.
 
-Format, in ``CHATLAB_API_KEYS`` or a file named by ``--api-keys-file`` /
-``CHATLAB_API_KEYS_FILE``: entries ``NAMESPACE:KEY``, separated by newlines or commas;
-``#`` starts a comment, blank lines are ignored. Several keys may share a namespace (to
-rotate a key: add the new one, move the clients, remove the old one). A namespace is 1 to
-64 letters, digits, ``_`` or ``-``; a key is at least 16 characters of a bearer token
-(letters, digits and ``-._~+/``, ``=`` padding at the end). ``python -m chatlab api-key
-NAMESPACE`` prints a fresh entry.
-
-Keys are never logged or shown: only their SHA-256 digests are kept, a presented key is
-compared against every digest with :func:`hmac.compare_digest` (no early exit), and
-errors name the line, never the key.
+``CHATLAB_API_KEYS`` or an ``--api-keys-file`` holds ``NAMESPACE:KEY`` entries, newline- or comma-separated, ``#``
+comments; keys may share a namespace (rotation). ``python -m chatlab api-key NAMESPACE`` prints one. Only SHA-256
+digests are kept, compared with :func:`hmac.compare_digest` against every one; errors name the line, never the key.
 """
 
 from __future__ import annotations
@@ -70,16 +62,9 @@ class ApiKeys:
     def __init__(self, keys: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
         """``keys``: key -> namespace (or ``(key, namespace)`` pairs)."""
         pairs = list(keys.items()) if isinstance(keys, Mapping) else list(keys)
-        entries: dict[bytes, str] = {}
         for i, (key, namespace) in enumerate(pairs, 1):
             _check_entry(key, namespace, f"key {i}")
-            digest = _digest(key)
-            if entries.get(digest, namespace) != namespace:
-                raise ValueError(f"key {i} is also given for namespace {entries[digest]!r}: a key has one namespace")
-            entries[digest] = namespace
-        if not entries:
-            raise ValueError("no API keys given: give at least one NAMESPACE:KEY entry")
-        self._entries = list(entries.items())
+        self._entries = _one_namespace_each((_digest(key), namespace) for key, namespace in pairs)
 
     @classmethod
     def parse(cls, text: str, *, source: str = "CHATLAB_API_KEYS") -> ApiKeys:
@@ -111,13 +96,7 @@ class ApiKeys:
     @classmethod
     def combine(cls, *sets: ApiKeys) -> ApiKeys:
         combined = cls.__new__(cls)
-        entries: dict[bytes, str] = {}
-        for keys in sets:
-            for digest, namespace in keys._entries:
-                if entries.get(digest, namespace) != namespace:
-                    raise ValueError(f"one key is given for namespaces {entries[digest]!r} and {namespace!r}")
-                entries[digest] = namespace
-        combined._entries = list(entries.items())
+        combined._entries = _one_namespace_each(entry for keys in sets for entry in keys._entries)
         return combined
 
     def namespace_of(self, key: str) -> tuple[int, str] | None:
@@ -149,6 +128,18 @@ class ApiKeys:
 
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
+def _one_namespace_each(entries: Iterable[tuple[bytes, str]]) -> list[tuple[bytes, str]]:
+    """The entries, each key once; refused if a key comes with two namespaces, or if there is none."""
+    found: dict[bytes, str] = {}
+    for digest, namespace in entries:
+        if found.setdefault(digest, namespace) != namespace:
+            first = found[digest]
+            raise ValueError(f"one key is given for namespaces {first!r} and {namespace!r}: a key has one namespace")
+    if not found:
+        raise ValueError("no API keys given: give at least one NAMESPACE:KEY entry")
+    return list(found.items())
 
 
 def _check_entry(key: str, namespace: str, where: str) -> None:

@@ -1,18 +1,11 @@
 """What a web page could make a visitor's browser send to a local service, refused before anything else runs.
 
-* **DNS rebinding**: a page of ``evil.example`` whose name then resolves to 127.0.0.1 reaches the
-  service as its own origin; only its ``Host`` header gives it away. A request whose ``Host`` is not
-  a name the service serves gets 421 (RFC 9110: the server will not answer for that authority); one
-  with no ``Host`` gets 400. Served names: ``localhost``, ``127.0.0.1``, ``[::1]``, the address the
-  request came in on (so a service bound to an address answers requests for it) and the configured
-  ``allowed_hosts`` (``*``: any). The port in ``Host`` is not compared, as in Django and Starlette.
-* **Cross-site writes**: a form or a ``fetch`` without a preflight can POST ``text/plain`` or a form
-  encoding; a JSON content type needs a CORS preflight, which the service grants only to configured
-  origins. So a write's body must be JSON (:func:`is_json`; checked where bodies are read,
-  :mod:`..bodies`, so an unknown path or method still gets its 404 or 405): 415 otherwise.
-
-Starlette's ``TrustedHostMiddleware`` does the first, but cuts ``[::1]:5000`` at the first colon and
-answers plain text; this is the same check, with IPv6 and problem JSON.
+* **DNS rebinding**: a page whose name then resolves to 127.0.0.1 shows only in ``Host``. A ``Host`` the service does
+  not serve gets 421, none gets 400. Served: ``localhost``, ``127.0.0.1``, ``[::1]``, the address the request came in
+  on, and ``allowed_hosts`` (``*``: any); the port is not compared. (Starlette's ``TrustedHostMiddleware`` mangles
+  ``[::1]:5000`` and answers plain text.)
+* **Cross-site writes**: a form or preflight-free ``fetch`` can POST ``text/plain``, while JSON needs a CORS preflight;
+  so a write's body must be JSON (:func:`is_json`, checked in :mod:`..bodies`), else 415.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """HTTP side of versions and idempotency: ``ETag``, ``If-Match`` and ``Idempotency-Key``.
 
-* ``GET /chat-history/{key}`` answers ``ETag: "<version>"``; a conversation that does not
-  exist is at ``"0"``. Writes answer the new ``ETag``.
-* ``If-Match`` on ``PUT``/``POST``/``DELETE``: one or more entity tags (``"v1", "v2"``) or ``*``
-  (exists). Strong comparison (RFC 9110): a weak tag (``W/"..."``) never matches. When the
-  conversation is at another version the write or delete is refused with ``412`` and changes
-  nothing, so a client never overwrites or deletes what it has not seen.
-* ``Idempotency-Key`` on ``POST``: a structured-field String (RFC 8941) of 1 to 255 characters, as
-  the IETF draft (draft-ietf-httpapi-idempotency-key-header) defines it: ``"8e03978e-..."``, quoted;
-  or the same characters unquoted, as most clients send it (``8e03978e-...``: printable ASCII, no
-  space, quote or backslash); ``"abc"`` and ``abc`` are the same key. Anything else is refused with 400.
-  The first request with a key is applied and recorded (per conversation, for the idempotency TTL);
-  the same key with the same messages is answered as before without appending again
-  (``Idempotent-Replayed: true``); the same key with other messages is refused with ``422``.
+* Reads and writes answer ``ETag: "<version>"`` (``"0"``: no such conversation). ``If-Match`` (tags or ``*``, strong
+  comparison: a weak tag never matches) on a write or delete at another version gets ``412`` and changes nothing.
+* ``Idempotency-Key`` on ``POST`` (draft-ietf-httpapi-idempotency-key-header): an RFC 8941 String of 1 to 255
+  characters, or the same characters unquoted, as most clients send it; else 400. The same key with the same
+  messages is answered as the first time (``Idempotent-Replayed: true``); with other messages, ``422``.
 """
 
 from __future__ import annotations

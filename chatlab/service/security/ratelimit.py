@@ -1,13 +1,7 @@
-"""A per-caller rate limit: a token bucket in this process, answering ``429`` with ``Retry-After``.
+"""A per-caller rate limit (an API key, or a client address without keys): a token bucket answering ``429``.
 
-Each caller (an API key; without keys, a client address) has a bucket of ``burst`` tokens
-that refills at ``rate`` tokens per second; a request takes one token, and a request that
-finds the bucket empty is refused with the seconds until a token is back. The buckets live
-in the service process: several replicas each count on their own.
-
-``--rate-limit`` / ``CHATLAB_RATE_LIMIT`` reads ``N/s``, ``N/min`` or ``N/h`` (``N``
-requests per period; the burst is ``N`` unless ``--rate-burst`` / ``CHATLAB_RATE_BURST``
-says otherwise).
+Each caller's bucket holds ``burst`` tokens, refilled at ``rate`` per second; an empty bucket answers with the seconds
+until a token is back (``Retry-After``). Buckets live in this process: replicas count on their own.
 """
 
 from __future__ import annotations

@@ -4,11 +4,21 @@
 (() => {
   const PAGE = 100; // messages per page (?after=N&limit=PAGE)
   const KEY_STORE = "chatlab.viewer.apiKey"; // sessionStorage: this tab only
+  const FORK_OF = "chatlab.forkOf"; // the tags a fork carries: its origin's key, and through which message
+  const FORK_THROUGH = "chatlab.forkThrough";
   const $ = (id) => document.getElementById(id);
+
+  /** Conversations per page of the list (GET /chat-history?limit=N): 100, or /ui?pageSize=N (1 to 1000). */
+  const LIST_PAGE = (() => {
+    const asked = Number(new URLSearchParams(window.location.search).get("pageSize"));
+    return Number.isInteger(asked) && asked >= 1 && asked <= 1000 ? asked : 100;
+  })();
 
   let memoryKey = null; // where the key lives when sessionStorage is unavailable
   let view = null; // "list" or "conversation"
-  let page = null; // the conversation page shown: {key, start, count, generation, shown, calls}
+  let page = null; // the conversation page shown: {key, summary, start, count, generation, shown, calls}
+  let listed = { next: null, count: 0 }; // the list: the path of its next page (Link rel=next), rows shown
+  const known = new Map(); // key -> the summary the list gave (title, tags)
 
   class AuthError extends Error {}
 
@@ -148,28 +158,118 @@
     return `/chat-history/${encodeURIComponent(key)}?after=${after}&limit=${limit}`;
   }
 
+  function conversationLink(key, text, className = null) {
+    const link = el("a", className, text);
+    link.href = `#/c/${encodeURIComponent(key)}`;
+    return link;
+  }
+
+  /** The path of the next page from a `Link: <...>; rel="next"` header (only a listing of this service), or null. */
+  function nextPage(response) {
+    for (const part of (response.headers.get("Link") || "").split(/,(?=\s*<)/)) {
+      const match = /^\s*<([^>]*)>(.*)$/.exec(part);
+      if (!match || !/;\s*rel="?next"?\s*(;|$)/i.test(match[2])) continue;
+      const url = new URL(match[1], window.location.href);
+      if (url.origin === window.location.origin && url.pathname === "/chat-history") return url.pathname + url.search;
+    }
+    return null;
+  }
+
+  /** The summary of one conversation (its title and tags), or null: the list from just before its key, where
+   * it comes first unless other keys start with the same characters (a few pages at most are read). */
+  async function findSummary(key) {
+    const chars = Array.from(key);
+    const before = chars.slice(0, -1).join("");
+    let path = `/chat-history?limit=100${before ? `&after=${encodeURIComponent(before)}` : ""}`;
+    for (let pages = 0; path && pages < 5; pages++) {
+      const response = await get(path);
+      for (const summary of await response.json()) {
+        if (summary.conversationKey === key) return summary;
+      }
+      path = nextPage(response);
+    }
+    return null;
+  }
+
   // -- the list ------------------------------------------------------------------------------
 
   async function showList() {
-    const summaries = await (await get("/chat-history")).json();
+    const response = await get(`/chat-history?limit=${LIST_PAGE}`);
+    const summaries = await response.json();
     view = "list";
     page = null;
-    $("conversations").tBodies[0].replaceChildren(...summaries.map(summaryRow));
+    known.clear();
+    listed = { next: nextPage(response), count: 0 };
+    $("conversations").tBodies[0].replaceChildren();
+    addRows(summaries);
     $("empty").hidden = summaries.length > 0;
     $("list-view").hidden = false;
     $("conversation-view").hidden = true;
     document.title = "Chat history";
-    status(`${summaries.length} conversation${summaries.length === 1 ? "" : "s"}.`);
+  }
+
+  /** The next page of the list, added below the rows shown; the focus goes to the first new conversation. */
+  async function showMore() {
+    if (!listed.next) return;
+    const response = await get(listed.next);
+    const summaries = await response.json();
+    listed.next = nextPage(response);
+    const rows = addRows(summaries);
+    const first = rows.length ? rows[0].querySelector("a") : null;
+    if (first) first.focus();
+  }
+
+  function addRows(summaries) {
+    const rows = summaries.map(summaryRow);
+    for (const summary of summaries) known.set(String(summary.conversationKey), summary);
+    $("conversations").tBodies[0].append(...rows);
+    listed.count += rows.length;
+    const { count, next } = listed;
+    $("more").hidden = next === null;
+    status(`${count} conversation${count === 1 ? "" : "s"}${next === null ? "." : " shown; there are more."}`);
+    return rows;
+  }
+
+  function titleOf(summary) {
+    return typeof summary.title === "string" && summary.title !== "" ? summary.title : null;
+  }
+
+  function tagsOf(summary) {
+    const tags = summary.tags && typeof summary.tags === "object" ? summary.tags : {};
+    return Object.entries(tags).map(([name, value]) => [name, String(value)]);
+  }
+
+  /** "fork of KEY through message N" (a link to the origin), from a fork's tags; null for any other. */
+  function forkNode(summary) {
+    const tags = Object.fromEntries(tagsOf(summary));
+    if (!(FORK_OF in tags)) return null;
+    const through = FORK_THROUGH in tags ? ` through message ${tags[FORK_THROUGH]}` : "";
+    return el("div", "fork", "fork of ", conversationLink(tags[FORK_OF], tags[FORK_OF], "key"), through);
+  }
+
+  /** The tags (but a fork's own two, shown by forkNode) as a list of "name: value", ordered by name. */
+  function tagsNode(summary) {
+    const tags = tagsOf(summary).filter(([name]) => name !== FORK_OF && name !== FORK_THROUGH);
+    if (tags.length === 0) return null;
+    tags.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return el("ul", "tags", ...tags.map(([name, value]) => el("li", "tag", `${name}: ${value}`)));
   }
 
   function summaryRow(summary) {
-    const link = el("a", null, String(summary.conversationKey));
-    link.href = `#/c/${encodeURIComponent(summary.conversationKey)}`;
+    const key = String(summary.conversationKey);
+    const title = titleOf(summary);
     const written = summary.updatedAt ?? summary.createdAt;
     return el(
       "tr",
       null,
-      el("td", "key", link),
+      el(
+        "td",
+        "conversation",
+        conversationLink(key, title ?? key, title === null ? "key" : "title"),
+        title === null ? null : el("div", "key muted", key),
+        forkNode(summary),
+        tagsNode(summary),
+      ),
       el("td", "number", Number(summary.messageCount).toLocaleString()),
       el("td", null, written ? formatTime(written) : "—"),
     );
@@ -186,16 +286,27 @@
       count = Number(response.headers.get("X-Message-Count"));
     }
     const items = await readMessages(response);
+    const summary = page && page.key === key ? page.summary : known.get(key) ?? (await findSummary(key).catch(() => null));
     view = "conversation";
-    page = { key, start, count, generation: generationOf(response.headers.get("ETag")), shown: 0, calls: new Map() };
-    $("conversation-key").textContent = key;
+    const generation = generationOf(response.headers.get("ETag"));
+    page = { key, summary, start, count, generation, shown: 0, calls: new Map() };
+    showHeading(key, summary);
     $("messages").replaceChildren();
     $("messages").start = start + 1;
     appendMessages(items);
     $("list-view").hidden = true;
     $("conversation-view").hidden = false;
-    document.title = `${key} — chat history`;
     status(count === 0 ? "This conversation holds no messages." : "");
+  }
+
+  /** The conversation's title (when it has one) over its key, and what it is a fork of and its tags. */
+  function showHeading(key, summary) {
+    const title = summary ? titleOf(summary) : null;
+    $("conversation-title").textContent = title ?? "";
+    $("conversation-title").hidden = title === null;
+    $("conversation-key").textContent = key;
+    $("conversation-meta").replaceChildren(...(summary ? [forkNode(summary), tagsNode(summary)] : []).filter(Boolean));
+    document.title = `${title ?? key} — chat history`;
   }
 
   function lastStart(count) {
@@ -388,6 +499,7 @@
       run(showList);
     });
     $("refresh").addEventListener("click", () => run(refresh));
+    $("more").addEventListener("click", () => run(showMore));
     $("first").addEventListener("click", () => run(() => showConversation(page.key, 0)));
     $("previous").addEventListener("click", () => run(() => showConversation(page.key, Math.max(0, page.start - PAGE))));
     $("next").addEventListener("click", () => run(() => showConversation(page.key, page.start + PAGE)));

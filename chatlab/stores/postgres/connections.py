@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from .._loops import PerLoop
 from .._urls import split_url
 from ..base import IdempotencyKeyReused, StoreError, VersionMismatch
+from ..metadata import MetadataError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 CHATLAB_PARAMETERS = ("schema",)
 """Query parameters of a store URL that chatlab reads itself (the driver must not see them)."""
 
-ANSWERS = (StoreError, VersionMismatch, IdempotencyKeyReused)
+ANSWERS = (StoreError, VersionMismatch, IdempotencyKeyReused, MetadataError)
 """Exceptions that are the store's answer (nothing written), not a failure of the database."""
 
 

@@ -2,9 +2,10 @@
 
 Among processes that may start together: creation and upgrades take an advisory lock on the schema's name and look
 again after the wait, and DDL runs only where something is missing, so a role with no ``CREATE`` right can use a
-schema someone else made. Versions 1 and 2 are upgraded in place (each conversation gets a version, then the
-timestamps of the upgrade's time); a newer version is refused. The append function is created beside the tables
-where it is missing (a schema an older chatlab made): the tables stay as they are, so older processes can share them.
+schema someone else made. Versions 1 to 3 are upgraded in place (each conversation gets a version, then the
+timestamps of the upgrade's time, then no title and no tags); a newer version is refused. The append function is
+created beside the tables where it is missing (a schema an older chatlab made): the tables stay as they are, so older
+processes can share them.
 """
 
 from __future__ import annotations
@@ -47,16 +48,16 @@ class Schema:
                 if not await conn.fetchval(q.tables_exist, q.schema):
                     await self._create(conn)
             version = await conn.fetchval(q.version_get)
-            if version is not None and int(version) in (1, 2):
+            if version is not None and int(version) in q.upgrades:
                 await self._lock(conn)
                 version = await conn.fetchval(q.version_get)
-                if version is not None and int(version) in (1, 2):  # not upgraded by another process meanwhile
-                    await self._run(conn, q.upgrade_from_1 if int(version) == 1 else q.upgrade_from_2)
+                if version is not None and int(version) in q.upgrades:  # not upgraded by another process meanwhile
+                    await self._run(conn, q.upgrades[int(version)])
                     version = await conn.fetchval(q.version_get)
         if version is None or int(version) != SCHEMA_VERSION:
             raise StoreError(
                 f"PostgreSQL store {self._where} schema {q.schema} has schema version {version}; "
-                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
+                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 3) only"
             )
         await self._ensure_function(conn)
         self.ready = True

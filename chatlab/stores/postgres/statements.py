@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from . import appends
 
-SCHEMA_VERSION = 3
-"""The layout these statements read and write: ``chatlab_meta``, ``chatlab_conversations`` (with versions and
-``created_at``/``updated_at``), ``chatlab_messages``, ``chatlab_idempotency``."""
+SCHEMA_VERSION = 4
+"""The layout these statements read and write: ``chatlab_meta``, ``chatlab_conversations`` (with versions,
+``created_at``/``updated_at``, ``title`` and ``tags``), ``chatlab_messages``, ``chatlab_idempotency``."""
 
 SWEEP_BATCH = 1000
 """At most this many conversations deleted by one of the retention sweep's transactions (each holds their locks)."""
@@ -39,8 +39,8 @@ class Statements:
     schema: str
     create_schema: str
     create: tuple[Step, ...]
-    upgrade_from_1: tuple[Step, ...]
-    upgrade_from_2: tuple[Step, ...]
+    upgrades: dict[int, tuple[Step, ...]]
+    """The steps that bring a schema of each older version to :data:`SCHEMA_VERSION`."""
     schema_exists: str
     tables_exist: str
     version_get: str
@@ -60,9 +60,13 @@ class Statements:
     delete_conversation: str
     due: str
     sweep: str
+    summary_for_update: str
+    set_metadata: str
     summaries: str
-    summaries_from: str
-    summaries_range: str
+    summaries_below: str
+    summaries_tagged: str
+    summaries_tagged_below: str
+    custom_plans: str
 
 
 def statements_for(schema: str) -> Statements:
@@ -75,6 +79,7 @@ def statements_for(schema: str) -> Statements:
         "idempotency": quoted(schema, "chatlab_idempotency"),
         "idempotency_expiry": quoted("chatlab_idempotency_expiry"),
         "updated_index": quoted("chatlab_conversations_updated"),
+        "tags_index": quoted("chatlab_conversations_tags"),
         "function": quoted(schema, appends.FUNCTION),
     }
 
@@ -104,8 +109,30 @@ def statements_for(schema: str) -> Statements:
         ),
         Step(sql("CREATE INDEX IF NOT EXISTS {idempotency_expiry} ON {idempotency} (expires_at)")),
     )
-    set_version_3 = Step(sql("UPDATE {meta} SET value = '3' WHERE key = 'schema_version'"))
-    summary = "SELECT conversation_key, message_count, version, created_at, updated_at FROM {conversations}"
+    metadata = (  # schema version 4
+        Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS title text")),
+        Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS tags jsonb NOT NULL DEFAULT '{{}}'")),
+        # keys in code point order (the byte order of UTF-8), as the other stores sort: then the primary key's index
+        # serves a page in that order, whatever the database's collation (a no-op where the column has it already)
+        Step(sql('ALTER TABLE {conversations} ALTER COLUMN conversation_key TYPE text COLLATE "C"')),
+        Step(sql("CREATE INDEX IF NOT EXISTS {tags_index} ON {conversations} USING gin (tags jsonb_path_ops)")),
+    )
+    set_version = Step(sql(f"UPDATE {{meta}} SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'"))
+    columns = "conversation_key, message_count, version, created_at, updated_at, title, tags::text"
+
+    def page(*, below: bool, tagged: bool) -> str:
+        """A page of summaries: keys from ``$1`` on except ``$2`` (the page's ``after``, or NULL), at most ``$3``
+        (NULL: all); then, if ``below``, only keys below ``$4`` (the end of a prefix's range), and if ``tagged``,
+        only rows carrying the tags of the JSON object in the last parameter. A range of the primary key's index in
+        its order, so a page reads only its rows; a tag filter is a statement of its own, whose plan may use the
+        tags' GIN index instead."""
+        where = "conversation_key >= $1 AND conversation_key IS DISTINCT FROM $2"
+        if below:
+            where += " AND conversation_key < $4"
+        if tagged:
+            where += f" AND tags @> ${5 if below else 4}::jsonb"
+        return sql(f"SELECT {columns} FROM {{conversations}} WHERE {where} ORDER BY conversation_key LIMIT $3")
+
     return Statements(
         schema=schema,
         create_schema=sql("CREATE SCHEMA IF NOT EXISTS {schema}"),
@@ -114,7 +141,7 @@ def statements_for(schema: str) -> Statements:
             Step(
                 sql(
                     "CREATE TABLE IF NOT EXISTS {conversations} ("
-                    " conversation_key text PRIMARY KEY, message_count bigint NOT NULL, version text,"
+                    ' conversation_key text COLLATE "C" PRIMARY KEY, message_count bigint NOT NULL, version text,'
                     " created_at double precision, updated_at double precision)"
                 )
             ),
@@ -127,20 +154,25 @@ def statements_for(schema: str) -> Statements:
             ),
             *idempotency_tables,
             *timestamps,
+            *metadata,
         ),
-        upgrade_from_1=(
-            Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS version text")),
-            Step(
-                sql(
-                    "UPDATE {conversations} SET version = substr(md5(random()::text || clock_timestamp()::text"
-                    " || conversation_key), 1, 16) || '.' || message_count WHERE version IS NULL"
-                )
+        upgrades={
+            1: (
+                Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS version text")),
+                Step(
+                    sql(
+                        "UPDATE {conversations} SET version = substr(md5(random()::text || clock_timestamp()::text"
+                        " || conversation_key), 1, 16) || '.' || message_count WHERE version IS NULL"
+                    )
+                ),
+                *idempotency_tables,
+                *timestamps,
+                *metadata,
+                set_version,
             ),
-            *idempotency_tables,
-            *timestamps,
-            set_version_3,
-        ),
-        upgrade_from_2=(*timestamps, set_version_3),
+            2: (*timestamps, *metadata, set_version),
+            3: (*metadata, set_version),
+        },
         schema_exists="SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1",
         tables_exist="SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = 'chatlab_meta'",
         version_get=sql("SELECT value FROM {meta} WHERE key = 'schema_version'"),
@@ -169,10 +201,11 @@ def statements_for(schema: str) -> Statements:
             " message_count = excluded.message_count, version = excluded.version, updated_at = excluded.updated_at"
         ),
         restore_count=sql(
-            "INSERT INTO {conversations} AS c (conversation_key, message_count, version, created_at, updated_at)"
-            " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (conversation_key) DO UPDATE SET"
+            "INSERT INTO {conversations} AS c (conversation_key, message_count, version, created_at, updated_at,"
+            " title, tags) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (conversation_key) DO UPDATE SET"
             " message_count = excluded.message_count, version = excluded.version,"
-            " created_at = excluded.created_at, updated_at = excluded.updated_at"
+            " created_at = excluded.created_at, updated_at = excluded.updated_at,"
+            " title = excluded.title, tags = excluded.tags"
         ),
         insert_messages=sql(
             "INSERT INTO {messages} (conversation_key, position, body)"
@@ -189,11 +222,12 @@ def statements_for(schema: str) -> Statements:
             "DELETE FROM {conversations} WHERE conversation_key = ANY($1::text[]) AND updated_at <= $2"
             " RETURNING conversation_key"
         ),
-        # "C" collation: byte order of UTF-8, which is code point order, as the other stores sort
-        summaries=sql(summary + ' ORDER BY conversation_key COLLATE "C"'),
-        summaries_from=sql(summary + ' WHERE conversation_key COLLATE "C" >= $1 ORDER BY conversation_key COLLATE "C"'),
-        summaries_range=sql(
-            summary + ' WHERE conversation_key COLLATE "C" >= $1 AND conversation_key COLLATE "C" < $2'
-            ' ORDER BY conversation_key COLLATE "C"'
-        ),
+        # the row locked until commit: a change is computed in Python from what it read (MetadataChange.applied)
+        summary_for_update=sql(f"SELECT {columns} FROM {{conversations}} WHERE conversation_key = $1 FOR UPDATE"),
+        set_metadata=sql("UPDATE {conversations} SET title = $2, tags = $3::jsonb WHERE conversation_key = $1"),
+        summaries=page(below=False, tagged=False),
+        summaries_below=page(below=True, tagged=False),
+        summaries_tagged=page(below=False, tagged=True),
+        summaries_tagged_below=page(below=True, tagged=True),
+        custom_plans="SET LOCAL plan_cache_mode = force_custom_plan",
     )

@@ -14,6 +14,9 @@ Guarantees:
   order, and a failure fails every member and writes nothing.
 * Reads that wait at one moment go together too: one statement over the array of keys, one snapshot taken after every
   member's call began. :meth:`read_slice` reads only the positions asked for (the client's incremental reads).
+* A page of summaries is one range of the primary key's index in key order (the key column has the ``"C"``
+  collation: code point order, as every store lists), so it reads only its rows; a title and tags live in the
+  conversation's row, kept by a replace and dropped with a delete or the sweep.
 * ``message_count`` changes in the same transaction as the messages: summaries are exact. Messages are ``bytea``:
   what was stored is what comes back, byte for byte.
 * Whoever takes several conversations' locks in one transaction (a batch of appends, the retention sweep, a restore)
@@ -25,9 +28,11 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import replace as replace_fields
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._urls import split_url
@@ -51,6 +56,7 @@ from ..base import (
     prefix_upper_bound,
     version_matches,
 )
+from ..metadata import MetadataChange
 from .appends import AppendMember, AppendOutcome, append_many
 from .batches import Batcher
 from .connections import CHATLAB_PARAMETERS, Connections, PoolSettings, redacted
@@ -58,6 +64,7 @@ from .schema import Schema
 from .statements import SCHEMA_VERSION, statements_for
 
 if TYPE_CHECKING:
+    from asyncpg import Record
     from asyncpg.pool import PoolConnectionProxy
 
 INT8_MAX = 2**63 - 1
@@ -97,6 +104,16 @@ def _refused_alone(exc: Exception) -> bool:
     return isinstance(cause, asyncpg.DataError | asyncpg.ProgramLimitExceededError) or (
         isinstance(cause, asyncpg.InterfaceError) and isinstance(cause, ValueError)  # an argument asyncpg cannot send
     )
+
+
+def _summary(row: Record) -> ConversationSummary:
+    """A summary from a row of the summary columns (``tags`` as JSON text)."""
+    key, count, version, created_at, updated_at, title, tags = row
+    return ConversationSummary(key, count, version, created_at, updated_at, title, json.loads(tags))
+
+
+def _tags_json(tags: Mapping[str, str]) -> str:
+    return json.dumps(dict(tags), ensure_ascii=False, separators=(",", ":"))
 
 
 def _check_key(conversation_key: str) -> None:
@@ -325,17 +342,51 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             await conn.execute(self.statements.delete_conversation, conversation_key)
             await conn.execute(self.statements.delete_messages, conversation_key)
 
-    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
+    async def summaries(
+        self,
+        prefix: str = "",
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> list[ConversationSummary]:
         q = self.statements
-        upper = prefix_upper_bound(prefix) if prefix else None
+        start, skip = (after, after) if after is not None and after >= prefix else (prefix, None)
+        upper = prefix_upper_bound(prefix)
+        args: list[object] = [start, skip, limit]
+        if upper is not None:
+            args.append(upper)
+        if tags:
+            args.append(json.dumps(dict(tags)))
+        statement = (
+            (q.summaries_tagged_below if tags else q.summaries_below)
+            if upper is not None
+            else (q.summaries_tagged if tags else q.summaries)
+        )
         async with self.connections.acquire() as conn:
-            if not prefix:
-                rows = await conn.fetch(q.summaries)
-            elif upper is None:
-                rows = await conn.fetch(q.summaries_from, prefix)
+            if not tags:
+                rows = await conn.fetch(statement, *args)
             else:
-                rows = await conn.fetch(q.summaries_range, prefix, upper)
-        return [ConversationSummary(*row) for row in rows]
+                # planned for the tags asked for, never by a generic plan: a rare tag is then found through the
+                # tags' index, a common one along the keys' (a generic plan keeps to one of them for every tag)
+                async with conn.transaction(readonly=True):
+                    await conn.execute(q.custom_plans)
+                    rows = await conn.fetch(statement, *args)
+        return [_summary(row) for row in rows]
+
+    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+        """The row locked (``FOR UPDATE``) from the read to the write: concurrent changes apply one after the other,
+        and a delete either comes before (``None``) or waits. A refused change rolls the transaction back."""
+        _check_key(conversation_key)
+        q = self.statements
+        async with self.connections.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(q.summary_for_update, conversation_key)
+            if row is None:
+                return None
+            before = _summary(row)
+            title, tags = change.applied(before.title, before.tags)
+            await conn.execute(q.set_metadata, conversation_key, title, _tags_json(tags))
+        return replace_fields(before, title=title, tags=tags)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         """All records in one transaction: every lock first (in the one order of all takers of several), then each
@@ -348,8 +399,16 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             for record in records:
                 key = record.conversation_key
                 await self._check(conn, key, [record.expected])
-                count = len(record.messages)
-                await conn.execute(q.restore_count, key, count, record.version, record.created_at, record.updated_at)
+                await conn.execute(
+                    q.restore_count,
+                    key,
+                    len(record.messages),
+                    record.version,
+                    record.created_at,
+                    record.updated_at,
+                    record.title,
+                    _tags_json(record.tags),
+                )
                 await self._write_messages(conn, key, [bytes(m) for m in record.messages])
 
     async def sweep(self) -> int:

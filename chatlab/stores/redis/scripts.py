@@ -32,6 +32,47 @@ end
 """
 )
 
+# A conversation's metadata (chatlab.stores.redis.keys): the hash ``{base}metadata:{key}`` and, for each tag, an
+# entry in the bucket's index ``{base}tag:{len}:{name}:{value}``; ``base`` is the bucket's ``{prefix}{N}:``.
+# The scripts that change a conversation's tags keep the two in step, so a tag is in the hash exactly when the
+# conversation is in that tag's index. ``summary`` gives a conversation as the listing answers it: key, count,
+# version, "created updated" ('' when unknown), the metadata hash as HGETALL gives it; nil if it is absent.
+_METADATA = _lua(
+    """
+local function tag_index(base, name, value)
+    return base .. 'tag:' .. #name .. ':' .. name .. ':' .. value
+end
+local function bucket_base(metadata, member)
+    return string.sub(metadata, 1, #metadata - #member - #'metadata:')
+end
+local function tags_of(fields)
+    local tags, count = {}, 0
+    for i = 1, #fields, 2 do
+        if string.sub(fields[i], 1, 4) == 'tag:' then
+            tags[string.sub(fields[i], 5)] = fields[i + 1]
+            count = count + 1
+        end
+    end
+    return tags, count
+end
+local function clear_metadata(metadata, base, member)
+    local tags = tags_of(redis.call('HGETALL', metadata))
+    for name, value in pairs(tags) do redis.call('ZREM', tag_index(base, name, value), member) end
+    redis.call('DEL', metadata)
+end
+local function set_tag(metadata, base, member, name, value)
+    redis.call('HSET', metadata, 'tag:' .. name, value)
+    redis.call('ZADD', tag_index(base, name, value), 0, member)
+end
+local function summary(member, list, version_key, times, metadata)
+    local count = redis.call('LLEN', list)
+    local version = redis.call('GET', version_key)
+    if not version and count == 0 then return nil end
+    return {member, count, version or 'UNVERSIONED', redis.call('GET', times) or '', redis.call('HGETALL', metadata)}
+end
+"""
+)
+
 # KEYS: meta. ARGV: the layout version and bucket count a new store gets. The layout version and bucket count.
 SCHEMA = """
 if redis.call('HSETNX', KEYS[1], 'schema_version', ARGV[1]) == 1 then
@@ -52,9 +93,13 @@ return {version, redis.call('LLEN', KEYS[2]), messages}
 """
 )
 
-# Shared by the write scripts: the If-Match check, the timestamps and expiry, the push of the messages.
-_WRITE = _CURRENT + _lua(
-    """
+# Shared by the write scripts: the metadata helpers, the If-Match check, the timestamps and expiry, the push of
+# the messages.
+_WRITE = (
+    _CURRENT
+    + _METADATA
+    + _lua(
+        """
 local function matches(current, first, count)
     if count < 0 then return true end
     for i = first, first + count - 1 do
@@ -78,14 +123,16 @@ local function push(list, first)
     end
 end
 """
+    )
 )
 
-# The append rules. KEYS: index, list, version, idempotency record (the list when none), times, updated.
+# The append rules. KEYS: index, list, version, idempotency record (the list when none), times, updated, metadata.
 # ARGV: member, a new generation, fingerprint ('' for none), ttl ms, now, expire at (ms, '0': never),
 # condition count (-1: none), conditions..., messages...
 # An idempotency record seen before answers what it recorded ('replayed') or 'reused' (another fingerprint);
 # else the If-Match check; then the messages, and the version after them: the conversation's generation
-# (the new one if it had none), '.', its length.
+# (the new one if it had none), '.', its length. A conversation it creates starts with no metadata (what a
+# conversation whose keys expired before the sweep left is dropped).
 APPEND = _WRITE + _lua(
     """
 local current = current_version(KEYS[1], ARGV[1], KEYS[2], KEYS[3])
@@ -102,6 +149,7 @@ if not matches(current, 8, count) then return {'mismatch', current} end
 local first = 8 + math.max(count, 0)
 local version = current
 if #ARGV >= first then
+    if current == 'ABSENT' then clear_metadata(KEYS[7], bucket_base(KEYS[7], ARGV[1]), ARGV[1]) end
     redis.call('ZADD', KEYS[1], 0, ARGV[1])
     push(KEYS[2], first)
     local generation = ARGV[2]
@@ -119,13 +167,15 @@ return {'ok', version}
 """
 )
 
-# KEYS: index, list, version, times, updated.
+# KEYS: index, list, version, times, updated, metadata.
 # ARGV: member, new version, now, expire at, condition count (-1: none), conditions..., messages...
+# The metadata stays (a conversation it creates starts with none).
 REPLACE = _WRITE + _lua(
     """
 local current = current_version(KEYS[1], ARGV[1], KEYS[2], KEYS[3])
 local count = tonumber(ARGV[5])
 if not matches(current, 6, count) then return {'mismatch', current} end
+if current == 'ABSENT' then clear_metadata(KEYS[6], bucket_base(KEYS[6], ARGV[1]), ARGV[1]) end
 redis.call('ZADD', KEYS[1], 0, ARGV[1])
 redis.call('DEL', KEYS[2])
 push(KEYS[2], 6 + math.max(count, 0))
@@ -135,7 +185,7 @@ return {'ok', ARGV[2]}
 """
 )
 
-# KEYS: index, list, version, times, updated. ARGV: member, condition count (-1: none), conditions...
+# KEYS: index, list, version, times, updated, metadata. ARGV: member, condition count (-1: none), conditions...
 DELETE = _WRITE + _lua(
     """
 local current = current_version(KEYS[1], ARGV[1], KEYS[2], KEYS[3])
@@ -143,62 +193,148 @@ if not matches(current, 3, tonumber(ARGV[2])) then return {'mismatch', current} 
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+clear_metadata(KEYS[6], bucket_base(KEYS[6], ARGV[1]), ARGV[1])
 return {'ok', 'ABSENT'}
 """
 )
 
-# KEYS: index, list, version, times, updated.
-# ARGV: member, expected version, version, "created updated", updated, expire at (ms, '0': never), messages...
-# false when written, else the conversation's version.
+# KEYS: index, list, version, times, updated, metadata.
+# ARGV: member, expected version, version, "created updated", updated, expire at (ms, '0': never), title ('': none,
+# else '=' and the title), tag count n, n tag names and values in turn, messages...
+# false when written (the metadata replacing the conversation's), else the conversation's version.
 RESTORE = _WRITE + _lua(
     """
 local current = current_version(KEYS[1], ARGV[1], KEYS[2], KEYS[3])
 if current ~= ARGV[2] then return current end
 redis.call('ZADD', KEYS[1], 0, ARGV[1])
 redis.call('DEL', KEYS[2])
-push(KEYS[2], 7)
+local tags = tonumber(ARGV[8])
+push(KEYS[2], 9 + 2 * tags)
 redis.call('SET', KEYS[3], ARGV[3])
 redis.call('SET', KEYS[4], ARGV[4])
 redis.call('ZADD', KEYS[5], ARGV[5], ARGV[1])
 for i = 2, 4 do
     if ARGV[6] ~= '0' then redis.call('PEXPIREAT', KEYS[i], ARGV[6]) else redis.call('PERSIST', KEYS[i]) end
 end
+local base = bucket_base(KEYS[6], ARGV[1])
+clear_metadata(KEYS[6], base, ARGV[1])
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[6], 'title', string.sub(ARGV[7], 2)) end
+for i = 9, 8 + 2 * tags, 2 do set_tag(KEYS[6], base, ARGV[1], ARGV[i], ARGV[i + 1]) end
 return false
 """
 )
 
-# One bucket's conversations. KEYS: the bucket's index. ARGV: its prefix of lists, the lex range ("-" "+" for
-# all: every member has score 0, so the lex range is the key order), its prefixes of versions and times.
-# Four values per conversation; one whose keys expired (retention) is left out.
-SUMMARIES = _lua(
-    """
-local keys = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[2], ARGV[3])
-local result = {}
-for _, key in ipairs(keys) do
-    local count = redis.call('LLEN', ARGV[1] .. key)
-    local version = redis.call('GET', ARGV[4] .. key)
-    if version or count > 0 then
-        table.insert(result, key)
-        table.insert(result, count)
-        table.insert(result, version or 'UNVERSIONED')
-        table.insert(result, redis.call('GET', ARGV[5] .. key) or '')
+# The merge patch of set_metadata (chatlab.stores.metadata.MetadataChange.applied). KEYS: index, list, version,
+# times, metadata. ARGV: member, the most tags a conversation may carry, the title ('': unchanged, '-': removed,
+# else '=' and the title), then each tag's name and '-' (removed) or '=' and its value.
+# false (nothing written) when the conversation does not exist; {'too_many', how many} (nothing written) when
+# the result would carry too many tags; else {'ok', the conversation as SUMMARIES gives one}.
+SET_METADATA = (
+    _CURRENT
+    + _METADATA
+    + _lua(
+        """
+local member, metadata = ARGV[1], KEYS[5]
+if current_version(KEYS[1], member, KEYS[2], KEYS[3]) == 'ABSENT' then return false end
+local tags, count = tags_of(redis.call('HGETALL', metadata))
+for i = 4, #ARGV, 2 do
+    if ARGV[i + 1] == '-' then
+        if tags[ARGV[i]] then count = count - 1 end
+    elseif not tags[ARGV[i]] then
+        count = count + 1
     end
 end
-return result
+if count > tonumber(ARGV[2]) then return {'too_many', count} end
+if ARGV[3] == '-' then
+    redis.call('HDEL', metadata, 'title')
+elseif ARGV[3] ~= '' then
+    redis.call('HSET', metadata, 'title', string.sub(ARGV[3], 2))
+end
+local base = bucket_base(metadata, member)
+for i = 4, #ARGV, 2 do
+    local name, old = ARGV[i], tags[ARGV[i]]
+    if old then redis.call('ZREM', tag_index(base, name, old), member) end
+    if ARGV[i + 1] == '-' then
+        redis.call('HDEL', metadata, 'tag:' .. name)
+    else
+        set_tag(metadata, base, member, name, string.sub(ARGV[i + 1], 2))
+    end
+end
+return {'ok', summary(member, KEYS[2], KEYS[3], KEYS[4], metadata)}
+"""
+    )
+)
+
+# A page of one bucket's conversations. KEYS: the bucket's index. ARGV: the bucket's base (``{prefix}{N}:``), the
+# lex range ("-" "+" for all: every member has score 0, so the lex range is the key order; "(after" starts past a
+# page's last key), how many at most ('': all), then the name and value of each tag wanted. With tags, the keys
+# come from the smallest of those tags' indexes, and the other tags are checked in the metadata hash; so the
+# script reads a page's worth of index entries, and more only for those it leaves out (other tags, or keys that
+# expired by retention and are not swept yet). Five values per conversation (see ``summary``).
+SUMMARIES = _lua(
+    _METADATA
+    + """
+local base, low, high, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local index = KEYS[1]
+local wanted = {}
+for i = 5, #ARGV, 2 do table.insert(wanted, {'tag:' .. ARGV[i], ARGV[i + 1]}) end
+if #wanted > 0 then
+    local least
+    for i = 5, #ARGV, 2 do
+        local candidate = tag_index(base, ARGV[i], ARGV[i + 1])
+        local size = redis.call('ZCARD', candidate)
+        if not least or size < least then index, least = candidate, size end
+    end
+end
+local result = {}
+local found = 0
+while true do
+    local keys
+    local chunk = 0
+    if limit then
+        chunk = math.max(limit - found, 16)
+        keys = redis.call('ZRANGEBYLEX', index, low, high, 'LIMIT', 0, chunk)
+    else
+        keys = redis.call('ZRANGEBYLEX', index, low, high)
+    end
+    for _, key in ipairs(keys) do
+        local metadata = base .. 'metadata:' .. key
+        local carries = true
+        for _, tag in ipairs(wanted) do
+            if redis.call('HGET', metadata, tag[1]) ~= tag[2] then carries = false; break end
+        end
+        if carries then
+            local one = summary(key, base .. 'messages:' .. key, base .. 'version:' .. key, base .. 'times:' .. key,
+                metadata)
+            if one then
+                table.insert(result, one)
+                found = found + 1
+                if limit and found >= limit then return result end
+            end
+        end
+    end
+    if not limit or #keys < chunk then return result end
+    low = '(' .. keys[#keys]
+end
 """
 )
 
-# KEYS: a bucket's index and updated. ARGV: cutoff, its prefixes of lists, versions, times, how many at most.
-# Deletes that many due conversations of the bucket at most; how many it deleted.
-SWEEP = """
-local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[5]))
+# KEYS: a bucket's index and updated. ARGV: cutoff, the bucket's base (``{prefix}{N}:``), how many at most.
+# Deletes that many due conversations of the bucket at most, metadata included; how many it deleted.
+SWEEP = (
+    _METADATA
+    + """
+local base = ARGV[2]
+local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, key in ipairs(due) do
     redis.call('ZREM', KEYS[1], key)
     redis.call('ZREM', KEYS[2], key)
-    redis.call('DEL', ARGV[2] .. key, ARGV[3] .. key, ARGV[4] .. key)
+    redis.call('DEL', base .. 'messages:' .. key, base .. 'version:' .. key, base .. 'times:' .. key)
+    clear_metadata(base .. 'metadata:' .. key, base, key)
 end
 return #due
 """
+)
 
 # Layouts 1 and 2 to 3 (their keys: see chatlab.stores.redis.upgrade). KEYS: index, updated.
 # ARGV: now, prefix of times, offset, how many. Gives that many conversations times at most.

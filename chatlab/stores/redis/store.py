@@ -4,8 +4,9 @@ Guarantees: every operation is one Lua script (:mod:`chatlab.stores.redis.script
 atomic step. So an append (``ZADD`` + ``RPUSH`` of the whole batch) lands contiguously and in order, all or
 nothing, whatever other clients (other service processes included) append meanwhile; a replace and a delete are
 whole too; an ``if_match`` condition or an idempotency record is checked in the same step as the write and the
-record; and a read is one consistent snapshot. Listing reads each bucket's index in one script
-(:mod:`chatlab.stores.redis.keys`), all buckets in one pipeline, and merges them in key order.
+record; and a read is one consistent snapshot. Listing reads a page from each bucket's index in one script
+(:mod:`chatlab.stores.redis.keys`), all buckets in one pipeline, and merges them in key order; setting metadata
+is one script that checks, merges and updates the tag indexes together.
 
 Every operation ends within ``timeout`` seconds, connecting included, even when Redis or the network stops
 answering (:mod:`chatlab.stores.redis.connections`). Durability is Redis's own: see docs/stores.md for
@@ -19,7 +20,7 @@ import asyncio
 import logging
 import os
 import traceback
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .._loops import PerLoop
@@ -41,6 +42,7 @@ from ..base import (
     new_version,
     prefix_upper_bound,
 )
+from ..metadata import MAX_TAGS, MetadataChange, TooManyTags
 from . import scripts
 from .connections import CLUSTER_SCHEMES, Calls, Script, check_cluster_support, open_client, redacted
 from .keys import ConversationKeys, Layout
@@ -64,22 +66,45 @@ CLUSTER_BUCKETS = 64
 _SCHEMA, _READ = Script(scripts.SCHEMA), Script(scripts.READ)
 _APPEND, _REPLACE, _DELETE = Script(scripts.APPEND), Script(scripts.REPLACE), Script(scripts.DELETE)
 _RESTORE, _SUMMARIES, _SWEEP = Script(scripts.RESTORE), Script(scripts.SUMMARIES), Script(scripts.SWEEP)
+_SET_METADATA = Script(scripts.SET_METADATA)
 
 
 def _conditions(if_match: Collection[str] | None) -> list[str | int]:
     return [-1] if if_match is None else [len(if_match), *if_match]
 
 
-def _summary(key: bytes, count: int, version: bytes, times: bytes) -> ConversationSummary:
-    """One conversation of the summaries script: key, count, version, ``"created updated"`` (``""``: unknown)."""
+def _summary(key: bytes, count: int, version: bytes, times: bytes, metadata: list[bytes]) -> ConversationSummary:
+    """One conversation as the scripts give it: key, count, version, ``"created updated"`` (``""``: unknown), and
+    its metadata hash's fields and values in turn (``title``, ``tag:{name}``)."""
     created, _, updated = times.decode().partition(" ")
+    title: str | None = None
+    tags: dict[str, str] = {}
+    for name, value in zip(metadata[::2], metadata[1::2], strict=True):
+        if name == b"title":
+            title = value.decode("utf-8")
+        elif name.startswith(b"tag:"):
+            tags[name[4:].decode("utf-8")] = value.decode("utf-8")
     return ConversationSummary(
         key.decode("utf-8"),
         int(count),
         version.decode(),
         float(created) if created else None,
         float(updated) if updated else None,
+        title,
+        tags,
     )
+
+
+def _lex_range(prefix: str, after: str | None) -> tuple[bytes, bytes]:
+    """The ``ZRANGEBYLEX`` bounds of the keys that start with ``prefix`` and come after ``after``."""
+    low, high = b"-", b"+"
+    if prefix:
+        upper = prefix_upper_bound(prefix)
+        low = b"[" + prefix.encode("utf-8")
+        high = b"(" + upper.encode("utf-8") if upper is not None else b"+"
+    if after is not None and after >= prefix:  # code point order, as UTF-8's byte order
+        low = b"(" + after.encode("utf-8")
+    return low, high
 
 
 class RedisChatHistoryStore(ChatHistoryStore):
@@ -238,27 +263,49 @@ class RedisChatHistoryStore(ChatHistoryStore):
         version, count, messages = await self._read(conversation_key, None if limit == 0 else after, last)
         return ConversationSlice(messages, after, count, version)
 
-    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
-        low, high = b"-", b"+"
-        if prefix:
-            upper = prefix_upper_bound(prefix)
-            low = b"[" + prefix.encode("utf-8")
-            high = b"(" + upper.encode("utf-8") if upper is not None else b"+"
-
-        async def one(calls: Calls, layout: Layout, bucket: int) -> list[ConversationSummary]:
-            keys = layout.of_bucket(bucket)
-            args = [keys.messages, low, high, keys.version, keys.times]
-            flat: list[Any] = await calls.script(_SUMMARIES, [keys.index], args)
-            return [_summary(*flat[i : i + 4]) for i in range(0, len(flat), 4)]
+    async def summaries(
+        self,
+        prefix: str = "",
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> list[ConversationSummary]:
+        """A merge of the buckets' pages: one script per bucket (one pipeline on a single server) reads its next
+        matching conversations from its index; see :func:`_first`."""
+        if limit is not None and limit <= 0:
+            return []
+        low, high = _lex_range(prefix, after)
+        wanted = [part for name, value in (tags or {}).items() for part in (name.encode(), value.encode())]
 
         async def work(calls: Calls, layout: Layout) -> list[ConversationSummary]:
-            parts = await asyncio.gather(*(one(calls, layout, b) for b in range(layout.buckets)))
-            found = [summary for part in parts for summary in part]
-            if len(parts) > 1:  # code point order, as UTF-8's byte order
-                found.sort(key=lambda summary: summary.conversation_key)
-            return found
+            async def read(bucket: int, start: bytes, count: int | None) -> list[Any]:
+                keys = layout.of_bucket(bucket)
+                args = [keys.base, start, high, "" if count is None else count, *wanted]
+                rows: list[Any] = await calls.script(_SUMMARIES, [keys.index], args)
+                return rows
+
+            return [_summary(*row) for row in await _first(read, layout.buckets, low, limit)]
 
         return await self._guard(work)
+
+    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+        title = "" if not change.sets_title else "-" if change.title is None else "=" + change.title
+        args: list[Any] = [conversation_key.encode("utf-8"), MAX_TAGS, title.encode("utf-8")]
+        for name, value in change.tags.items():
+            args += [name.encode("utf-8"), b"-" if value is None else b"=" + value.encode("utf-8")]
+
+        def keys(layout: Layout) -> list[bytes]:
+            k = layout.conversation(conversation_key)
+            return [k.index, k.messages, k.version, k.times, k.metadata]
+
+        reply: list[Any] | None = await self._write(_SET_METADATA, keys, args)
+        if reply is None:
+            return None
+        status, value = reply
+        if status == b"too_many":
+            raise TooManyTags(f"a conversation carries at most {MAX_TAGS} tags; this change would leave {int(value)}")
+        return _summary(*value)
 
     # -- writes --------------------------------------------------------------------------
 
@@ -274,12 +321,11 @@ class RedisChatHistoryStore(ChatHistoryStore):
     @staticmethod
     def _whole(keys: ConversationKeys) -> list[bytes]:
         """KEYS of the replace, delete and restore scripts."""
-        return [keys.index, keys.messages, keys.version, keys.times, keys.updated]
+        return [keys.index, keys.messages, keys.version, keys.times, keys.updated, keys.metadata]
 
-    async def _write(self, script: Script, keys: Callable[[Layout], list[bytes]], args: list[Any]) -> list[bytes]:
-        async def work(calls: Calls, layout: Layout) -> list[bytes]:
-            reply: list[bytes] = await calls.script(script, keys(layout), args)
-            return reply
+    async def _write(self, script: Script, keys: Callable[[Layout], list[bytes]], args: list[Any]) -> Any:
+        async def work(calls: Calls, layout: Layout) -> Any:
+            return await calls.script(script, keys(layout), args)
 
         return await self._guard(work)
 
@@ -298,7 +344,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         def keys(layout: Layout) -> list[bytes]:
             k = layout.conversation(conversation_key)
             record = layout.idempotency(conversation_key, idempotency.key) if idempotency else k.messages
-            return [k.index, k.messages, k.version, record, k.times, k.updated]
+            return [k.index, k.messages, k.version, record, k.times, k.updated, k.metadata]
 
         args: list[Any] = [
             conversation_key.encode("utf-8"),
@@ -354,6 +400,9 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 times = f"{record.created_at!r} {record.updated_at!r}"
                 args: list[Any] = [key.encode(), record.expected, record.version, times, repr(record.updated_at)]
                 args.append(str(self._expire_at(record.updated_at)))
+                args += [b"" if record.title is None else b"=" + record.title.encode("utf-8"), len(record.tags)]
+                for name, value in record.tags.items():
+                    args += [name.encode("utf-8"), value.encode("utf-8")]
                 current = await calls.script(_RESTORE, self._whole(layout.conversation(key)), [*args, *record.messages])
                 if current is not None:
                     raise VersionMismatch(current.decode())
@@ -368,7 +417,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
         async def one(calls: Calls, layout: Layout, bucket: int) -> int:
             keys = layout.of_bucket(bucket)
-            args = [cutoff, keys.messages, keys.version, keys.times, STEP]
+            args = [cutoff, keys.base, STEP]
             deleted = 0
             while count := int(await calls.script(_SWEEP, [keys.index, keys.updated], args)):
                 deleted += count
@@ -382,6 +431,46 @@ class RedisChatHistoryStore(ChatHistoryStore):
     async def close(self) -> None:
         """Close the clients and their connections (a later call opens new ones)."""
         await self._clients.close()
+
+
+async def _first(
+    read: Callable[[int, bytes, int | None], Awaitable[list[Any]]], buckets: int, low: bytes, limit: int | None
+) -> list[Any]:
+    """The first ``limit`` rows (``None``: all) of the buckets together, in key order, as the summaries script
+    gives them, each row's key first; ``read(bucket, low, count)`` reads at most ``count`` rows of one bucket
+    from ``low`` on.
+
+    A page holds about ``limit / buckets`` rows of each bucket (CRC-32 spreads the keys), so each bucket is
+    asked for twice that and a few more, all at once; a bucket whose last row comes before the page's
+    ``limit``-th row may hold more of the page, and only those are read again (from their last row, twice as
+    many). So a page reads about ``2 * limit`` rows in one round, however many conversations there are."""
+    if limit is None or buckets == 1:
+        parts = await asyncio.gather(*(read(b, low, limit) for b in range(buckets)))
+        rows = sorted((row for part in parts for row in part), key=_key) if buckets > 1 else parts[0]
+        return rows if limit is None else rows[:limit]
+    size = dict.fromkeys(range(buckets), min(limit, -(-2 * limit // buckets) + 4))
+    last: dict[int, bytes] = {}  # the last row read of each bucket that may hold more
+    rows = []
+    asking = list(range(buckets))
+    while asking:
+        starts = [low if b not in last else b"(" + last[b] for b in asking]
+        parts = await asyncio.gather(*(read(b, start, size[b]) for b, start in zip(asking, starts, strict=True)))
+        for bucket, part in zip(asking, parts, strict=True):
+            rows += part
+            if len(part) < size[bucket]:
+                last.pop(bucket, None)  # read to its end
+            else:
+                last[bucket], size[bucket] = part[-1][0], size[bucket] * 2
+        rows.sort(key=_key)  # code point order, as UTF-8's byte order
+        rows = rows[:limit]
+        edge = rows[-1][0] if len(rows) == limit else None
+        asking = [b for b, key in last.items() if edge is None or key < edge]
+    return rows
+
+
+def _key(row: list[Any]) -> bytes:
+    key: bytes = row[0]
+    return key
 
 
 def _raised_inside(exc: BaseException, package_file: str) -> bool:

@@ -6,7 +6,10 @@ messages, the count and the version come from one snapshot and always agree (WAL
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Mapping
+from typing import Any
 
 from ..base import ABSENT, Conversation, ConversationArray, ConversationSlice, ConversationSummary, prefix_upper_bound
 from . import statements as sql
@@ -46,16 +49,19 @@ def read_slice(conn: sqlite3.Connection, conversation_key: str, after: int, limi
     return ConversationSlice([bytes(r[0]) for r in rows], after, row[0], row[1])
 
 
-def summaries(conn: sqlite3.Connection, prefix: str) -> list[ConversationSummary]:
-    """The conversations whose key starts with ``prefix``, as a range of the primary key, ordered by key."""
-    query = sql.SUMMARIES
-    params: list[str] = []
-    if prefix:
-        query += " WHERE conversation_key >= ?"
-        params.append(prefix)
-        upper = prefix_upper_bound(prefix)
-        if upper is not None:
-            query += " AND conversation_key < ?"
-            params.append(upper)
-    rows = conn.execute(query + " ORDER BY conversation_key", params).fetchall()
-    return [ConversationSummary(*row) for row in rows]
+def summaries(
+    conn: sqlite3.Connection, prefix: str, after: str | None, limit: int | None, tags: Mapping[str, str] | None
+) -> list[ConversationSummary]:
+    """A page of the conversations whose key starts with ``prefix``: one range of the primary key, in key order."""
+    start, skip = (after, after) if after is not None and after >= prefix else (prefix, None)
+    wanted = json.dumps(dict(tags)) if tags else None
+    upper = prefix_upper_bound(prefix)
+    params = (start, skip, upper, wanted, -1 if limit is None else limit)
+    rows = conn.execute(sql.SUMMARIES if upper is None else sql.SUMMARIES_BELOW, params).fetchall()
+    return [summary(row) for row in rows]
+
+
+def summary(row: tuple[Any, ...]) -> ConversationSummary:
+    """A conversation's summary from its row (:data:`.statements.SUMMARY`'s columns; ``tags`` a JSON object)."""
+    key, count, version, created_at, updated_at, title, tags = row
+    return ConversationSummary(key, count, version, created_at, updated_at, title, json.loads(tags))

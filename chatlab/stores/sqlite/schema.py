@@ -1,8 +1,9 @@
-"""The SQLite store's tables: created on first use, or upgraded in place from schema versions 1 and 2.
+"""The SQLite store's tables: created on first use, or upgraded in place from schema versions 1, 2 and 3.
 
 Version 2 added versions and idempotency records, version 3 the timestamps (``created_at``, ``updated_at``,
-the latter indexed for retention). Creation and upgrade are one ``BEGIN IMMEDIATE`` transaction: processes
-opening the file together wait for each other, and a failed upgrade leaves the file as it was.
+the latter indexed for retention), version 4 the metadata (``title``, and ``tags`` as a JSON object). Creation and
+upgrade are one ``BEGIN IMMEDIATE`` transaction: processes opening the file together wait for each other, and a
+failed upgrade leaves the file as it was.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from ..base import StoreError, new_version
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chatlab_meta (
@@ -24,7 +25,9 @@ CREATE TABLE IF NOT EXISTS chatlab_conversations (
     message_count    INTEGER NOT NULL,
     version          TEXT,
     created_at       REAL,
-    updated_at       REAL
+    updated_at       REAL,
+    title            TEXT,
+    tags             TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS chatlab_idempotency_expiry ON chatlab_idempotency (expires_at);
 """
@@ -57,7 +60,7 @@ def rollback(conn: sqlite3.Connection) -> None:
 
 
 def ensure_schema(conn: sqlite3.Connection, now: float, path: Path) -> None:
-    """Create the tables if missing, or upgrade versions 1 and 2 in place (``now``: the upgraded conversations'
+    """Create the tables if missing, or upgrade versions 1 to 3 in place (``now``: the upgraded conversations'
     times), in one transaction; a file of another version is refused."""
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -71,14 +74,17 @@ def ensure_schema(conn: sqlite3.Connection, now: float, path: Path) -> None:
         row = conn.execute("SELECT value FROM chatlab_meta WHERE key = 'schema_version'").fetchone()
         if row is None:
             conn.execute("INSERT INTO chatlab_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) in (1, 2):
+        elif int(row[0]) in (1, 2, 3):
             if int(row[0]) == 1:
                 _upgrade_from_1(conn)
-            _upgrade_from_2(conn, now)
+            if int(row[0]) <= 2:
+                _upgrade_from_2(conn, now)
+            _upgrade_from_3(conn)
+            conn.execute("UPDATE chatlab_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         elif int(row[0]) != SCHEMA_VERSION:
             raise StoreError(
                 f"SQLite store {path} has schema version {row[0]}; "
-                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 and 2) only"
+                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 3) only"
             )
         conn.execute(TIMESTAMPS)
         conn.execute("COMMIT")
@@ -111,4 +117,12 @@ def _upgrade_from_2(conn: sqlite3.Connection, now: float) -> None:
         "UPDATE chatlab_conversations SET created_at = coalesce(created_at, ?), updated_at = coalesce(updated_at, ?)",
         (now, now),
     )
-    conn.execute("UPDATE chatlab_meta SET value = '3' WHERE key = 'schema_version'")  # version 3: timestamps
+
+
+def _upgrade_from_3(conn: sqlite3.Connection) -> None:
+    """Version 3 had no metadata: each conversation gets no title and no tags (``ADD COLUMN`` copies no row)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
+    if "title" not in columns:
+        conn.execute("ALTER TABLE chatlab_conversations ADD COLUMN title TEXT")
+    if "tags" not in columns:
+        conn.execute("ALTER TABLE chatlab_conversations ADD COLUMN tags TEXT NOT NULL DEFAULT '{}'")

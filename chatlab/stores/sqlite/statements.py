@@ -27,8 +27,18 @@ ARRAY = (
 )
 """A conversation's version, count and messages as one JSON array. The subquery's ``ORDER BY`` keeps the
 positions' order (an aggregate's subquery is not flattened); bodies are UTF-8, joined byte for byte."""
-SUMMARIES = "SELECT conversation_key, message_count, version, created_at, updated_at FROM chatlab_conversations"
-"""Followed by an optional key range and ``ORDER BY conversation_key`` (TEXT compares bytewise: code point order)."""
+_PAGE = (
+    "SELECT conversation_key, message_count, version, created_at, updated_at, title, tags FROM chatlab_conversations "
+    "AS c WHERE conversation_key >= ?1 AND conversation_key IS NOT ?2{below} AND NOT EXISTS (SELECT 1 FROM "
+    "json_each(?4) AS w WHERE w.value IS NOT (SELECT t.value FROM json_each(c.tags) AS t WHERE t.key = w.key)) "
+    "ORDER BY conversation_key LIMIT ?5"
+)
+SUMMARIES = _PAGE.format(below="")
+"""A page of summaries: keys from ``?1`` on, except ``?2`` (the page's ``after``, or NULL), each carrying every tag
+of the JSON object ``?4`` (NULL: no filter), at most ``?5`` (-1: all). A range of the primary key in its order (TEXT
+compares bytewise: code point order), so a page reads only its rows however many conversations there are."""
+SUMMARIES_BELOW = _PAGE.format(below=" AND conversation_key < ?3")
+""":data:`SUMMARIES` with the keys below ``?3`` (the end of a prefix's range) only."""
 
 # -- writes -------------------------------------------------------------------------
 
@@ -40,10 +50,15 @@ UPSERT_CONVERSATION = (
 )
 """A new conversation gets both times; an existing one keeps ``created_at``."""
 PUT_CONVERSATION = (
-    "INSERT OR REPLACE INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, ?)"
+    "INSERT OR REPLACE INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at, "
+    "title, tags) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-"""A conversation with its own times (a migration's restore)."""
+"""A conversation with its own times and metadata (a migration's restore)."""
+SUMMARY = (
+    "SELECT conversation_key, message_count, version, created_at, updated_at, title, tags FROM chatlab_conversations "
+    "WHERE conversation_key = ?"
+)
+SET_METADATA = "UPDATE chatlab_conversations SET title = ?, tags = ? WHERE conversation_key = ?"
 INSERT_MESSAGE = "INSERT INTO chatlab_messages (conversation_key, position, body) VALUES (?, ?, ?)"
 DELETE_MESSAGES = "DELETE FROM chatlab_messages WHERE conversation_key = ?"
 DELETE_CONVERSATION = "DELETE FROM chatlab_conversations WHERE conversation_key = ?"

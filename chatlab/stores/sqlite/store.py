@@ -17,7 +17,7 @@ Guarantees:
   writer's next group, for another connection's or process's write lock): past it, an operation that has not
   started fails (503) and writes nothing.
 * Readers don't block the writer (WAL) and see whole transactions only.
-* The file's tables (:mod:`.schema`, version 3) are created on first use; files of versions 1 and 2 are
+* The file's tables (:mod:`.schema`, version 4) are created on first use; files of versions 1 to 3 are
   upgraded in place.
 """
 
@@ -27,7 +27,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -46,6 +46,7 @@ from ..base import (
     WriteResult,
     check_slice,
 )
+from ..metadata import MetadataChange, MetadataError
 from . import reads, writes
 from .connections import Connections
 from .readers import Readers
@@ -93,7 +94,9 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         )
         threads = reader_threads if reader_threads is not None else min(32, (os.cpu_count() or 1) + 4)
         self.readers = Readers(self.connections.open, self._failure, self._too_slow, threads, reader_patience)
-        self.writer = GroupCommitter(self.connections.open, self._failure, (VersionMismatch, IdempotencyKeyReused))
+        self.writer = GroupCommitter(
+            self.connections.open, self._failure, (VersionMismatch, IdempotencyKeyReused, MetadataError)
+        )
         self._appends = writes.Appends(lambda: self.clock())
 
     def __repr__(self) -> str:
@@ -127,8 +130,18 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         check_slice(after, limit)
         return await self._read(reads.read_slice, conversation_key, after, limit)
 
-    async def summaries(self, prefix: str = "") -> list[ConversationSummary]:
-        return await self._read(reads.summaries, prefix)
+    async def summaries(
+        self,
+        prefix: str = "",
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> list[ConversationSummary]:
+        return await self._read(reads.summaries, prefix, after, limit, tags)
+
+    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+        return await self._write(writes.set_metadata, conversation_key, change)
 
     async def append(
         self,

@@ -3,21 +3,25 @@
 The append rules live here once, in Python: an append first finds a live idempotency record (a replay answers
 what was recorded, another request with the same key is refused), then checks ``If-Match`` against the
 conversation's version, then writes its messages at the conversation's count, the new version and count, and its
-record. Replace, delete and restore check the version by the same :func:`checked`. Everything runs inside the
+record. Replace, delete and restore check the version by the same :func:`checked`; setting metadata reads the
+row and writes what :meth:`~chatlab.stores.metadata.MetadataChange.applied` makes of it. Everything runs inside the
 group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`), which holds SQLite's write lock from the first read:
 a check and its write are one atomic step, also against other processes writing the same file.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace as replace_fields
 from typing import NamedTuple
 
 from ..base import (
     ABSENT,
     ConversationRecord,
+    ConversationSummary,
     Idempotency,
     IdempotencyKeyReused,
     VersionMismatch,
@@ -26,7 +30,9 @@ from ..base import (
     new_version,
     version_matches,
 )
+from ..metadata import MetadataChange
 from . import statements as sql
+from .reads import summary
 
 EXPIRY_INTERVAL = 1.0
 """Seconds between deletions of expired idempotency records (a lookup ignores them meanwhile)."""
@@ -151,9 +157,35 @@ def restore(conn: sqlite3.Connection, records: Sequence[ConversationRecord]) -> 
         checked(conn, key, [record.expected])
         conn.execute(sql.DELETE_MESSAGES, (key,))
         conn.execute(
-            sql.PUT_CONVERSATION, (key, len(record.messages), record.version, record.created_at, record.updated_at)
+            sql.PUT_CONVERSATION,
+            (
+                key,
+                len(record.messages),
+                record.version,
+                record.created_at,
+                record.updated_at,
+                record.title,
+                tags_json(record.tags),
+            ),
         )
         conn.executemany(sql.INSERT_MESSAGE, [(key, i, bytes(m)) for i, m in enumerate(record.messages)])
+
+
+def set_metadata(conn: sqlite3.Connection, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+    """Make ``change`` to the conversation's title and tags (``None``: no such conversation). The writer's
+    transaction holds the write lock from the read on; a refused change (too many tags) raises before writing."""
+    row = conn.execute(sql.SUMMARY, (conversation_key,)).fetchone()
+    if row is None:
+        return None
+    before = summary(row)
+    title, tags = change.applied(before.title, before.tags)
+    conn.execute(sql.SET_METADATA, (title, tags_json(tags), conversation_key))
+    return replace_fields(before, title=title, tags=tags)
+
+
+def tags_json(tags: Mapping[str, str]) -> str:
+    """Tags as the JSON object the ``tags`` column holds."""
+    return json.dumps(dict(tags), ensure_ascii=False, separators=(",", ":"))
 
 
 def sweep(conn: sqlite3.Connection, cutoff: float) -> int:

@@ -1,0 +1,49 @@
+"""The service's route class: an endpoint that takes only the ``Request`` is called with it, as it is.
+
+FastAPI's handler around an endpoint solves its dependencies, reads and validates its body and serializes what it
+returns. A conversation's endpoints need none of that: they read the request themselves (:mod:`.parameters`,
+:mod:`.bodies`) and return a ``Response``. So for them the route's handler is the endpoint itself, the extension
+FastAPI documents for this ("Custom Request and APIRoute class": subclass ``APIRoute`` and override
+``get_route_handler``, https://fastapi.tiangolo.com/how-to/custom-request-and-route/). Routing, the exception
+handlers, middleware and the OpenAPI description stay FastAPI's; any other endpoint keeps FastAPI's handler.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Coroutine
+from typing import Any, cast
+
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+
+
+class RequestRoute(APIRoute):
+    """An ``APIRoute`` whose endpoint, when its one parameter is the ``Request``, is its handler."""
+
+    def get_route_handler(self) -> Handler:
+        if takes_only_the_request(self):
+            return cast(Handler, self.endpoint)
+        return super().get_route_handler()
+
+
+def takes_only_the_request(route: APIRoute) -> bool:
+    """Whether FastAPI has nothing to solve for the route's endpoint: an ``async def f(request: Request)``."""
+    wants = route.dependant
+    solved = (
+        wants.path_params,
+        wants.query_params,
+        wants.header_params,
+        wants.cookie_params,
+        wants.body_params,
+        wants.dependencies,
+    )
+    return (
+        wants.request_param_name is not None
+        and not any(solved)
+        and not route.dependencies
+        and inspect.iscoroutinefunction(route.endpoint)
+        and len(inspect.signature(route.endpoint).parameters) == 1
+    )
