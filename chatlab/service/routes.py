@@ -62,6 +62,7 @@ from .parameters import (
     read_positions,
     read_through,
     read_view,
+    refuse_unknown_query,
 )
 from .responses import Answer, json_answer, json_response
 from .security.auth import Caller
@@ -158,6 +159,7 @@ def _add_listing_routes(
         "`tag=name:value` (repeatable) keeps the conversations carrying every such tag.",
     )
     async def list_conversations(
+        request: Request,
         caller: Caller = arguments.caller,
         limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE, description="At most this many (a page).")] = None,
         after: str | None = after_query,
@@ -166,6 +168,8 @@ def _add_listing_routes(
             Query(description="`name:value`: only conversations carrying this tag (repeat for several)."),
         ] = None,
     ) -> Response:
+        if request.scope["query_string"]:  # ``?limt=10`` would otherwise answer every conversation
+            refuse_unknown_query(request, ("limit", "after", "tag"))
         wanted = _tag_filter(tag or [])
         cursor = caller.stored_key(arguments.checked_key(after)) if after is not None else None
         if wanted is None:

@@ -130,15 +130,19 @@ def test_acknowledged_appends_survive_a_primary_failover(cluster) -> None:
         stop = asyncio.Event()
 
         async def writer(key: str) -> None:
-            n = 0
-            while not stop.is_set():
+            n, unsure = 0, False
+            # an append that failed may have been written (its answer lost): it is retried until acknowledged, also
+            # after stop, so that every stored message is an acknowledged one
+            while not stop.is_set() or unsure:
                 message = b'{"role":"user","contents":[{"$type":"text","text":"%d"}]}' % n
                 try:  # one idempotency key per message: a retry after a lost answer appends it once
                     await store.append(key, [message], idempotency=Idempotency(f"{key}-{n}", str(n)))
                 except StoreError as exc:
                     failures.append(str(exc))
+                    unsure = True
                     await asyncio.sleep(0.1)
                     continue
+                unsure = False
                 acknowledged[key].append(n)
                 n += 1
 

@@ -116,7 +116,8 @@ def test_tag_filters_page_and_keep_their_query_in_link(http: httpx.Client) -> No
 
 
 @pytest.mark.parametrize(
-    "query", ["limit=0", "limit=1001", "limit=x", "after=", "after=bad%20key", "tag=novalue", "tag=:x", "after=%00"]
+    "query",
+    ["limit=0", "limit=1001", "limit=x", "after=", "after=bad%20key", "tag=novalue", "tag=:x", "after=%00", "limt=2"],
 )
 def test_bad_listing_parameters_are_400(http: httpx.Client, query: str) -> None:
     response = http.get(f"/chat-history?{query}")
