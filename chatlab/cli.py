@@ -52,6 +52,9 @@ def _serve(args: argparse.Namespace) -> int:
         if not tls_cert:
             warn = "Warning: listening beyond loopback without TLS: messages and keys travel in clear text."
             print(warn, file=sys.stderr)
+    # out now, not when the buffer fills: a log shows the address at once, and a stop by SIGTERM (which uvicorn
+    # raises again after shutting down, ending the process without flushing) loses nothing
+    sys.stdout.flush()
     uvicorn.run(
         app,
         host=args.host,

@@ -107,15 +107,30 @@ def _valid_idempotency_key(case: Any) -> None:
         case.headers["Idempotency-Key"] = '"fuzz-idempotency-key"'
 
 
+def _sent_as_generated(case: Any) -> bool:
+    """A fourth: a query parameter whose value is ``null`` or a list of nothing (``[]``, ``[[]]``, ``[null]``) is not
+    sent at all, so a negative case whose only flaw is such an unknown parameter sends a valid request
+    (``?after=000&limit=1``), rightly answered 200. Such a case is left out; an unknown parameter that is sent stays
+    in, and must be refused."""
+    negative = case.meta is not None and case.meta.generation.mode == GenerationMode.NEGATIVE
+    return not (negative and any(_sends_nothing(value) for value in (case.query or {}).values()))
+
+
+def _sends_nothing(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and all(_sends_nothing(item) for item in value))
+
+
 @hardened.parametrize()
 @FUZZ
 def test_hardened_service_conforms_to_its_openapi(case, hardened_service: BackgroundServer) -> None:
     _valid_idempotency_key(case)
-    case.call_and_validate(base_url=hardened_service.url, headers=AUTH)
+    if _sent_as_generated(case):
+        case.call_and_validate(base_url=hardened_service.url, headers=AUTH)
 
 
 @open_.parametrize()
 @FUZZ
 def test_open_service_conforms_to_its_openapi(case, open_service: BackgroundServer) -> None:
     _valid_idempotency_key(case)
-    case.call_and_validate(base_url=open_service.url)
+    if _sent_as_generated(case):
+        case.call_and_validate(base_url=open_service.url)
