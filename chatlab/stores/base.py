@@ -249,6 +249,11 @@ class ChatHistoryStore(ABC):
         messages = conversation.messages
         return ConversationArray(b"[" + b",".join(messages) + b"]", len(messages), conversation.version)
 
+    async def version(self, conversation_key: str) -> str:
+        """The conversation's version alone: a slice of no messages, so no message is read
+        (what an append of nothing answers, and ``/readyz``'s cheap read)."""
+        return (await self.read_slice(conversation_key, 0, 0)).version
+
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         """The messages after the first ``after`` (at most ``limit``; ``0`` for none), the count and the version.
 
@@ -332,7 +337,7 @@ class ChatHistoryStore(ABC):
 
     async def ping(self) -> None:
         """Raise :class:`StoreError` unless the store answers (``/readyz``); a cheap read by default."""
-        await self.read_slice("chatlab:ping", 0, 0)
+        await self.version("chatlab:ping")
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the in-memory store has none."""

@@ -146,8 +146,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
         if not messages and if_match is None and idempotency is None:
-            bucket = self._buckets.get(conversation_key)
-            return WriteResult(bucket.version if bucket is not None else ABSENT)
+            return WriteResult(await self.version(conversation_key))
         bucket = self._locked_bucket(conversation_key)
         record_key = _record_key(conversation_key, idempotency.key) if idempotency is not None else b""
         try:

@@ -278,7 +278,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
     ) -> WriteResult:
         batch = [bytes(m) for m in messages]
         if not batch and if_match is None and idempotency is None:
-            return WriteResult((await self.read(conversation_key)).version)
+            return WriteResult(await self.version(conversation_key))
         _check_key(conversation_key)
         now = time.time()
         member = AppendMember(

@@ -339,7 +339,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
     ) -> WriteResult:
         batch = [bytes(m) for m in messages]
         if not batch and if_match is None and idempotency is None:
-            return WriteResult((await self.read(conversation_key)).version)
+            return WriteResult(await self.version(conversation_key))
 
         def keys(layout: Layout) -> list[bytes]:
             k = layout.conversation(conversation_key)

@@ -153,7 +153,7 @@ class SqliteChatHistoryStore(ChatHistoryStore):
     ) -> WriteResult:
         batch = [bytes(m) for m in messages]
         if not batch and if_match is None and idempotency is None:
-            return WriteResult((await self.read(conversation_key)).version)
+            return WriteResult(await self.version(conversation_key))
         request = writes.Append(conversation_key, batch, if_match, idempotency)
         result: WriteResult = await self.writer.submit_batch(self._appends, request, self._deadline())
         return result
