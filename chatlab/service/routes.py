@@ -175,16 +175,16 @@ def _add_listing_routes(
         if wanted is None:
             return json_answer(b"[]", [])
         if limit is None and cursor is None and not wanted:  # the article's request
-            summaries = [s for s in await store.summaries(caller.prefix) if caller.owns(s.conversation_key)]
-            # formatted and encoded in a worker thread, a piece at a time: a long list must not hold the event loop
-            return json_answer(await anyio.to_thread.run_sync(_listing, summaries, caller.prefix), [])
+            summaries = await store.summaries(caller.prefix)
+            # sifted, formatted and encoded in a worker thread, a piece at a time: a long list must not hold the loop
+            return json_answer(await anyio.to_thread.run_sync(_listing, summaries, caller), [])
         page, more = await _page(store, caller, cursor, limit, wanted)
         headers = []
         if more:
             last = page[-1].conversation_key[len(caller.prefix) :]
             query = urlencode([("limit", limit), ("after", last), *(("tag", t) for t in tag or [])])
             headers.append((b"link", f'</chat-history?{query}>; rel="next"'.encode("ascii")))
-        return json_answer(_listing(page, caller.prefix), headers)
+        return json_answer(_listing(page, caller), headers)  # a page: already the caller's
 
 
 def _tag_filter(tags: list[str]) -> dict[str, str] | None:
@@ -219,10 +219,10 @@ async def _page(
         cursor = batch[-1].conversation_key
 
 
-def _listing(summaries: list[ConversationSummary], prefix: str) -> bytes:
-    """The JSON of ``GET /chat-history``: the summaries, encoded :data:`jsontext.PIECE` at a time (each encoding
-    call holds the GIL, which the event loop needs between them)."""
-    rows = [_summary_row(s, prefix) for s in summaries]
+def _listing(summaries: list[ConversationSummary], caller: Caller) -> bytes:
+    """The JSON of ``GET /chat-history``: the caller's summaries, encoded :data:`jsontext.PIECE` at a time (each
+    encoding call holds the GIL, which the event loop needs between them)."""
+    rows = [_summary_row(s, caller.prefix) for s in summaries if caller.owns(s.conversation_key)]
     pieces = [_encode(rows[i : i + jsontext.PIECE])[1:-1] for i in range(0, len(rows), jsontext.PIECE)]
     return b"[" + b",".join(pieces) + b"]"
 
