@@ -35,6 +35,7 @@ __all__ = [
     "Request",
     "SummariesPage",
     "encode_messages",
+    "summary_from_json",
 ]
 
 T = TypeVar("T")
@@ -175,7 +176,7 @@ class Operations:
         return Request(
             "PATCH",
             url,
-            lambda response: _summary(_json(response, url), url),
+            lambda response: summary_from_json(_json(response, url), url),
             {"Content-Type": "application/json"},
             body,
         )
@@ -269,10 +270,13 @@ def _summaries(response: httpx.Response, url: str) -> SummariesPage:
         raise ChatHistoryServiceProtocolError.for_answer(url, "the answer is not a JSON array")
     following = response.links.get("next", {}).get("url")
     next_after = httpx.URL(following).params.get("after") if following else None
-    return SummariesPage([_summary(item, url) for item in data], next_after)
+    return SummariesPage([summary_from_json(item, url) for item in data], next_after)
 
 
-def _summary(item: Any, url: str) -> ConversationSummary:
+def summary_from_json(item: Any, url: str) -> ConversationSummary:
+    """One conversation of a ``GET /chat-history`` or ``PATCH`` answer (from the service at ``url``).
+
+    A field the service does not send (an older one: no times, title or tags) is left unknown."""
     try:
         return ConversationSummary(
             str(item["conversationKey"]),

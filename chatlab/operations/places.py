@@ -24,6 +24,8 @@ from urllib.parse import quote
 
 import httpx
 
+from ..client.errors import ChatHistoryServiceProtocolError
+from ..client.operations import summary_from_json
 from ..service.parameters import conversation_key_check
 from ..service.security.auth import NAMESPACE_PATTERN, SEPARATOR, Caller
 from ..service.settings import ServiceSettings
@@ -200,7 +202,11 @@ class ServicePlace:
         params = {"limit": str(page)} | ({"after": after} if after else {})
         response = await self._request("GET", "/chat-history", params=params)
         while True:
-            yield [_summary(item) for item in response.json()]
+            try:
+                summaries = [summary_from_json(item, self.url) for item in response.json()]
+            except (ChatHistoryServiceProtocolError, ValueError, TypeError) as exc:  # not the service's listing
+                raise PlaceUnavailable(f"{self.url} answered GET /chat-history with something else: {exc}") from None
+            yield summaries
             following = response.links.get("next", {}).get("url")
             if not following:
                 return
@@ -295,17 +301,6 @@ class ServicePlace:
 def _unprefixed(summary: ConversationSummary, length: int) -> ConversationSummary:
     """``summary`` with the first ``length`` characters (its namespace) cut from its key."""
     return dataclasses.replace(summary, conversation_key=summary.conversation_key[length:]) if length else summary
-
-
-def _summary(item: dict[str, Any]) -> ConversationSummary:
-    """One conversation of a ``GET /chat-history`` answer (a service without metadata gives none)."""
-    tags = item.get("tags") or {}
-    return ConversationSummary(
-        str(item["conversationKey"]),
-        int(item.get("messageCount", 0)),
-        title=item.get("title"),
-        tags={str(name): str(value) for name, value in tags.items()},
-    )
 
 
 def _detail(response: httpx.Response) -> str:
