@@ -1,7 +1,7 @@
 """chatlab: out-of-process chat history for Microsoft Agent Framework agents.
 
-The names below are imported on first use (PEP 562), so ``import chatlab`` stays light and
-has no side effects; a type checker reads the ``TYPE_CHECKING`` imports and sees the real types.
+The names below are imported on first use (PEP 562), so ``import chatlab`` stays light and has no side effects;
+a type checker reads the ``TYPE_CHECKING`` imports (``X as X``: explicitly re-exported) and sees the real types.
 """
 
 from __future__ import annotations
@@ -12,46 +12,49 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from .client.codec import (
-        content_from_meai,
-        content_to_meai,
-        message_from_meai,
-        message_to_meai,
-        messages_from_meai,
-        messages_to_meai,
-    )
-    from .client.compaction import Compaction
-    from .client.errors import (
-        ChatHistoryCodecError,
-        ChatHistoryServiceConflict,
-        ChatHistoryServiceError,
-        ChatHistoryServiceProtocolError,
-        ChatHistoryServiceStatusError,
-        ChatHistoryServiceUnavailable,
-        ChatlabError,
-        LLMUnavailableError,
-    )
-    from .client.http import AsyncChatHistoryClient, ChatHistoryClient
-    from .client.operations import MessagesPage, SummariesPage
-    from .client.provider import ChatHistorySummary, RemoteChatHistoryProvider, service_url, show_provider_calls
-    from .client.retry import RetryPolicy
-    from .service import ServiceSettings, ensure_service, start_service
-    from .stores import open_store
-    from .tutorial.agent import create_agent
-    from .tutorial.demo import run_demo
-    from .tutorial.display import (
-        create_or_resume_session,
-        print_agent_response,
-        print_external_store,
-        print_messages,
-        print_session_id,
-        print_state_bag,
-    )
-    from .tutorial.llm import LLMConnection, connect_llm
-    from .tutorial.offline_model import start_offline_model
-    from .tutorial.pause import pause
-    from .tutorial.tools import GetDateTime
-    from .vocabulary import ConversationSummary, Version
+    from .client.codec import content_from_meai as content_from_meai
+    from .client.codec import content_to_meai as content_to_meai
+    from .client.codec import message_from_meai as message_from_meai
+    from .client.codec import message_to_meai as message_to_meai
+    from .client.codec import messages_from_meai as messages_from_meai
+    from .client.codec import messages_to_meai as messages_to_meai
+    from .client.compaction import Compaction as Compaction
+    from .client.errors import ChatHistoryCodecError as ChatHistoryCodecError
+    from .client.errors import ChatHistoryServiceConflict as ChatHistoryServiceConflict
+    from .client.errors import ChatHistoryServiceError as ChatHistoryServiceError
+    from .client.errors import ChatHistoryServiceProtocolError as ChatHistoryServiceProtocolError
+    from .client.errors import ChatHistoryServiceStatusError as ChatHistoryServiceStatusError
+    from .client.errors import ChatHistoryServiceUnavailable as ChatHistoryServiceUnavailable
+    from .client.errors import ChatlabError as ChatlabError
+    from .client.errors import LLMUnavailableError as LLMUnavailableError
+    from .client.http import AsyncChatHistoryClient as AsyncChatHistoryClient
+    from .client.http import ChatHistoryClient as ChatHistoryClient
+    from .client.operations import MessagesPage as MessagesPage
+    from .client.operations import SummariesPage as SummariesPage
+    from .client.provider import ChatHistorySummary as ChatHistorySummary
+    from .client.provider import RemoteChatHistoryProvider as RemoteChatHistoryProvider
+    from .client.provider import service_url as service_url
+    from .client.provider import show_provider_calls as show_provider_calls
+    from .client.retry import RetryPolicy as RetryPolicy
+    from .service import ServiceSettings as ServiceSettings
+    from .service import ensure_service as ensure_service
+    from .service import start_service as start_service
+    from .stores import open_store as open_store
+    from .tutorial.agent import create_agent as create_agent
+    from .tutorial.demo import run_demo as run_demo
+    from .tutorial.display import create_or_resume_session as create_or_resume_session
+    from .tutorial.display import print_agent_response as print_agent_response
+    from .tutorial.display import print_external_store as print_external_store
+    from .tutorial.display import print_messages as print_messages
+    from .tutorial.display import print_session_id as print_session_id
+    from .tutorial.display import print_state_bag as print_state_bag
+    from .tutorial.llm import LLMConnection as LLMConnection
+    from .tutorial.llm import connect_llm as connect_llm
+    from .tutorial.offline_model import start_offline_model as start_offline_model
+    from .tutorial.pause import pause as pause
+    from .tutorial.tools import GetDateTime as GetDateTime
+    from .vocabulary import ConversationSummary as ConversationSummary
+    from .vocabulary import Version as Version
 
 # name -> the module that defines it (tests/test_public_api.py checks this matches the imports above)
 _LAZY = {
@@ -100,52 +103,7 @@ _LAZY = {
     "run_demo": "tutorial.demo",
 }
 
-__all__ = [
-    "AsyncChatHistoryClient",
-    "ChatHistoryClient",
-    "ChatHistoryCodecError",
-    "ChatHistoryServiceConflict",
-    "ChatHistoryServiceError",
-    "ChatHistoryServiceProtocolError",
-    "ChatHistoryServiceStatusError",
-    "ChatHistoryServiceUnavailable",
-    "ChatHistorySummary",
-    "ChatlabError",
-    "Compaction",
-    "ConversationSummary",
-    "GetDateTime",
-    "LLMConnection",
-    "LLMUnavailableError",
-    "MessagesPage",
-    "RemoteChatHistoryProvider",
-    "RetryPolicy",
-    "ServiceSettings",
-    "SummariesPage",
-    "Version",
-    "__version__",
-    "connect_llm",
-    "content_from_meai",
-    "content_to_meai",
-    "create_agent",
-    "create_or_resume_session",
-    "ensure_service",
-    "message_from_meai",
-    "message_to_meai",
-    "messages_from_meai",
-    "messages_to_meai",
-    "open_store",
-    "pause",
-    "print_agent_response",
-    "print_external_store",
-    "print_messages",
-    "print_session_id",
-    "print_state_bag",
-    "run_demo",
-    "service_url",
-    "show_provider_calls",
-    "start_offline_model",
-    "start_service",
-]
+__all__ = ["__version__", *_LAZY]
 
 if not TYPE_CHECKING:  # at run time only: a type checker knows every name from the imports above
 

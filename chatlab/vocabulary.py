@@ -1,15 +1,9 @@
 """What the client side and the service side both speak: one home for each shared idea.
 
-Both sides import this module; it imports neither of them, so the arrows run
-``tutorial -> client -> vocabulary`` and ``service -> stores -> vocabulary``.
-
-* the environment variables chatlab reads;
-* :class:`ConversationSummary`, the article's ``ChatHistorySummary``;
-* :class:`Version`, a conversation's version (its ``ETag``) with its one format and parser;
-* :class:`Refused`, a request the service refuses (it becomes problem JSON);
-* :data:`CONTENT_KINDS`, the kinds of message content as each side names them: the codec, the
-  service's schema, the display and the history window all read this one table, so a new
-  ``$type`` is one new row.
+Both sides import this module and it imports neither, so the arrows run ``tutorial -> client -> vocabulary`` and
+``service -> stores -> vocabulary``: the environment variables chatlab reads, :class:`ConversationSummary`,
+:class:`Version`, :class:`Refused`, and :data:`CONTENT_KINDS`, the one table of message content kinds that the
+codec, the service's schema, the display and the history window read (a new ``$type`` is one new row).
 """
 
 from __future__ import annotations
@@ -33,7 +27,6 @@ __all__ = [
     "Refused",
     "Version",
     "kind_of_maf",
-    "kind_of_meai",
     "link_of",
 ]
 
@@ -53,8 +46,7 @@ ABSENT = "0"
 """The version of a conversation that does not exist (never written, or deleted)."""
 
 SUMMARY_THROUGH = "chatlab.summaryThrough"
-"""In a message's ``additionalProperties``: it is a summary checkpoint of the conversation's messages 1..N
-(docs/conversations.md). An ordinary message otherwise: every reader still sees the whole transcript."""
+"""In a message's ``additionalProperties``: it is a summary checkpoint of messages 1..N (docs/conversations.md)."""
 
 FORK_OF = "chatlab.forkOf"
 """The tag a fork carries: the key of the conversation it was forked from (docs/conversations.md)."""
@@ -67,10 +59,8 @@ FORK_THROUGH = "chatlab.forkThrough"
 class ConversationSummary:
     """The article's ``ChatHistorySummary``: a conversation key and how many messages it holds.
 
-    The stores also tell its version, when it was created and last written (seconds since the
-    epoch by the store's clock; ``None`` where unknown), and its metadata: a title and string
-    tags (``PATCH /chat-history/{key}``). These take no part in comparisons, so a summary still
-    equals ``ConversationSummary(key, count)``.
+    The stores add its version, when it was created and last written (seconds since the epoch; ``None`` where
+    unknown), its title and tags. These take no part in comparisons: it still equals ``ConversationSummary(key, n)``.
     """
 
     conversation_key: str
@@ -86,9 +76,8 @@ class ConversationSummary:
 class Version:
     """A conversation's version: ``"<generation>.<count>"``, or ``"0"`` when it does not exist.
 
-    The generation is a random token fixed from the conversation's creation (or last replace) until
-    it is next replaced or deleted; the count is how many messages it holds. Within one generation a
-    conversation only grows, which is what lets a client read only what is new.
+    The generation is a random token kept from the conversation's creation (or replace) until its next replace or
+    delete; the count is how many messages it holds (see :mod:`chatlab.stores.base`).
     """
 
     generation: str | None
@@ -129,10 +118,9 @@ class Version:
 
 @dataclass(eq=False)
 class Refused(Exception):
-    """A request the service refuses: ``status``, what is wrong (``detail``), and what goes with it.
+    """A request the service refuses, answered as RFC 9457 problem JSON.
 
-    The service answers it as RFC 9457 problem JSON; ``errors`` lists each invalid field of a
-    body, ``headers`` what the answer carries (``Retry-After``, ``ETag``).
+    ``errors`` lists each invalid field of a body, ``headers`` what the answer carries (``Retry-After``, ``ETag``).
     """
 
     status: int
@@ -144,19 +132,15 @@ class Refused(Exception):
         super().__init__(self.detail)
 
 
-# --------------------------------------------------------------------------- content kinds
-
 Role = Literal["call", "result"]
 
 
 @dataclass(frozen=True, slots=True)
 class ContentKind:
-    """One kind of message content, as each side names it.
+    """One kind of message content: ``maf``, the Agent Framework ``Content.type``; ``meai``, the ``$type`` .NET writes.
 
-    ``maf`` is the Agent Framework ``Content.type``, ``meai`` the ``$type`` .NET writes. A row
-    names both only where the codec converts one into the other field by field; a kind that
-    only one side has (or that the codec does not convert) crosses as an empty text content
-    that carries it whole (``chatlab.client.codec``). The service accepts every ``meai`` kind.
+    A row names both only where the codec converts one into the other field by field; any other kind crosses whole
+    inside an empty text content (``chatlab.client.codec``). The service accepts every ``meai`` kind.
     """
 
     maf: str | None
@@ -226,7 +210,6 @@ CONTENT_KINDS: tuple[ContentKind, ...] = (
 )
 
 _BY_MAF = {kind.maf: kind for kind in CONTENT_KINDS if kind.maf is not None}
-_BY_MEAI = {kind.meai: kind for kind in CONTENT_KINDS if kind.meai is not None}
 
 
 def kind_of_maf(maf_type: str) -> ContentKind | None:
@@ -234,16 +217,10 @@ def kind_of_maf(maf_type: str) -> ContentKind | None:
     return _BY_MAF.get(maf_type)
 
 
-def kind_of_meai(meai_type: str) -> ContentKind | None:
-    """The row of an MEAI ``$type`` (``None`` for a type this table does not know)."""
-    return _BY_MEAI.get(meai_type)
-
-
 def link_of(maf_type: str) -> tuple[Role, str] | None:
     """Whether a MAF content type is a call or a result, and the attribute linking the two.
 
-    A type newer than this table is judged by its name (``..._call``, ``..._result``), so a
-    newer framework's tool calls still keep their results in the history window.
+    A type newer than this table is judged by its name (``..._call``, ``..._result``).
     """
     kind = _BY_MAF.get(maf_type)
     if kind is not None:

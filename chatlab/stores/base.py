@@ -1,34 +1,22 @@
 """The store interface the chat history service is written against.
 
-The HTTP layer validates and encodes messages; a store only keeps them. Each message is
-held as the UTF-8 JSON bytes the service produced from the request, so what a client
-POSTs is what it GETs back and a read never re-encodes anything.
+The HTTP layer validates and encodes messages; a store keeps each one as the UTF-8 JSON bytes the service
+produced, so what a client POSTs is what it GETs back and a read never re-encodes anything.
 
-Versions and idempotency (for ``ETag``/``If-Match`` and ``Idempotency-Key``) live in the
-store, so that checking them and writing are one atomic step in every store:
+Versions and idempotency live in the store, so that checking them and writing are one atomic step:
 
-* every conversation has a **version** (:class:`chatlab.vocabulary.Version`, kept here as its text)
-  that changes on every write and is never reused: ``"<generation>.<count>"``. The generation is a
-  fresh random token when the conversation is created or replaced, and stays the same while it is
-  only appended to; the count is how many messages it holds. So within one generation a conversation
-  only grows, and a client that holds its first ``count`` messages can fetch just the rest
-  (:meth:`~ChatHistoryStore.read_slice`) and know from the version whether what it holds is still
-  the start (see :mod:`chatlab.client.cache`). A conversation that does not exist has
-  :data:`ABSENT`; a deleted one comes back, when written again, with a new generation;
-* :meth:`~ChatHistoryStore.append`, :meth:`~ChatHistoryStore.replace` and
-  :meth:`~ChatHistoryStore.delete` take ``if_match`` (the versions the caller expects;
-  :data:`ANY` means "exists") and raise :class:`VersionMismatch` instead of writing when the
-  conversation is at another version, so a client that decided on what it read changes
-  nothing that someone else wrote meanwhile;
-* :meth:`~ChatHistoryStore.append` takes an :class:`Idempotency` record: the first call
-  with its key writes and records the result; a later call with the same key and the same
-  fingerprint writes nothing and returns the recorded result (``replayed=True``); the same
-  key with another fingerprint raises :class:`IdempotencyKeyReused`. Records are kept per
-  conversation key for ``ttl`` seconds, also across a delete of the conversation.
+* a conversation's **version** (:class:`chatlab.vocabulary.Version`, kept as its text) is
+  ``"<generation>.<count>"``: a fresh random generation when it is created or replaced, kept while it is only
+  appended to, and the count of its messages. So within one generation a conversation only grows, and a client
+  holding its first ``count`` messages can fetch just the rest (:meth:`~ChatHistoryStore.read_slice`,
+  :mod:`chatlab.client.cache`). A conversation that does not exist is at :data:`ABSENT`;
+* writes take ``if_match`` (the versions the caller expects; :data:`ANY`: "exists") and raise
+  :class:`VersionMismatch` instead of writing when the conversation is at another version;
+* :meth:`~ChatHistoryStore.append` takes an :class:`Idempotency` record: a later call with the same key and
+  fingerprint writes nothing and returns the recorded result (``replayed=True``); the same key with another
+  fingerprint raises :class:`IdempotencyKeyReused`. Records are kept ``ttl`` seconds, also across a delete.
 
-A conversation also carries metadata, a title and string tags (:mod:`chatlab.stores.metadata`),
-outside its version. :meth:`~ChatHistoryStore.summaries` pages through the conversations in key
-order (``after``, ``limit``) and filters them by tag, reading only the page asked for.
+Metadata (a title and string tags, :mod:`chatlab.stores.metadata`) sits outside the version.
 """
 
 from __future__ import annotations
@@ -75,7 +63,6 @@ ANY = "*"
 
 
 def new_generation() -> str:
-    """A fresh generation token: 16 random hex digits."""
     return secrets.token_hex(8)
 
 
@@ -87,8 +74,7 @@ def new_version(count: int = 0) -> str:
 def appended_version(current: str, count: int) -> str:
     """The version after an append brings a conversation at ``current`` to ``count`` messages.
 
-    The generation stays (a new one if the conversation did not exist); a version written
-    before versions had a count (a bare token) becomes the generation.
+    The generation stays; a version written before versions had a count (a bare token) becomes the generation.
     """
     if current == ABSENT:
         return new_version(count)
@@ -106,11 +92,7 @@ def version_matches(current: str, if_match: Collection[str] | None) -> bool:
 
 
 def prefix_upper_bound(prefix: str) -> str | None:
-    """The least string above every string that starts with ``prefix`` (``None``: no such bound).
-
-    So ``prefix <= key < bound`` selects the keys starting with ``prefix``, in code point
-    order (which is the byte order of UTF-8, as the stores sort).
-    """
+    """The least string above every string starting with ``prefix`` in code point order (``None``: none)."""
     while prefix and ord(prefix[-1]) == 0x10FFFF:
         prefix = prefix[:-1]
     if not prefix:
@@ -123,10 +105,9 @@ def prefix_upper_bound(prefix: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class ConversationRecord:
-    """A whole conversation as another store holds it, for :meth:`ChatHistoryStore.restore` (migration).
+    """A whole conversation for :meth:`ChatHistoryStore.restore` (migration), with its metadata.
 
     ``expected`` is the version the target must be at for it to be written (:data:`ABSENT`: not there).
-    ``title`` and ``tags`` are its metadata, written with it (they replace what the target had).
     """
 
     conversation_key: str
@@ -141,7 +122,7 @@ class ConversationRecord:
 
 @dataclass(frozen=True, slots=True)
 class Conversation:
-    """A consistent snapshot: the messages and the version they are at."""
+    """A consistent snapshot: the messages and their version."""
 
     messages: list[EncodedMessage]
     version: str
@@ -158,8 +139,7 @@ class ConversationArray:
 
 @dataclass(frozen=True, slots=True)
 class ConversationSlice:
-    """Part of a conversation as one snapshot: the messages from position ``start`` on (at most the
-    limit asked for), how many messages the whole conversation holds, and its version."""
+    """One snapshot of the messages from position ``start`` on, with the whole conversation's count and version."""
 
     messages: list[EncodedMessage]
     start: int
@@ -169,8 +149,6 @@ class ConversationSlice:
 
 @dataclass(frozen=True, slots=True)
 class WriteResult:
-    """What a write did: the conversation's version after it, and whether it was a replay."""
-
     version: str
     replayed: bool = False
 
@@ -185,7 +163,7 @@ class Idempotency:
 
 
 def has_tags(tags: Mapping[str, str], wanted: Mapping[str, str] | None) -> bool:
-    """Whether a conversation with ``tags`` passes a listing's tag filter (every wanted tag, with its value)."""
+    """Whether ``tags`` pass a listing's tag filter (every wanted tag, with its value)."""
     return not wanted or all(tags.get(name) == value for name, value in wanted.items())
 
 
@@ -213,17 +191,15 @@ class IdempotencyKeyReused(Exception):
 class ChatHistoryStore(ABC):
     """Keeps an ordered list of encoded messages per conversation key, with a version.
 
-    Implementations guarantee: a batch passed to :meth:`append` is stored atomically and
-    contiguously, in order, whatever else is appended to the same conversation meanwhile;
-    :meth:`replace` and :meth:`delete` are atomic; the ``if_match`` check, the write and the
-    idempotency record of one call are one atomic step; :meth:`summaries` is ordered by key.
+    Implementations guarantee: a batch passed to :meth:`append` is stored atomically and contiguously, in order;
+    :meth:`replace` and :meth:`delete` are atomic; the ``if_match`` check, the write and the idempotency record of
+    one call are one atomic step; :meth:`summaries` is ordered by key.
     """
 
     #: One line for ``GET /``: where this store keeps the history.
     description: str = "Chat history store."
 
-    #: Seconds a conversation is kept after its last write (``None``: forever, the article's way);
-    #: :meth:`sweep` deletes what is due, and Redis also lets its keys expire (docs/stores.md).
+    #: Seconds a conversation is kept after its last write (``None``: forever); see :meth:`sweep`, docs/stores.md.
     retention: float | None = None
 
     #: Seconds since the epoch: the time of writes (timestamps) and of retention. Tests replace it.
@@ -242,23 +218,19 @@ class ChatHistoryStore(ABC):
         """The messages and version of a conversation, as one snapshot (``[]``/:data:`ABSENT` if unknown)."""
 
     async def read_array(self, conversation_key: str) -> ConversationArray:
-        """:meth:`read` with the messages joined into the JSON array a ``GET`` answers (one snapshot).
-
-        A store that can join them where it keeps them (one value to fetch) overrides this."""
+        """:meth:`read` with the messages joined into the JSON array a ``GET`` answers (one snapshot)."""
         conversation = await self.read(conversation_key)
         messages = conversation.messages
         return ConversationArray(b"[" + b",".join(messages) + b"]", len(messages), conversation.version)
 
     async def version(self, conversation_key: str) -> str:
-        """The conversation's version alone: a slice of no messages, so no message is read
-        (what an append of nothing answers, and ``/readyz``'s cheap read)."""
+        """The conversation's version alone, from a slice of no messages."""
         return (await self.read_slice(conversation_key, 0, 0)).version
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
-        """The messages after the first ``after`` (at most ``limit``; ``0`` for none), the count and the version.
+        """The messages after the first ``after`` (at most ``limit``), the count and the version, as one snapshot.
 
-        One snapshot, like :meth:`read`. ``after`` past the end gives no messages. Stores read
-        only the range asked for; this default reads everything and slices.
+        Stores read only the range asked for; this default reads everything and slices.
         """
         check_slice(after, limit)
         conversation = await self.read(conversation_key)
@@ -278,8 +250,7 @@ class ChatHistoryStore(ABC):
     ) -> WriteResult:
         """Add a batch at the end of a conversation, creating it if needed.
 
-        An empty batch writes nothing and keeps the version (its condition and idempotency
-        record still count).
+        An empty batch writes nothing and keeps the version (its condition and idempotency record still count).
         """
 
     @abstractmethod
@@ -290,12 +261,9 @@ class ChatHistoryStore(ABC):
 
     @abstractmethod
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
-        """Forget a conversation; deleting an unknown key is not an error. Idempotency records stay.
+        """Forget a conversation (an unknown key is not an error); idempotency records stay.
 
-        With ``if_match``, only if the conversation is still at one of those versions, checked
-        in the same atomic step as the delete: a client that read it and decided to delete it
-        never wipes an append made meanwhile (:data:`ABSENT` holds for an unknown key, which is
-        then left as it is; :data:`ANY` needs the conversation to exist).
+        ``if_match`` is checked in the same atomic step, so a client never wipes an append made since it read.
         """
 
     @abstractmethod
@@ -307,28 +275,20 @@ class ChatHistoryStore(ABC):
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> list[ConversationSummary]:
-        """The conversations whose key starts with ``prefix``, ordered by key, with exact message counts and
-        their metadata: only keys after ``after`` (``None``: from the first), at most ``limit`` of them
-        (``None``: all), and only those carrying every tag in ``tags`` with its value.
-
-        A page costs about the same however many conversations the store holds: stores read the page from
-        an index ordered by key, never the whole list."""
+        """The conversations whose key starts with ``prefix`` and after ``after``, in key order, at most ``limit``,
+        carrying every tag in ``tags``. Stores read the page from an index ordered by key, never the whole list."""
 
     @abstractmethod
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-        """Make ``change`` to a conversation's title and tags, atomically; its summary after the change, or
-        ``None`` (and nothing written) if there is no such conversation. Messages and version stay as they are.
-
-        Raises :class:`chatlab.stores.metadata.TooManyTags` (nothing written) if the result would carry too many.
-        """
+        """Make ``change`` to a conversation's title and tags, atomically; its summary after, or ``None`` (and
+        nothing written) if there is no such conversation. Raises :class:`~chatlab.stores.metadata.TooManyTags`."""
 
     @abstractmethod
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         """Write whole conversations with their own version and timestamps (a migration's copy).
 
-        Each record replaces its conversation if the conversation is at ``record.expected``;
-        otherwise :class:`VersionMismatch` is raised. SQL stores write a batch in one
-        transaction (all or nothing); the others write each conversation atomically.
+        A record is written if its conversation is at ``record.expected``, else :class:`VersionMismatch`. SQL
+        stores write a batch in one transaction; the others write each conversation atomically.
         """
 
     @abstractmethod
@@ -336,8 +296,8 @@ class ChatHistoryStore(ABC):
         """Delete every conversation last written at or before :meth:`cutoff`; how many were deleted."""
 
     async def ping(self) -> None:
-        """Raise :class:`StoreError` unless the store answers (``/readyz``); a cheap read by default."""
+        """Raise :class:`StoreError` unless the store answers (``/readyz``)."""
         await self.version("chatlab:ping")
 
     async def close(self) -> None:  # noqa: B027 - optional hook
-        """Release connections; the in-memory store has none."""
+        """Release connections."""

@@ -31,8 +31,7 @@ from .metadata import MetadataChange
 
 
 class _Bucket:
-    """One conversation: its messages, its version, when it was created and last written, its title and tags,
-    and the lock that keeps each batch contiguous."""
+    """One conversation, with the lock that keeps each batch contiguous."""
 
     __slots__ = ("created_at", "lock", "messages", "tags", "title", "updated_at", "version")
 
@@ -45,20 +44,12 @@ class _Bucket:
         self.title: str | None = None
         self.tags: dict[str, str] = {}
 
-    def summary(self, conversation_key: str) -> ConversationSummary:
-        """The conversation's summary (call with the lock held)."""
+    def summary(self, key: str) -> ConversationSummary:
         return ConversationSummary(
-            conversation_key,
-            len(self.messages),
-            self.version,
-            self.created_at,
-            self.updated_at,
-            self.title,
-            dict(self.tags),
+            key, len(self.messages), self.version, self.created_at, self.updated_at, self.title, dict(self.tags)
         )
 
     def touch(self, now: float) -> None:
-        """Record a write at ``now`` (the creation too, for a conversation that did not exist)."""
         if self.version == ABSENT:
             self.created_at = now
         self.updated_at = now
@@ -67,11 +58,9 @@ class _Bucket:
 class InMemoryChatHistoryStore(ChatHistoryStore):
     """History in this process's memory, lost when it stops.
 
-    Like the C# original (a ``ConcurrentDictionary`` of buckets, a lock per bucket) it is
-    thread-safe, so one store can serve several servers or threads at once. No lock is
-    held across an ``await``. Idempotency records are kept in a dict of their own (taken
-    only while the conversation's lock is held, so a check and its write are one step),
-    each of a fixed size whatever the keys' lengths (digests: :func:`_record_key`, :func:`_pack`).
+    Like the C# original (a ``ConcurrentDictionary`` of buckets, a lock per bucket) it is thread-safe, so one
+    store can serve several servers or threads at once; no lock is held across an ``await``. Idempotency records
+    are read and written with the conversation's lock held, so a check and its write are one step.
     """
 
     description = "Chat history is stored in memory and exposed over HTTP."
@@ -80,8 +69,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         self._buckets: dict[str, _Bucket] = {}
         self._keys: list[str] = []  # the keys of _buckets, sorted: what a listing pages through
         self._buckets_lock = threading.Lock()
-        # digest of (conversation key, idempotency key) -> packed (expires at, fingerprint digest, version);
-        # insertion ordered, so the oldest records are at the front
+        # digest of both keys -> packed (expires at, fingerprint digest, version); the oldest at the front
         self._records: dict[bytes, bytes] = {}
         self._records_lock = threading.Lock()
         self._clock = clock
@@ -97,7 +85,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         return bucket
 
     def _locked_bucket(self, conversation_key: str) -> _Bucket:
-        """The conversation's bucket, locked, and still the current one (not deleted meanwhile)."""
+        """The conversation's bucket, locked, and still its current one."""
         while True:
             bucket = self._bucket(conversation_key)
             bucket.lock.acquire()
@@ -106,12 +94,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             bucket.lock.release()
 
     def _unlock(self, conversation_key: str, bucket: _Bucket) -> None:
-        """Release a bucket from :meth:`_locked_bucket`, dropping it first if it holds no conversation.
-
-        A refused write on an unknown key or a delete leaves the bucket at :data:`ABSENT`; it is
-        dropped while still locked, so a writer waiting for the lock finds it gone and takes a new
-        bucket instead of writing into one that is no longer the conversation's.
-        """
+        """Release a bucket, dropping it first (still locked, so a waiting writer takes a new one) if at ABSENT."""
         try:
             if bucket.version == ABSENT:
                 with self._buckets_lock:
@@ -148,7 +131,8 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         if not messages and if_match is None and idempotency is None:
             return WriteResult(await self.version(conversation_key))
         bucket = self._locked_bucket(conversation_key)
-        record_key = _record_key(conversation_key, idempotency.key) if idempotency is not None else b""
+        # one digest of both keys (the service's key pattern allows no NUL in a conversation key)
+        record_key = _digest(f"{conversation_key}\0{idempotency.key}") if idempotency is not None else b""
         try:
             if idempotency is not None:
                 recorded = self._recorded(record_key, idempotency)
@@ -198,8 +182,8 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> list[ConversationSummary]:
-        """A walk along the sorted keys from ``after`` (or ``prefix``), a chunk at a time: the buckets are
-        checked outside the index's lock, since a writer holding a bucket's lock may wait for the index's."""
+        # a chunk of the sorted keys at a time; buckets are locked outside the index's lock, which a writer
+        # holding a bucket's lock may wait for
         result: list[ConversationSummary] = []
         start = prefix if after is None or after < prefix else after
         inclusive = after is None or after < prefix
@@ -233,7 +217,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             self._unlock(conversation_key, bucket)
 
     def totals(self) -> tuple[int, int]:
-        """How many conversations and messages the store holds (for metrics: cheap here, no lock held long)."""
+        """How many conversations and messages the store holds (for metrics)."""
         with self._buckets_lock:
             buckets = list(self._buckets.values())
         held = [len(b.messages) for b in buckets if b.version != ABSENT]
@@ -253,7 +237,6 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 self._unlock(record.conversation_key, bucket)
 
     async def sweep(self) -> int:
-        """A pass over every conversation: those last written at or before the cutoff are deleted."""
         cutoff = self.cutoff()
         if cutoff is None:
             return 0
@@ -271,28 +254,23 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 self._unlock(key, bucket)
         return deleted
 
-    # -- idempotency records (called with the conversation's lock held) ----------------
-
     def _recorded(self, key: bytes, idempotency: Idempotency) -> WriteResult | None:
-        """The answer recorded under ``key`` (:func:`_record_key`) for this request, if any."""
         with self._records_lock:
             record = self._records.get(key)
-        if record is None:
+        if record is None or _EXPIRES.unpack_from(record)[0] <= self._clock():
             return None
-        expires, fingerprint, version = _unpack(record)
-        if expires <= self._clock():
-            return None
-        if fingerprint != _digest(idempotency.fingerprint):
+        if record[_EXPIRES.size : _VERSION_AT] != _digest(idempotency.fingerprint):
             raise IdempotencyKeyReused(idempotency.key)
-        return WriteResult(version, replayed=True)
+        return WriteResult(record[_VERSION_AT:].decode(), replayed=True)
 
     def _record(self, key: bytes, idempotency: Idempotency, version: str) -> None:
         now = self._clock()
         with self._records_lock:
             self._records.pop(key, None)  # re-insert at the end
-            self._records[key] = _pack(now + idempotency.ttl, _digest(idempotency.fingerprint), version)
-            # drop expired records from the front, oldest first, stopping at the first live one (with equal
-            # TTLs the rest are younger): usually one look, not a scan
+            self._records[key] = (
+                _EXPIRES.pack(now + idempotency.ttl) + _digest(idempotency.fingerprint) + version.encode()
+            )
+            # drop expired records from the front, stopping at the first live one: usually one look, not a scan
             expired: list[bytes] = []
             for k, record in self._records.items():
                 if _EXPIRES.unpack_from(record)[0] > now or len(expired) == EXPIRED_PER_WRITE:
@@ -302,35 +280,15 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 del self._records[k]
 
 
-_CHUNK = 256
-"""How many keys a listing takes from the sorted index per hold of its lock."""
+_CHUNK = 256  # keys a listing takes from the sorted index per hold of its lock
 
 EXPIRED_PER_WRITE = 64
-"""At most this many expired records are dropped by one write: more than the one record a write adds, so they
-never pile up, and a write after a long quiet spell does a bounded amount of work."""
+"""At most this many expired records are dropped by one write: more than the one it adds, so they never pile up."""
 
-# An idempotency record holds digests, not copies: 16 bytes stand for a conversation key and an
-# idempotency key of any length (up to 128 + 255 characters), 16 more for the request's fingerprint.
-# A collision of two 128-bit digests is not a risk at any number of records a process can hold.
-_DIGEST_SIZE = 16
+# A record holds 128-bit digests, not copies, so its size does not grow with the keys' lengths.
 _EXPIRES = struct.Struct("<d")
+_VERSION_AT = _EXPIRES.size + 16
 
 
 def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode(), digest_size=_DIGEST_SIZE).digest()
-
-
-def _record_key(conversation_key: str, idempotency_key: str) -> bytes:
-    """One digest of both keys (a conversation key holds no NUL: the service's key pattern allows none)."""
-    return _digest(f"{conversation_key}\0{idempotency_key}")
-
-
-def _pack(expires: float, fingerprint: bytes, version: str) -> bytes:
-    """One bytes object for a record: when it expires, the request's fingerprint digest, the version it answered."""
-    return _EXPIRES.pack(expires) + fingerprint + version.encode()
-
-
-def _unpack(record: bytes) -> tuple[float, bytes, str]:
-    (expires,) = _EXPIRES.unpack_from(record)
-    end = _EXPIRES.size + _DIGEST_SIZE
-    return expires, record[_EXPIRES.size : end], record[end:].decode()
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()

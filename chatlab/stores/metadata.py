@@ -1,13 +1,9 @@
 """A conversation's metadata: a title and string tags, set with ``PATCH /chat-history/{key}``.
 
-Metadata sits beside the messages, not in them: it has no part in the conversation's version
-(which counts messages), so setting a title never invalidates a client's cached history. A
-``PATCH`` body is a JSON merge patch (RFC 7396): a title or tag given a string is set, given
-``null`` is removed, and what the patch does not name stays. ``replace`` keeps the metadata;
-``delete`` and retention drop it with the conversation.
-
-Every store applies a change with :meth:`MetadataChange.applied`, so the merge rule and the limits
-live here once (the Redis store applies the same rule in its script, and checks the same limits).
+Metadata sits beside the messages and has no part in the version, so setting a title never invalidates a client's
+cached history. A ``PATCH`` body is a JSON merge patch (RFC 7396): a string sets, ``null`` removes, what is not named
+stays. ``replace`` keeps the metadata; ``delete`` and retention drop it. Every store applies a change with
+:meth:`MetadataChange.applied` (the Redis store's script follows the same rule and limits).
 """
 
 from __future__ import annotations
@@ -26,20 +22,12 @@ __all__ = [
     "MetadataChange",
     "MetadataError",
     "TooManyTags",
-    "check_tag_name",
 ]
 
-MAX_TITLE = 200
-"""The longest title, in characters."""
-
-MAX_TAGS = 32
-"""How many tags a conversation may carry."""
-
-MAX_TAG_NAME = 64
-"""The longest tag name, in characters."""
-
-MAX_TAG_VALUE = 200
-"""The longest tag value, in characters."""
+MAX_TITLE = 200  # characters
+MAX_TAGS = 32  # tags a conversation may carry
+MAX_TAG_NAME = 64  # characters
+MAX_TAG_VALUE = 200  # characters
 
 TAG_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 """What a tag name may hold: letters, digits, ``_``, ``.`` and ``-`` (so ``?tag=name:value`` splits at the
@@ -58,14 +46,6 @@ class MetadataError(ValueError):
 
 class TooManyTags(MetadataError):
     """The change would leave the conversation with more than :data:`MAX_TAGS` tags; nothing was written."""
-
-
-def check_tag_name(name: str) -> None:
-    """Raise :class:`MetadataError` unless ``name`` is a tag name chatlab accepts."""
-    if not 0 < len(name) <= MAX_TAG_NAME or not _TAG_NAME.match(name):
-        raise MetadataError(
-            f"tag name {name[:80]!r}: use 1 to {MAX_TAG_NAME} letters, digits, '_', '.' or '-'"
-        )
 
 
 def _check_text(what: str, text: str, limit: int) -> None:
@@ -88,7 +68,8 @@ class MetadataChange:
         if self.title is not None:
             _check_text("the title", self.title, MAX_TITLE)
         for name, value in self.tags.items():
-            check_tag_name(name)
+            if not 0 < len(name) <= MAX_TAG_NAME or not _TAG_NAME.match(name):
+                raise MetadataError(f"tag name {name[:80]!r}: use 1 to {MAX_TAG_NAME} letters, digits, '_', '.' or '-'")
             if value is not None:
                 _check_text(f"the value of tag {name!r}", value, MAX_TAG_VALUE)
 
@@ -98,9 +79,7 @@ class MetadataChange:
         return cls(title, title is not None, dict(tags or {}))
 
     def applied(self, title: str | None, tags: Mapping[str, str]) -> tuple[str | None, dict[str, str]]:
-        """The title and tags after this change is made to ``title`` and ``tags``.
-
-        Raises :class:`TooManyTags` if the result would carry more than :data:`MAX_TAGS` tags."""
+        """The title and tags after this change; :class:`TooManyTags` if that is more than :data:`MAX_TAGS` tags."""
         merged = dict(tags)
         for name, value in self.tags.items():
             if value is None:
