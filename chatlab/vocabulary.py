@@ -12,24 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = [
-    "ABSENT",
-    "API_KEY_VARIABLE",
-    "CONTENT_KINDS",
-    "DEFAULT_SERVICE_URL",
-    "FORK_OF",
-    "FORK_THROUGH",
-    "LLM_VARIABLE",
-    "SERVICE_URL_VARIABLE",
-    "SUMMARY_THROUGH",
-    "ContentKind",
-    "ConversationSummary",
-    "Refused",
-    "Version",
-    "kind_of_maf",
-    "link_of",
-]
-
 SERVICE_URL_VARIABLE = "CHAT_HISTORY_SERVICE_URL"
 """Where the chat history service runs (the article's variable)."""
 
@@ -145,14 +127,10 @@ class ContentKind:
 
     maf: str | None
     meai: str | None
-    csharp: str | None = None
-    """The C# class name the article's ``PrintMessages`` prints (the MAF type when ``None``)."""
-    role: Role | None = None
-    """``"call"``: asks for something answered later; ``"result"``: answers an earlier call."""
-    link: str = "call_id"
-    """The MAF attribute that links a call to its results (approvals use their ``id``)."""
-    description: str | None = None
-    """One line for the service's OpenAPI description."""
+    csharp: str | None = None  # the C# class name the article's PrintMessages prints (None: the MAF type)
+    role: Role | None = None  # "call": answered later; "result": answers an earlier call
+    link: str = "call_id"  # the MAF attribute that links a call to its results (approvals use their id)
+    description: str | None = None  # one line for the service's OpenAPI description
 
 
 CONTENT_KINDS: tuple[ContentKind, ...] = (

@@ -1,16 +1,10 @@
-"""Where the chat history service keeps messages: one interface, several stores.
-
-``open_store(url)`` picks one by URL:
+"""Where the chat history service keeps messages: one interface, several stores, picked by URL.
 
 * ``memory://`` (or nothing): in this process's memory, as in the article (the default);
-* ``sqlite:///history.db`` (relative), ``sqlite:////var/lib/chatlab/history.db`` (absolute),
-  or a bare file path: an embedded SQLite file, standard library only;
-* ``postgresql://user@host:5432/db`` (``postgres://`` too; ``?schema=NAME`` picks the schema):
-  needs ``chatlab[postgres]``;
-* ``redis://host:6379/0`` (``rediss://``, ``unix://`` too; ``?prefix=NAME:`` namespaces the
-  keys), or ``redis+cluster://host:7000`` for Redis Cluster: needs ``chatlab[redis]``.
-
-The drivers are imported only when their store is opened, so the base install works without them.
+* ``sqlite:///history.db`` (relative), ``sqlite:////var/lib/chatlab/history.db`` (absolute) or a bare file path;
+* ``postgresql://user@host:5432/db`` (``?schema=NAME``): needs ``chatlab[postgres]``;
+* ``redis://host:6379/0`` (``rediss://``, ``unix://``; ``?prefix=NAME:``) or ``redis+cluster://host:7000``:
+  needs ``chatlab[redis]``. A driver is imported only when its store is opened.
 """
 
 from __future__ import annotations
@@ -37,20 +31,17 @@ SUPPORTED = (
 
 
 def open_store(url: str | None = None, *, timeout: float | None = None, **options: Any) -> ChatHistoryStore:
-    """Create the store a URL names; ``None`` or ``"memory://"`` is the in-memory store.
+    """Create the store a URL names (``None``: in memory); nothing is connected before its first use.
 
-    ``timeout`` bounds each operation of a store that waits on something (seconds: a PostgreSQL
-    or Redis server, SQLite's lock; the in-memory store never waits), see docs/stores.md.
-    ``options`` go to the store's constructor (for example ``max_size=20`` for PostgreSQL).
-    Nothing is connected yet: a store opens its connections and creates its schema on first
-    use. An unknown URL raises ``ValueError``.
+    ``timeout`` bounds each operation of a store that waits (seconds, docs/stores.md); ``options`` go to the
+    store's constructor (for example ``max_size=20`` for PostgreSQL). An unknown URL raises ``ValueError``.
     """
     url = (url or "").strip()
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if url in ("", "memory", "memory://") or scheme == "memory":
-        if url not in ("", "memory", "memory://"):
-            raise ValueError(f"unsupported store URL {url!r}: the in-memory store is just memory://")
+    if url in ("", "memory", "memory://"):
         return InMemoryChatHistoryStore(**options)  # it never waits: no timeout
+    if scheme == "memory":
+        raise ValueError(f"unsupported store URL {url!r}: the in-memory store is just memory://")
     waits: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
     if url.lower().startswith("sqlite:"):
         return _sqlite(url, timeout, options)

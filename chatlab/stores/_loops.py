@@ -1,8 +1,7 @@
-"""One async resource (a connection pool, a client) per event loop.
+"""One async resource (a connection pool, a client) per event loop, opened on first use.
 
 Async drivers tie connections to the loop that opened them, but a store may be created in a notebook's loop and used
-in a background uvicorn thread's: so it keeps one resource per running loop, opened on first use, all closed in
-``close()``.
+in a background uvicorn thread's.
 """
 
 from __future__ import annotations
@@ -19,8 +18,6 @@ log = logging.getLogger(__name__)
 
 
 class PerLoop(Generic[T]):
-    """Lazily opened, per-event-loop instances of a resource."""
-
     def __init__(self, opener: Callable[[], Coroutine[Any, Any, T]], closer: Callable[[T], Awaitable[None]]) -> None:
         self._opener = opener
         self._closer = closer

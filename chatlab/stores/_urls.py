@@ -21,8 +21,7 @@ def split_url(url: str, ours: Collection[str]) -> tuple[str, dict[str, str]]:
 
 
 def path_from_url(url: str) -> Path:
-    """The file a ``sqlite:`` URL or a bare path names, as in SQLAlchemy: ``sqlite:///history.db`` is relative,
-    ``sqlite:////var/lib/history.db`` absolute; a query string or a host is refused."""
+    """The file a ``sqlite:`` URL (as in SQLAlchemy) or a bare path names; a query string or a host is refused."""
     if url.startswith("sqlite:"):
         rest = url[len("sqlite:") :]
         if not rest.startswith("///") or len(rest) == 3:

@@ -27,33 +27,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..vocabulary import ABSENT, ConversationSummary, Version
-from .metadata import MetadataChange
-
-__all__ = [
-    "ABSENT",
-    "ANY",
-    "ChatHistoryStore",
-    "Conversation",
-    "ConversationArray",
-    "ConversationRecord",
-    "ConversationSlice",
-    "ConversationSummary",
-    "EncodedMessage",
-    "Idempotency",
-    "IdempotencyKeyReused",
-    "MetadataChange",
-    "StoreError",
-    "VersionMismatch",
-    "WriteResult",
-    "appended_version",
-    "check_slice",
-    "has_tags",
-    "new_generation",
-    "new_version",
-    "prefix_upper_bound",
-    "version_matches",
-]
+# the names other modules take from here, re-exported explicitly
+from ..vocabulary import ABSENT as ABSENT
+from ..vocabulary import ConversationSummary as ConversationSummary
+from ..vocabulary import Version
+from .metadata import MetadataChange as MetadataChange
 
 EncodedMessage = bytes
 """One chat message as compact UTF-8 JSON (the article's ``ChatMessage`` wire format)."""

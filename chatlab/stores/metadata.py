@@ -12,18 +12,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = [
-    "MAX_TAGS",
-    "MAX_TAG_NAME",
-    "MAX_TAG_VALUE",
-    "MAX_TITLE",
-    "TAG_NAME_PATTERN",
-    "TEXT_PATTERN",
-    "MetadataChange",
-    "MetadataError",
-    "TooManyTags",
-]
-
 MAX_TITLE = 200  # characters
 MAX_TAGS = 32  # tags a conversation may carry
 MAX_TAG_NAME = 64  # characters

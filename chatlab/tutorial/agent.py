@@ -8,8 +8,6 @@ from agent_framework import Agent, HistoryProvider
 
 from .tools import GetDateTime
 
-__all__ = ["AGENT_DESCRIPTION", "AGENT_INSTRUCTIONS", "AGENT_NAME", "MAX_OUTPUT_TOKENS", "create_agent"]
-
 AGENT_NAME = "SampleAgent"
 AGENT_INSTRUCTIONS = (
     "ユーザーの質問に対して適切なツールを使用して回答してください。"

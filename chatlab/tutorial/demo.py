@@ -1,9 +1,7 @@
-"""``python -m chatlab demo``: the article's whole run in a terminal, then the second run.
+"""``python -m chatlab demo``: the article's whole run in a terminal (its ``実行結果`` line by line), then again.
 
-The service runs in a background thread unless ``CHAT_HISTORY_SERVICE_URL`` (or ``--service-url``) names one; the LLM
-is ``CHATLAB_LLM``'s. The output follows the article's ``実行結果`` line by line. A broken provider must not look like
-success: after every run the demo checks that the conversation grew on the service and that the run loaded what was
-stored before it, else it stops with :class:`HistoryCheckFailed`.
+So that a broken provider never looks like success, every run checks that the conversation grew on the service and
+that the run loaded what was stored before it, else it stops with :class:`HistoryCheckFailed`.
 """
 
 from __future__ import annotations
@@ -29,8 +27,6 @@ from .display import (
     print_state_bag,
 )
 from .llm import LLMConnection, connect_llm
-
-__all__ = ["ARTICLE_PAUSE", "ARTICLE_PROMPTS", "HistoryCheckFailed", "run_article_scenario", "run_demo"]
 
 ARTICLE_PROMPTS = (
     "現在時刻を教えてください",
@@ -93,7 +89,6 @@ async def run_article_scenario(agent: Any, provider: RemoteChatHistoryProvider, 
 async def _checked_run(
     agent: Any, provider: RemoteChatHistoryProvider, name: str, session: AgentSession, prompt: str
 ) -> None:
-    """One ``agent.run`` and its ``[Response]``, then the checks that the history persisted and was loaded."""
     earlier_key = provider.try_get_external_conversation_key(session)
     before = await provider.get_stored_message_count(earlier_key) if earlier_key else 0
     watched = provider.loaded if isinstance(provider, CheckedProvider) else None  # else: no load check
@@ -124,11 +119,8 @@ async def run_demo(
     runs: int = 2,
     http_client: httpx.AsyncClient | None = None,
 ) -> None:
-    """Run the scenario ``runs`` times against one service: each run's store lists the earlier runs' keys.
-
-    ``http_client`` is what the providers send their requests with (default: their own).
-    Raises :class:`HistoryCheckFailed` when a run's history did not persist or load.
-    """
+    """Run the scenario ``runs`` times against one service (started in a thread unless ``service_url`` or
+    ``CHAT_HISTORY_SERVICE_URL`` names one); ``http_client`` is what the providers send their requests with."""
     from ..runner import BackgroundServer
     from ..service import create_app
 
@@ -160,13 +152,12 @@ async def run_demo(
 
 
 async def _earlier_runs(url: str) -> int:
-    """How many runs the service has seen already, counting two conversations per run (the article's)."""
+    """How many runs the service has seen already (two conversations a run)."""
     async with RemoteChatHistoryProvider(url) as observer:
         return math.ceil(len(await observer.get_conversation_summaries()) / 2)
 
 
 def _title(run: int, earlier: int) -> str:
-    """The article's heading of a run: the first, or the n-th with the service kept running."""
     if run == 1:
         return "1回目の実行 (run 1: a new provider and agent)"
     kept = f"the service already held {earlier * 2} conversations" if earlier else "the same service"

@@ -13,17 +13,6 @@ from agent_framework import AgentSession, Content, Message
 from ..client.provider import RemoteChatHistoryProvider
 from ..vocabulary import kind_of_maf
 
-__all__ = [
-    "create_or_resume_session",
-    "format_state_bag",
-    "print_agent_response",
-    "print_external_store",
-    "print_messages",
-    "print_response",
-    "print_session_id",
-    "print_state_bag",
-]
-
 
 async def print_external_store(provider: RemoteChatHistoryProvider) -> None:
     """``[External Store]`` then one ``External Store Key: ..., Messages Count: N`` line per conversation."""

@@ -1,12 +1,10 @@
 """The LLM connection: ``OpenAIChatCompletionClient`` on any OpenAI-compatible endpoint, or the offline model.
 
-Each setting comes from the argument, else MAF's environment variable, else the article's value: ``OPENAI_BASE_URL``
-(``http://localhost:1234/v1``, LM Studio), ``OPENAI_CHAT_COMPLETION_MODEL`` or ``OPENAI_MODEL``
-(``openai/gpt-oss-20b``), ``OPENAI_API_KEY`` (``sk-dummy``). ``CHATLAB_LLM``: ``auto`` (the endpoint if it answers
-``GET /models`` within a second, else the offline model), ``offline``, or ``endpoint`` (never falls back).
-
-Chat Completions on purpose: the Responses client stores the history server-side and, with a history provider,
-would send it twice.
+Each setting comes from the argument, else MAF's environment variable (``OPENAI_BASE_URL``,
+``OPENAI_CHAT_COMPLETION_MODEL`` or ``OPENAI_MODEL``, ``OPENAI_API_KEY``), else the article's value (LM Studio).
+``CHATLAB_LLM``: ``auto`` (the endpoint if it answers ``GET /models`` within a second, else the offline model),
+``offline``, or ``endpoint``. Chat Completions on purpose: the Responses client keeps the history server-side and,
+with a history provider, would send it twice.
 """
 
 from __future__ import annotations
@@ -24,15 +22,6 @@ from ..client.errors import LLMUnavailableError
 from ..runner import BackgroundServer
 from ..vocabulary import LLM_VARIABLE
 from .offline_model import OFFLINE_MODEL_ID, start_offline_model
-
-__all__ = [
-    "DEFAULT_API_KEY",
-    "DEFAULT_BASE_URL",
-    "DEFAULT_MODEL",
-    "LLMConnection",
-    "connect_llm",
-    "llm_mode",
-]
 
 log = logging.getLogger(__name__)
 

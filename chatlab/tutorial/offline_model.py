@@ -1,24 +1,11 @@
 """The offline tutorial model: a tiny, deterministic, OpenAI-compatible chat-completions server.
 
-It lets the tutorial run without LM Studio (CI, committed notebook outputs, a laptop on a
-train), and it is announced as what it is. It is not a recording: every answer is
-decided from the request it receives, the way a small model would decide it:
-
-* the newest user message asks for the current date/time (Japanese or English) and a
-  date/time tool is offered -> it calls that tool (``finish_reason: "tool_calls"``);
-* the tool result has arrived -> it answers with it, in the user's language;
-* "how long since the first time?" -> it computes the difference between the first
-  and the latest date/time tool results **found in the messages it was sent**; with
-  fewer than two it says so. A history provider that loads nothing therefore makes
-  this answer visibly wrong;
-* "summarize the conversation" -> a summary that names what the user asked and keeps every
-  date/time a tool returned, verbatim (what a summary checkpoint must keep, docs/conversations.md);
-  the times in such a summary count as found times for the question above, as they would for a
-  model reading the summary;
-* anything else -> a short, clearly labelled reply.
-
-Endpoints: ``POST /v1/chat/completions`` (JSON, or SSE with ``"stream": true``) and
-``GET /v1/models``. Start it in a background thread with :func:`start_offline_model`.
+It lets the tutorial run without LM Studio (CI, committed notebook outputs) and says what it is. Every answer is
+decided from the request, as a small model would: a date/time question with a date/time tool offered calls the tool;
+a tool result gets answered in the user's language; "how long since the first time?" computes the difference between
+the first and latest times **found in the messages sent** (so a provider that loads nothing makes it visibly wrong);
+"summarize" names what the user asked and keeps every tool time verbatim (they count as found times later); anything
+else gets a short labelled reply. Serves ``POST /v1/chat/completions`` (JSON or SSE) and ``GET /v1/models``.
 """
 
 from __future__ import annotations
@@ -35,14 +22,6 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..runner import BackgroundServer
-
-__all__ = [
-    "OFFLINE_MODEL_ID",
-    "Reply",
-    "create_offline_app",
-    "decide",
-    "start_offline_model",
-]
 
 OFFLINE_MODEL_ID = "chatlab/offline-tutorial-model"
 LABEL_JA = "（オフライン・チュートリアルモデル）"
@@ -65,7 +44,7 @@ SUMMARY_LABEL_EN = "[Summary of the conversation so far]"
 
 @dataclass
 class Reply:
-    """What the model decided: text, or one tool call (``tool_name`` with JSON ``tool_arguments``)."""
+    """What the model decided: text, or one tool call."""
 
     text: str | None = None
     tool_name: str | None = None
@@ -75,9 +54,6 @@ class Reply:
     @property
     def finish_reason(self) -> str:
         return "tool_calls" if self.tool_name else "stop"
-
-
-# --------------------------------------------------------------------------- the decision
 
 
 def decide(
@@ -102,9 +78,12 @@ def decide(
     if _ASKS_TIME.search(question):
         fresh = _tool_datetimes(since_question)
         if fresh:
-            return _time_reply(fresh[-1], ja)
+            return Reply(
+                text=f"現在の日時は **{fresh[-1]}** です。" if ja else f"The current date and time is **{fresh[-1]}**."
+            )
         if time_tool:
-            return Reply(tool_name=time_tool, tool_call_id=f"call_{_count_tool_calls(messages) + 1}")
+            calls = sum(len(m.get("tool_calls") or []) for m in messages)
+            return Reply(tool_name=time_tool, tool_call_id=f"call_{calls + 1}")
         return Reply(
             text=(
                 f"{LABEL_JA}日時を取得するツールが渡されていないため、現在の日時はわかりません。"
@@ -136,10 +115,6 @@ def _summary_reply(before: Sequence[Mapping[str, Any]], ja: bool) -> Reply:
     return Reply(text="\n".join(lines))
 
 
-def _time_reply(value: str, ja: bool) -> Reply:
-    return Reply(text=f"現在の日時は **{value}** です。" if ja else f"The current date and time is **{value}**.")
-
-
 def _elapsed_reply(found: list[str], ja: bool) -> Reply:
     if len(found) < 2:
         seen = f"（{found[0]}）" if found else ""
@@ -151,7 +126,7 @@ def _elapsed_reply(found: list[str], ja: bool) -> Reply:
             text=f"{LABEL_EN} The conversation I was sent holds {what}, so I cannot tell how much time has passed."
         )
     first, last = found[0], found[-1]
-    seconds = int((_parse(last) - _parse(first)).total_seconds())
+    seconds = int((datetime.fromisoformat(last) - datetime.fromisoformat(first)).total_seconds())
     if ja:
         elapsed = _duration(seconds, ("時間", "分", "秒"))
         return Reply(
@@ -167,10 +142,6 @@ def _duration(seconds: int, units: tuple[str, str, str]) -> str:
     parts = [f"{h} {units[0]}" if h else "", f"{m} {units[1]}" if m else ""]
     parts.append(f"{s} {units[2]}" if s or not (h or m) else "")
     return ("-" if seconds < 0 else "") + " ".join(p for p in parts if p)
-
-
-def _parse(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("T", " "))
 
 
 def _text_of(message: Mapping[str, Any]) -> str:
@@ -192,10 +163,6 @@ def _tool_datetimes(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     return found
 
 
-def _count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
-    return sum(len(m.get("tool_calls") or []) for m in messages)
-
-
 def _find_time_tool(tools: Sequence[Mapping[str, Any]]) -> str | None:
     for t in tools:
         fn = t.get("function") if isinstance(t, Mapping) else None
@@ -207,11 +174,8 @@ def _find_time_tool(tools: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
-# --------------------------------------------------------------------------- the OpenAI wire format
-
-
 def _tokens(text: str) -> int:
-    """A rough token count (about 4 characters a token): honest enough for a usage report."""
+    """A rough token count (about 4 characters a token)."""
     return max(1, (len(text) + 3) // 4) if text else 0
 
 

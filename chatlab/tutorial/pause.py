@@ -12,8 +12,6 @@ import math
 import sys
 import time
 
-__all__ = ["pause"]
-
 STEP = 0.1  # seconds between checks: an interrupt stops the pause within one step
 
 

@@ -6,8 +6,6 @@ from datetime import datetime
 
 from agent_framework import tool
 
-__all__ = ["GetDateTime", "get_date_time"]
-
 
 def get_date_time() -> str:
     """Local time, formatted like C#'s ``DateTime.Now.ToString("yyyy-MM-dd HH:mm:ss")``."""

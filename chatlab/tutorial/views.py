@@ -17,8 +17,6 @@ from agent_framework import Message
 
 from ..client.codec import message_to_meai
 
-__all__ = ["ConversationView", "SummariesView", "show_conversation", "show_summaries"]
-
 _BUBBLE = "margin:4px 0;padding:6px 10px;border-radius:10px;border:1px solid #d9dde5;max-width:85%;"
 _BACKGROUND = {"user": "#dcecff", "tool": "#f1f5ee", "system": "#fff8e6"}
 _META = "font-size:11px;color:#667085;"
