@@ -74,20 +74,16 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         self._records_lock = threading.Lock()
         self._clock = clock
 
-    def _bucket(self, conversation_key: str) -> _Bucket:
-        bucket = self._buckets.get(conversation_key)
-        if bucket is None:
-            with self._buckets_lock:
-                bucket = self._buckets.get(conversation_key)
-                if bucket is None:
-                    bucket = self._buckets[conversation_key] = _Bucket()
-                    bisect.insort(self._keys, conversation_key)
-        return bucket
-
     def _locked_bucket(self, conversation_key: str) -> _Bucket:
-        """The conversation's bucket, locked, and still its current one."""
+        """The conversation's bucket (a new one if none), locked, and still its current one."""
         while True:
-            bucket = self._bucket(conversation_key)
+            bucket = self._buckets.get(conversation_key)
+            if bucket is None:
+                with self._buckets_lock:
+                    bucket = self._buckets.get(conversation_key)
+                    if bucket is None:
+                        bucket = self._buckets[conversation_key] = _Bucket()
+                        bisect.insort(self._keys, conversation_key)
             bucket.lock.acquire()
             if self._buckets.get(conversation_key) is bucket:
                 return bucket

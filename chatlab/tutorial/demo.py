@@ -138,7 +138,8 @@ async def run_demo(
     llm: LLMConnection | None = None
     try:
         llm = await connect_llm(llm_mode)
-        earlier = await _earlier_runs(url)
+        async with RemoteChatHistoryProvider(url) as observer:  # two conversations a run
+            earlier = math.ceil(len(await observer.get_conversation_summaries()) / 2)
         for run in range(earlier + 1, earlier + runs + 1):
             print(f"\n===== {_title(run, earlier)} =====")
             async with CheckedProvider(url, http_client=http_client) as provider:
@@ -149,12 +150,6 @@ async def run_demo(
             await llm.aclose()
         if service is not None:
             await asyncio.to_thread(service.stop)
-
-
-async def _earlier_runs(url: str) -> int:
-    """How many runs the service has seen already (two conversations a run)."""
-    async with RemoteChatHistoryProvider(url) as observer:
-        return math.ceil(len(await observer.get_conversation_summaries()) / 2)
 
 
 def _title(run: int, earlier: int) -> str:

@@ -44,11 +44,10 @@ SUMMARY_LABEL_EN = "[Summary of the conversation so far]"
 
 @dataclass
 class Reply:
-    """What the model decided: text, or one tool call."""
+    """What the model decided: text, or one call of a tool (always without arguments)."""
 
     text: str | None = None
     tool_name: str | None = None
-    tool_arguments: str = "{}"
     tool_call_id: str | None = None
 
     @property
@@ -181,23 +180,16 @@ def _tokens(text: str) -> int:
 
 def _usage(messages: Sequence[Mapping[str, Any]], reply: Reply) -> dict[str, int]:
     prompt = _tokens(json.dumps(list(messages), ensure_ascii=False))
-    completion = _tokens(reply.text or "") + (_tokens(reply.tool_name + reply.tool_arguments) if reply.tool_name else 0)
+    completion = _tokens(reply.text or "") + (_tokens(reply.tool_name + "{}") if reply.tool_name else 0)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-def _tool_call(reply: Reply) -> dict[str, Any]:
-    return {
-        "id": reply.tool_call_id,
-        "type": "function",
-        "function": {"name": reply.tool_name, "arguments": reply.tool_arguments},
-    }
 
 
 def completion_json(reply: Reply, completion_id: str, created: int, usage: dict[str, int]) -> dict[str, Any]:
     """A ``chat.completion`` object."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.text}
     if reply.tool_name:
-        message["tool_calls"] = [_tool_call(reply)]
+        function = {"name": reply.tool_name, "arguments": "{}"}
+        message["tool_calls"] = [{"id": reply.tool_call_id, "type": "function", "function": function}]
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -224,9 +216,9 @@ def completion_chunks(reply: Reply, completion_id: str, created: int, usage: dic
 
     yield event({"role": "assistant", "content": ""})
     if reply.tool_name:
-        call = _tool_call(reply)
-        yield event({"tool_calls": [{"index": 0, **call, "function": {"name": reply.tool_name, "arguments": ""}}]})
-        yield event({"tool_calls": [{"index": 0, "function": {"arguments": reply.tool_arguments}}]})
+        call = {"index": 0, "id": reply.tool_call_id, "type": "function"}
+        yield event({"tool_calls": [{**call, "function": {"name": reply.tool_name, "arguments": ""}}]})
+        yield event({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]})
     else:
         text = reply.text or ""
         for i in range(0, len(text), 16):

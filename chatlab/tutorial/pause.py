@@ -1,9 +1,8 @@
 """``pause(seconds)``: the article's ``Task.Delay`` as a countdown that the stop button ends at once.
 
-``await asyncio.sleep`` in a cell notices an interrupt only when it ends; ``time.sleep`` in short steps within a step.
-It blocks the cell, not the servers (their own threads); give it a cell of its own, as in a cell that also awaits,
-ipykernel delivers the stop only at the next ``await``. The countdown rewrites one line with ``\\r``, so a finished
-pause always leaves the same text.
+``time.sleep`` in short steps notices an interrupt within a step (``await asyncio.sleep`` only when it ends). It blocks
+the cell, not the servers; give it a cell of its own (ipykernel delivers a stop to a cell that awaits only at its next
+``await``). The countdown rewrites one line with ``\\r``, so a finished pause always leaves the same text.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Rich views for notebooks: a conversation as a chat, the store's summaries as a table.
+"""Rich views for notebooks: a conversation as a chat (:func:`show_conversation`), summaries as a table.
 
-Each view has ``_repr_html_`` for Jupyter and a plain-text ``repr``; every value is escaped (a message holding
-``<script>`` shows the text). Messages are shown in their stored MEAI JSON, whether given as MAF ``Message`` objects or
-as the service's JSON.
+Each view has ``_repr_html_`` for Jupyter and a plain-text ``repr``; every value is escaped. Messages are shown in their
+stored MEAI JSON, whether given as MAF ``Message`` objects or as the service's JSON.
 """
 
 from __future__ import annotations
@@ -25,8 +24,7 @@ _PRE = "margin:2px 0;padding:4px 6px;background:#f6f7f9;white-space:pre-wrap;fon
 
 
 def _e(value: Any) -> str:
-    """Any value as escaped text."""
-    return escape(value if isinstance(value, str) else str(value), quote=True)
+    return escape(value if isinstance(value, str) else str(value))
 
 
 def _json(value: Any) -> str:
@@ -101,7 +99,7 @@ class ConversationView:
 
 
 class SummariesView:
-    """The store's conversations as a table: key, message count and, when the service says, when last written."""
+    """Summaries (the provider's or the service's JSON) as a table: key, message count, when last written."""
 
     def __init__(self, summaries: Iterable[Any]) -> None:
         self.rows = [_summary_row(s) for s in summaries]
@@ -123,14 +121,8 @@ class SummariesView:
         return "\n".join(lines) if lines else "(no conversations)"
 
 
-def show_conversation(messages: Iterable[Message | Mapping[str, Any]], title: str | None = None) -> ConversationView:
-    """A conversation as a chat (MAF messages, or MEAI JSON as the service returns it)."""
-    return ConversationView(messages, title)
-
-
-def show_summaries(summaries: Iterable[Any]) -> SummariesView:
-    """Summaries (the provider's ``get_conversation_summaries()`` or the service's JSON) as a table."""
-    return SummariesView(summaries)
+show_conversation = ConversationView
+show_summaries = SummariesView
 
 
 def _contents(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
