@@ -12,38 +12,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-SERVICE_URL_VARIABLE = "CHAT_HISTORY_SERVICE_URL"
-"""Where the chat history service runs (the article's variable)."""
-
-API_KEY_VARIABLE = "CHAT_HISTORY_SERVICE_API_KEY"
-"""The API key a client sends to a service with keys on (docs/protections.md)."""
-
-LLM_VARIABLE = "CHATLAB_LLM"
-"""Which LLM the tutorial uses: ``offline``, ``endpoint`` or ``auto`` (docs/llm.md)."""
-
-DEFAULT_SERVICE_URL = "http://localhost:5000"
-"""The article's service address, used when ``CHAT_HISTORY_SERVICE_URL`` is not set."""
+SERVICE_URL_VARIABLE = "CHAT_HISTORY_SERVICE_URL"  # where the service runs (the article's variable)
+API_KEY_VARIABLE = "CHAT_HISTORY_SERVICE_API_KEY"  # the key a client sends (docs/protections.md)
+LLM_VARIABLE = "CHATLAB_LLM"  # which LLM the tutorial uses: offline, endpoint or auto (docs/llm.md)
+DEFAULT_SERVICE_URL = "http://localhost:5000"  # the article's service address
 
 ABSENT = "0"
 """The version of a conversation that does not exist (never written, or deleted)."""
 
+# In a message's additionalProperties: it is a summary checkpoint of messages 1..N (docs/conversations.md).
 SUMMARY_THROUGH = "chatlab.summaryThrough"
-"""In a message's ``additionalProperties``: it is a summary checkpoint of messages 1..N (docs/conversations.md)."""
-
+# The tags a fork carries: the key of its origin, and how many of its messages it was forked with, as text.
 FORK_OF = "chatlab.forkOf"
-"""The tag a fork carries: the key of the conversation it was forked from (docs/conversations.md)."""
-
 FORK_THROUGH = "chatlab.forkThrough"
-"""The tag a fork carries: how many of its origin's messages it was forked with, as text."""
 
 
 @dataclass(frozen=True, slots=True)
 class ConversationSummary:
-    """The article's ``ChatHistorySummary``: a conversation key and how many messages it holds.
-
-    The stores add its version, when it was created and last written (seconds since the epoch; ``None`` where
-    unknown), its title and tags. These take no part in comparisons: it still equals ``ConversationSummary(key, n)``.
-    """
+    """The article's ``ChatHistorySummary``: a conversation key and how many messages it holds. What the stores add
+    (times in seconds since the epoch) takes no part in comparisons: it still equals ``ConversationSummary(key, n)``."""
 
     conversation_key: str
     message_count: int
@@ -56,11 +43,7 @@ class ConversationSummary:
 
 @dataclass(frozen=True, slots=True)
 class Version:
-    """A conversation's version: ``"<generation>.<count>"``, or ``"0"`` when it does not exist.
-
-    The generation is a random token kept from the conversation's creation (or replace) until its next replace or
-    delete; the count is how many messages it holds (see :mod:`chatlab.stores.base`).
-    """
+    """A conversation's version, ``"<generation>.<count>"`` or ``"0"`` if absent (:mod:`chatlab.stores.base`)."""
 
     generation: str | None
     count: int
@@ -100,10 +83,7 @@ class Version:
 
 @dataclass(eq=False)
 class Refused(Exception):
-    """A request the service refuses, answered as RFC 9457 problem JSON.
-
-    ``errors`` lists each invalid field of a body, ``headers`` what the answer carries (``Retry-After``, ``ETag``).
-    """
+    """A request the service refuses, answered as RFC 9457 problem JSON (``errors``: each invalid field of a body)."""
 
     status: int
     detail: str
@@ -196,10 +176,8 @@ def kind_of_maf(maf_type: str) -> ContentKind | None:
 
 
 def link_of(maf_type: str) -> tuple[Role, str] | None:
-    """Whether a MAF content type is a call or a result, and the attribute linking the two.
-
-    A type newer than this table is judged by its name (``..._call``, ``..._result``).
-    """
+    """Whether a MAF content type is a call or a result, and the attribute linking the two (a type newer than the
+    table is judged by its name)."""
     kind = _BY_MAF.get(maf_type)
     if kind is not None:
         return None if kind.role is None else (kind.role, kind.link)

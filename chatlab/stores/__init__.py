@@ -31,11 +31,8 @@ SUPPORTED = (
 
 
 def open_store(url: str | None = None, *, timeout: float | None = None, **options: Any) -> ChatHistoryStore:
-    """Create the store a URL names (``None``: in memory); nothing is connected before its first use.
-
-    ``timeout`` bounds each operation of a store that waits (seconds, docs/stores.md); ``options`` go to the
-    store's constructor (for example ``max_size=20`` for PostgreSQL). An unknown URL raises ``ValueError``.
-    """
+    """Create the store a URL names (``None``: in memory), connected on first use. ``timeout`` bounds each operation
+    of a store that waits (seconds, docs/stores.md); ``options`` go to the store's constructor."""
     url = (url or "").strip()
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if url in ("", "memory", "memory://"):

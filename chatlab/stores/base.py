@@ -36,8 +36,7 @@ from .metadata import MetadataChange as MetadataChange
 EncodedMessage = bytes
 """One chat message as compact UTF-8 JSON (the article's ``ChatMessage`` wire format)."""
 
-ANY = "*"
-"""In ``if_match``: any version, as long as the conversation exists (HTTP ``If-Match: *``)."""
+ANY = "*"  # in if_match: any version, as long as the conversation exists (HTTP If-Match: *)
 
 
 def new_generation() -> str:
@@ -50,10 +49,8 @@ def new_version(count: int = 0) -> str:
 
 
 def appended_version(current: str, count: int) -> str:
-    """The version after an append brings a conversation at ``current`` to ``count`` messages.
-
-    The generation stays; a version written before versions had a count (a bare token) becomes the generation.
-    """
+    """The version after an append brings a conversation at ``current`` to ``count`` messages (same generation;
+    a bare token, written before versions had a count, becomes the generation)."""
     if current == ABSENT:
         return new_version(count)
     generation, dot, old = current.rpartition(".")  # as Version.parse reads it, without making Versions
@@ -83,10 +80,7 @@ def prefix_upper_bound(prefix: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class ConversationRecord:
-    """A whole conversation for :meth:`ChatHistoryStore.restore` (migration), with its metadata.
-
-    ``expected`` is the version the target must be at for it to be written (:data:`ABSENT`: not there).
-    """
+    """A whole conversation for :meth:`ChatHistoryStore.restore`; ``expected``: the version the target must be at."""
 
     conversation_key: str
     messages: list[EncodedMessage]
@@ -207,9 +201,7 @@ class ChatHistoryStore(ABC):
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         """The messages after the first ``after`` (at most ``limit``), the count and the version, as one snapshot.
-
-        Stores read only the range asked for; this default reads everything and slices.
-        """
+        Stores read only the range asked for; this default reads everything and slices."""
         check_slice(after, limit)
         conversation = await self.read(conversation_key)
         end = None if limit is None else after + limit
@@ -226,10 +218,8 @@ class ChatHistoryStore(ABC):
         if_match: Collection[str] | None = None,
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
-        """Add a batch at the end of a conversation, creating it if needed.
-
-        An empty batch writes nothing and keeps the version (its condition and idempotency record still count).
-        """
+        """Add a batch at the end of a conversation, creating it if needed. An empty batch writes nothing and keeps
+        the version (its condition and idempotency record still count)."""
 
     @abstractmethod
     async def replace(
@@ -239,10 +229,8 @@ class ChatHistoryStore(ABC):
 
     @abstractmethod
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
-        """Forget a conversation (an unknown key is not an error); idempotency records stay.
-
-        ``if_match`` is checked in the same atomic step, so a client never wipes an append made since it read.
-        """
+        """Forget a conversation (an unknown key is not an error); idempotency records stay. ``if_match`` is checked
+        in the same atomic step, so a client never wipes an append made since it read."""
 
     @abstractmethod
     async def summaries(
@@ -263,11 +251,8 @@ class ChatHistoryStore(ABC):
 
     @abstractmethod
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
-        """Write whole conversations with their own version and timestamps (a migration's copy).
-
-        A record is written if its conversation is at ``record.expected``, else :class:`VersionMismatch`. SQL
-        stores write a batch in one transaction; the others write each conversation atomically.
-        """
+        """Write whole conversations with their own version and timestamps (a migration's copy), each only if at
+        ``record.expected`` (else :class:`VersionMismatch`); SQL stores write a batch in one transaction."""
 
     @abstractmethod
     async def sweep(self) -> int:

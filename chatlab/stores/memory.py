@@ -58,9 +58,8 @@ class _Bucket:
 class InMemoryChatHistoryStore(ChatHistoryStore):
     """History in this process's memory, lost when it stops.
 
-    Like the C# original (a ``ConcurrentDictionary`` of buckets, a lock per bucket) it is thread-safe, so one
-    store can serve several servers or threads at once; no lock is held across an ``await``. Idempotency records
-    are read and written with the conversation's lock held, so a check and its write are one step.
+    Like the C# original (a ``ConcurrentDictionary`` of buckets, a lock per bucket) it is thread-safe; no lock is
+    held across an ``await``, and idempotency records are used with the conversation's lock held.
     """
 
     description = "Chat history is stored in memory and exposed over HTTP."

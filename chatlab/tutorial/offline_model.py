@@ -83,21 +83,17 @@ def decide(
         if time_tool:
             calls = sum(len(m.get("tool_calls") or []) for m in messages)
             return Reply(tool_name=time_tool, tool_call_id=f"call_{calls + 1}")
-        return Reply(
-            text=(
-                f"{LABEL_JA}日時を取得するツールが渡されていないため、現在の日時はわかりません。"
-                if ja
-                else f"{LABEL_EN} No date/time tool was offered, so I cannot tell the current time."
-            )
-        )
+        if ja:
+            return Reply(text=f"{LABEL_JA}日時を取得するツールが渡されていないため、現在の日時はわかりません。")
+        return Reply(text=f"{LABEL_EN} No date/time tool was offered, so I cannot tell the current time.")
 
-    return Reply(
-        text=(
-            f"{LABEL_JA}このモデルは日時の取得と経過時間の計算だけに答えます。「現在時刻を教えてください」と聞いてください。"
-            if ja
-            else f"{LABEL_EN} I only answer questions about the current date/time and the time elapsed "
-            'since then. Try: "What time is it now?"'
+    if ja:
+        return Reply(
+            text=f"{LABEL_JA}このモデルは日時の取得と経過時間の計算だけに答えます。「現在時刻を教えてください」と聞いてください。"
         )
+    return Reply(
+        text=f"{LABEL_EN} I only answer questions about the current date/time and the time elapsed "
+        'since then. Try: "What time is it now?"'
     )
 
 

@@ -15,10 +15,7 @@ STEP = 0.1  # seconds between checks: an interrupt stops the pause within one st
 
 
 def pause(seconds: float, *, label: str = "waiting") -> None:
-    """Wait ``seconds`` with a countdown; an interrupt (the stop button, Ctrl+C) ends it within a step.
-
-    Leaves one line behind, ``waited 10 s`` (or ``stopped: ...`` and ``KeyboardInterrupt`` when interrupted).
-    """
+    """Wait ``seconds`` with a countdown, leaving ``waited 10 s`` (or ``stopped: ...`` and ``KeyboardInterrupt``)."""
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"pause needs a number of seconds >= 0, not {seconds!r}")
     end = time.monotonic() + seconds

@@ -43,9 +43,5 @@ def sample_turn(i: int) -> list[dict[str, Any]]:
 
 def sample_messages(count: int, start: int = 0) -> list[dict[str, Any]]:
     """``count`` messages of consecutive turns from turn ``start`` (the last turn may be cut short)."""
-    out: list[dict[str, Any]] = []
-    turn = start
-    while len(out) < count:
-        out.extend(sample_turn(turn))
-        turn += 1
-    return out[:count]
+    turns = range(start, start + (count + 3) // 4)
+    return [message for turn in turns for message in sample_turn(turn)][:count]
