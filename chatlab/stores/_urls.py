@@ -10,14 +10,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 def split_url(url: str, ours: Collection[str]) -> tuple[str, dict[str, str]]:
     """The URL without the query parameters named in ``ours``, and those parameters."""
     parts = urlsplit(url)
-    taken: dict[str, str] = {}
-    kept: list[tuple[str, str]] = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name in ours:
-            taken[name] = value
-        else:
-            kept.append((name, value))
-    return urlunsplit(parts._replace(query=urlencode(kept))), taken
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(name, value) for name, value in query if name not in ours]
+    return urlunsplit(parts._replace(query=urlencode(kept))), {name: value for name, value in query if name in ours}
 
 
 def path_from_url(url: str) -> Path:

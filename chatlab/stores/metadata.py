@@ -68,12 +68,7 @@ class MetadataChange:
 
     def applied(self, title: str | None, tags: Mapping[str, str]) -> tuple[str | None, dict[str, str]]:
         """The title and tags after this change; :class:`TooManyTags` if that is more than :data:`MAX_TAGS` tags."""
-        merged = dict(tags)
-        for name, value in self.tags.items():
-            if value is None:
-                merged.pop(name, None)
-            else:
-                merged[name] = value
+        merged = {name: value for name, value in {**tags, **self.tags}.items() if value is not None}
         if len(merged) > MAX_TAGS:
             raise TooManyTags(f"a conversation carries at most {MAX_TAGS} tags; this change would leave {len(merged)}")
         return (self.title if self.sets_title else title), merged
