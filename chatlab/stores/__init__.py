@@ -25,10 +25,6 @@ __all__ = [
     "open_store",
 ]
 
-SUPPORTED = (
-    "memory://, sqlite:///path/to/history.db (or a file path), postgresql://..., redis://..., redis+cluster://..."
-)
-
 
 def open_store(url: str | None = None, *, timeout: float | None = None, **options: Any) -> ChatHistoryStore:
     """Create the store a URL names (``None``: in memory), connected on first use. ``timeout`` bounds each operation
@@ -40,8 +36,6 @@ def open_store(url: str | None = None, *, timeout: float | None = None, **option
     if scheme == "memory":
         raise ValueError(f"unsupported store URL {url!r}: the in-memory store is just memory://")
     waits: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-    if url.lower().startswith("sqlite:"):
-        return _sqlite(url, timeout, options)
     if scheme in ("postgresql", "postgres"):
         from .postgres import PostgresChatHistoryStore
 
@@ -50,16 +44,16 @@ def open_store(url: str | None = None, *, timeout: float | None = None, **option
         from .redis import RedisChatHistoryStore
 
         return RedisChatHistoryStore(url, **waits, **options)
-    if scheme or (":" in url.split("/", 1)[0] and not _looks_like_windows_path(url)):
-        raise ValueError(f"unsupported store URL {url!r}: use one of {SUPPORTED}")
-    return _sqlite(url, timeout, options)
-
-
-def _sqlite(url: str, timeout: float | None, options: dict[str, Any]) -> ChatHistoryStore:
+    is_sqlite = url.lower().startswith("sqlite:")
+    if not is_sqlite and (scheme or (":" in url.split("/", 1)[0] and not _looks_like_windows_path(url))):
+        raise ValueError(
+            f"unsupported store URL {url!r}: use one of memory://, sqlite:///path/to/history.db (or a file path), "
+            "postgresql://..., redis://..., redis+cluster://..."
+        )
     from ._urls import path_from_url
     from .sqlite import SqliteChatHistoryStore
 
-    waits: dict[str, Any] = {} if timeout is None else {"busy_timeout": timeout}
+    waits = {} if timeout is None else {"busy_timeout": timeout}
     return SqliteChatHistoryStore(path_from_url(url), **waits, **options)
 
 

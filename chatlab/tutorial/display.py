@@ -40,8 +40,7 @@ def format_state_bag(session: AgentSession) -> list[str]:
 
 def print_state_bag(session: AgentSession) -> None:
     """``stateBagCount:1`` and ``stateBag Key: ..., ValueKind: Object, Value: {...}`` lines."""
-    for line in format_state_bag(session):
-        print(line)
+    print(*format_state_bag(session), sep="\n")
 
 
 def print_agent_response(response: Any) -> None:
