@@ -10,6 +10,7 @@ else gets a short labelled reply. Serves ``POST /v1/chat/completions`` (JSON or 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -228,7 +229,7 @@ def completion_chunks(reply: Reply, completion_id: str, created: int, usage: dic
 def create_offline_app() -> FastAPI:
     """The FastAPI app of the offline model (OpenAI paths under ``/v1``)."""
     app = FastAPI(title="chatlab offline tutorial model", docs_url=None, redoc_url=None)
-    counter = {"n": 0}
+    numbers = itertools.count(1)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -247,8 +248,7 @@ def create_offline_app() -> FastAPI:
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             return _error(400, "'messages' must be a list of message objects.")
         reply = decide(messages, body.get("tools"), body.get("tool_choice"))
-        counter["n"] += 1
-        completion_id, created = f"chatcmpl-offline-{counter['n']}", int(time.time())
+        completion_id, created = f"chatcmpl-offline-{next(numbers)}", int(time.time())
         usage = _usage(messages, reply)
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
