@@ -2,27 +2,22 @@
 
 Guarantees:
 
-* Each write is one transaction, committed before the call returns: a crash of the service process afterwards loses
-  nothing (PostgreSQL's own durability then applies: ``fsync`` and ``synchronous_commit`` on, as by default).
+* Each write is one transaction, committed before the call returns (PostgreSQL's own durability then applies).
 * Every write first takes a transaction-scoped advisory lock on its conversation's key, then checks ``if_match`` (and
-  an append its idempotency record), writes and records in the same transaction: a check and its write are one
-  atomic step across processes, also for a conversation that does not exist yet. Concurrent appends to one
-  conversation, from any process, get disjoint contiguous ranges of positions, in commit order.
-* Appends are decided and written by one server-side function (:mod:`.appends`, the one home of the append rules):
-  one statement, one round trip, for one append or a batch. The appends that wait at one moment in one process go
-  together (:mod:`.batches`); a refusal is its member's alone, members to one conversation see each other in arrival
-  order, and a failure fails every member and writes nothing.
-* Reads that wait at one moment go together too: one statement over the array of keys, one snapshot taken after every
-  member's call began. :meth:`read_slice` reads only the positions asked for (the client's incremental reads).
+  an append its idempotency record), writes and records in the same transaction: one atomic step across processes,
+  also for a conversation that does not exist yet. Concurrent appends to one conversation get disjoint contiguous
+  ranges of positions, in commit order.
+* Appends are decided and written by one server-side function (:mod:`.appends`, the one home of the append rules).
+  The appends, and the reads, that wait at one moment in one process go together in one statement (:mod:`.batches`);
+  a batch's reads see one snapshot. :meth:`read_slice` reads only the positions asked for.
 * A page of summaries is one range of the primary key's index in key order (the key column has the ``"C"``
-  collation: code point order, as every store lists), so it reads only its rows; a title and tags live in the
-  conversation's row, kept by a replace and dropped with a delete or the sweep.
+  collation: code point order, as every store lists); a title and tags live in the conversation's row.
 * ``message_count`` changes in the same transaction as the messages: summaries are exact. Messages are ``bytea``:
   what was stored is what comes back, byte for byte.
 * Whoever takes several conversations' locks in one transaction (a batch of appends, the retention sweep, a restore)
   takes them in one order, so they never deadlock.
-* Every operation ends within ``timeout`` seconds, the waits for its batch and a connection included, even when the
-  server or the network stops answering (:mod:`.connections`).
+* Every operation ends within ``timeout`` seconds, the waits for its batch and a connection included
+  (:mod:`.connections`).
 """
 
 from __future__ import annotations
@@ -31,8 +26,8 @@ import asyncio
 import json
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from dataclasses import replace as replace_fields
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._urls import split_url
@@ -40,7 +35,6 @@ from ..base import (
     ABSENT,
     ChatHistoryStore,
     Conversation,
-    ConversationArray,
     ConversationRecord,
     ConversationSlice,
     ConversationSummary,
@@ -59,16 +53,15 @@ from ..base import (
 from ..metadata import MetadataChange
 from .appends import AppendMember, AppendOutcome, append_many
 from .batches import Batcher
-from .connections import CHATLAB_PARAMETERS, Connections, PoolSettings, redacted
+from .connections import CHATLAB_PARAMETERS, Connections, redacted
 from .schema import Schema
-from .statements import SCHEMA_VERSION, statements_for
+from .statements import SCHEMA_VERSION, Statements
 
 if TYPE_CHECKING:
     from asyncpg import Record
     from asyncpg.pool import PoolConnectionProxy
 
 INT8_MAX = 2**63 - 1
-EMPTY_ARRAY = ConversationArray(b"[]", 0, ABSENT)
 
 
 class ReadRequest(NamedTuple):
@@ -87,8 +80,7 @@ class ReadRow(NamedTuple):
     messages: list[bytes]
 
 
-@dataclass(frozen=True, slots=True)
-class Batches:
+class Batches(NamedTuple):
     """The store's batchers of one event loop."""
 
     reads: Batcher[ReadRequest, ReadRow | None]
@@ -165,12 +157,17 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         self.description = (
             f"Chat history is stored in PostgreSQL at {self.where} (schema {self.schema}) and exposed over HTTP."
         )
-        self.statements = statements_for(self.schema)
+        self.statements = Statements(self.schema)
         self._schema = Schema(self.statements, where=self.where, clock=lambda: self.clock())
-        settings = PoolSettings.of(
-            conninfo, min_size=min_size, max_size=max_size, statement_timeout=statement_timeout, timeout=timeout
+        self.connections = Connections(
+            conninfo,
+            where=self.where,
+            timeout=timeout,
+            min_size=min_size,
+            max_size=max_size,
+            statement_timeout=statement_timeout,
+            prepare=self._schema.ensure,
         )
-        self.connections = Connections(settings, where=self.where, timeout=timeout, prepare=self._schema.ensure)
         self._batches: dict[asyncio.AbstractEventLoop, Batches] = {}
 
     def __repr__(self) -> str:
@@ -192,28 +189,16 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         if batches is None:
             for closed in [other for other in self._batches if other.is_closed()]:
                 del self._batches[closed]
-
-            def timeout() -> float:
-                return self.connections.timeout
-
-            late = self.connections.no_connection
+            batcher = partial(
+                Batcher,
+                timeout=lambda: self.connections.timeout,
+                late=self.connections.no_connection,
+                max_batch=self.max_batch,
+                alone=_refused_alone,
+            )
             batches = self._batches[loop] = Batches(
-                Batcher(
-                    self._read_many,
-                    timeout=timeout,
-                    late=late,
-                    statements=self.read_statements,
-                    max_batch=self.max_batch,
-                    alone=_refused_alone,
-                ),
-                Batcher(
-                    self._append_many,
-                    timeout=timeout,
-                    late=late,
-                    statements=self.append_statements,
-                    max_batch=self.max_batch,
-                    alone=_refused_alone,
-                ),
+                batcher(self._read_many, statements=self.read_statements),
+                batcher(self._append_many, statements=self.append_statements),
             )
         return batches
 
@@ -243,19 +228,9 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         limit = None if limit is None or limit > INT8_MAX else limit
         return await self.batches().reads.submit(ReadRequest(conversation_key, min(after, INT8_MAX), limit))
 
-    async def get(self, conversation_key: str) -> list[EncodedMessage]:
-        row = await self._read(conversation_key)
-        return [] if row is None else row.messages
-
     async def read(self, conversation_key: str) -> Conversation:
         row = await self._read(conversation_key)
         return Conversation([], ABSENT) if row is None else Conversation(row.messages, row.version)
-
-    async def read_array(self, conversation_key: str) -> ConversationArray:
-        row = await self._read(conversation_key)
-        if row is None:
-            return EMPTY_ARRAY
-        return ConversationArray(b"[" + b",".join(row.messages) + b"]", len(row.messages), row.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         check_slice(after, limit)
