@@ -1,9 +1,8 @@
-"""The PostgreSQL store: chat history shared by any number of service processes (``pip install 'chatlab[postgres]'``).
+"""The PostgreSQL store (asyncpg): chat history shared by any number of service processes.
 
-Split by idea: :mod:`.store` is the :class:`~chatlab.stores.base.ChatHistoryStore` implementation, :mod:`.batches`
-groups concurrent reads and appends into shared statements, :mod:`.appends` holds the append rules (one server-side
-function), :mod:`.statements` the rest of the SQL, :mod:`.schema` the creation and in-place upgrade of the tables,
-:mod:`.connections` the pools and each operation's deadline. It talks to PostgreSQL through asyncpg's public API.
+:mod:`.store` is the store, :mod:`.batches` groups concurrent calls into shared statements, :mod:`.appends` holds the
+append rules, :mod:`.statements` the rest of the SQL, :mod:`.schema` the tables' creation and upgrades,
+:mod:`.connections` the pools and each operation's deadline.
 """
 
 from __future__ import annotations

@@ -6,8 +6,6 @@ live in :mod:`.appends`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from . import appends
 
 SCHEMA_VERSION = 4
@@ -21,14 +19,6 @@ SWEEP_BATCH = 1000
 def quoted(*names: str) -> str:
     """A (schema-qualified) SQL identifier, quoted: ``"schema"."table"``."""
     return ".".join('"' + name.replace('"', '""') + '"' for name in names)
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One statement of a schema's creation or upgrade; ``with_now`` takes the upgrade's time as ``$1``."""
-
-    sql: str
-    with_now: bool = False
 
 
 class Statements:
@@ -50,46 +40,35 @@ class Statements:
         def sql(text: str) -> str:
             return text.format(**names)
 
-        timestamps = (  # schema version 3
-            Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS created_at double precision")),
-            Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS updated_at double precision")),
-            Step(
-                sql(
-                    "UPDATE {conversations} SET created_at = coalesce(created_at, $1::float8),"
-                    " updated_at = coalesce(updated_at, $1::float8) WHERE created_at IS NULL OR updated_at IS NULL"
-                ),
-                with_now=True,
-            ),
-            Step(sql("CREATE INDEX IF NOT EXISTS {updated_index} ON {conversations} (updated_at)")),
+        timestamps = (  # schema version 3 (then ``fill_timestamps``)
+            sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS created_at double precision"),
+            sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS updated_at double precision"),
+            sql("CREATE INDEX IF NOT EXISTS {updated_index} ON {conversations} (updated_at)"),
         )
         idempotency_tables = (
-            Step(
-                sql(
-                    "CREATE TABLE IF NOT EXISTS {idempotency} ("
-                    " conversation_key text NOT NULL, idempotency_key text NOT NULL, fingerprint text NOT NULL,"
-                    " version text NOT NULL, expires_at double precision NOT NULL,"
-                    " PRIMARY KEY (conversation_key, idempotency_key))"
-                )
+            sql(
+                "CREATE TABLE IF NOT EXISTS {idempotency} ("
+                " conversation_key text NOT NULL, idempotency_key text NOT NULL, fingerprint text NOT NULL,"
+                " version text NOT NULL, expires_at double precision NOT NULL,"
+                " PRIMARY KEY (conversation_key, idempotency_key))"
             ),
-            Step(sql("CREATE INDEX IF NOT EXISTS {idempotency_expiry} ON {idempotency} (expires_at)")),
+            sql("CREATE INDEX IF NOT EXISTS {idempotency_expiry} ON {idempotency} (expires_at)"),
         )
         metadata = (  # schema version 4
-            Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS title text")),
-            Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS tags jsonb NOT NULL DEFAULT '{{}}'")),
+            sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS title text"),
+            sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS tags jsonb NOT NULL DEFAULT '{{}}'"),
             # keys in code point order (the byte order of UTF-8), as the other stores sort: then the primary key's index
             # serves a page in that order, whatever the database's collation (a no-op where the column has it already)
-            Step(sql('ALTER TABLE {conversations} ALTER COLUMN conversation_key TYPE text COLLATE "C"')),
-            Step(sql("CREATE INDEX IF NOT EXISTS {tags_index} ON {conversations} USING gin (tags jsonb_path_ops)")),
+            sql('ALTER TABLE {conversations} ALTER COLUMN conversation_key TYPE text COLLATE "C"'),
+            sql("CREATE INDEX IF NOT EXISTS {tags_index} ON {conversations} USING gin (tags jsonb_path_ops)"),
         )
-        set_version = Step(sql(f"UPDATE {{meta}} SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'"))
+        set_version = sql(f"UPDATE {{meta}} SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'")
         columns = "conversation_key, message_count, version, created_at, updated_at, title, tags::text"
 
-        def page(*, below: bool, tagged: bool) -> str:
-            """A page of summaries: keys from ``$1`` on except ``$2`` (the page's ``after``, or NULL), at most ``$3``
-            (NULL: all); then, if ``below``, only keys below ``$4`` (the end of a prefix's range), and if ``tagged``,
-            only rows carrying the tags of the JSON object in the last parameter. A range of the primary key's index in
-            its order, so a page reads only its rows; a tag filter is a statement of its own, whose plan may use the
-            tags' GIN index instead."""
+        def page(below: bool, tagged: bool) -> str:
+            """Summaries: keys from ``$1`` on except ``$2``, at most ``$3`` (NULL: all); if ``below``, under ``$4``,
+            and if ``tagged``, with the tags of the JSON object in the last parameter. A range of the primary key's
+            index, so a page reads only its rows; tagged, a statement of its own, whose plan may use the tags' index."""
             where = "conversation_key >= $1 AND conversation_key IS DISTINCT FROM $2"
             if below:
                 where += " AND conversation_key < $4"
@@ -100,33 +79,28 @@ class Statements:
         self.schema = schema
         self.create_schema = sql("CREATE SCHEMA IF NOT EXISTS {schema}")
         self.create = (
-            Step(sql("CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)")),
-            Step(
-                sql(
-                    "CREATE TABLE IF NOT EXISTS {conversations} ("
-                    ' conversation_key text COLLATE "C" PRIMARY KEY, message_count bigint NOT NULL, version text,'
-                    " created_at double precision, updated_at double precision)"
-                )
+            sql("CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)"),
+            sql(
+                "CREATE TABLE IF NOT EXISTS {conversations} ("
+                ' conversation_key text COLLATE "C" PRIMARY KEY, message_count bigint NOT NULL, version text,'
+                " created_at double precision, updated_at double precision)"
             ),
-            Step(
-                sql(
-                    "CREATE TABLE IF NOT EXISTS {messages} ("
-                    " conversation_key text NOT NULL, position bigint NOT NULL, body bytea NOT NULL,"
-                    " PRIMARY KEY (conversation_key, position))"
-                )
+            sql(
+                "CREATE TABLE IF NOT EXISTS {messages} ("
+                " conversation_key text NOT NULL, position bigint NOT NULL, body bytea NOT NULL,"
+                " PRIMARY KEY (conversation_key, position))"
             ),
             *idempotency_tables,
             *timestamps,
             *metadata,
+            sql(f"INSERT INTO {{meta}} VALUES ('schema_version', '{SCHEMA_VERSION}') ON CONFLICT DO NOTHING"),
         )
-        self.upgrades = {
+        self.upgrades: dict[int, tuple[str, ...]] = {
             1: (
-                Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS version text")),
-                Step(
-                    sql(
-                        "UPDATE {conversations} SET version = substr(md5(random()::text || clock_timestamp()::text"
-                        " || conversation_key), 1, 16) || '.' || message_count WHERE version IS NULL"
-                    )
+                sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS version text"),
+                sql(
+                    "UPDATE {conversations} SET version = substr(md5(random()::text || clock_timestamp()::text"
+                    " || conversation_key), 1, 16) || '.' || message_count WHERE version IS NULL"
                 ),
                 *idempotency_tables,
                 *timestamps,
@@ -136,10 +110,14 @@ class Statements:
             2: (*timestamps, *metadata, set_version),
             3: (*metadata, set_version),
         }
+        self.fill_timestamps = sql(
+            "UPDATE {conversations} SET created_at = coalesce(created_at, $1::float8),"
+            " updated_at = coalesce(updated_at, $1::float8) WHERE created_at IS NULL OR updated_at IS NULL"
+        )
+        """Gives the rows of a schema older than version 3 the upgrade's time (``$1``)."""
         self.schema_exists = "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1"
         self.tables_exist = "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = 'chatlab_meta'"
         self.version_get = sql("SELECT value FROM {meta} WHERE key = 'schema_version'")
-        self.version_set = sql("INSERT INTO {meta} (key, value) VALUES ('schema_version', $1) ON CONFLICT DO NOTHING")
         self.function_exists = (
             "SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"
             " ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = $2"
@@ -154,7 +132,6 @@ class Statements:
             " FROM unnest($1::text[], $2::int8[], $3::int8[]) WITH ORDINALITY AS k(key, after, lim, ord)"
             " LEFT JOIN {conversations} c ON c.conversation_key = k.key ORDER BY k.ord"
         )
-        self.lock = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
         # the locks of many keys in the append function's order (a sorted subquery, OFFSET 0: taken in order), so
         # whoever takes several (a batch of appends, the sweep, a restore) never deadlocks with another
         self.lock_many = (
@@ -192,10 +169,8 @@ class Statements:
         # the row locked until commit: a change is computed in Python from what it read (MetadataChange.applied)
         self.summary_for_update = sql(f"SELECT {columns} FROM {{conversations}} WHERE conversation_key = $1 FOR UPDATE")
         self.set_metadata = sql("UPDATE {conversations} SET title = $2, tags = $3::jsonb WHERE conversation_key = $1")
-        self.summaries = page(below=False, tagged=False)
-        self.summaries_below = page(below=True, tagged=False)
-        self.summaries_tagged = page(below=False, tagged=True)
-        self.summaries_tagged_below = page(below=True, tagged=True)
+        self.pages = {(below, tagged): page(below, tagged) for below in (False, True) for tagged in (False, True)}
+        """The page statements, by whether they have an upper bound and a tag filter."""
         self.custom_plans = "SET LOCAL plan_cache_mode = force_custom_plan"
 
 

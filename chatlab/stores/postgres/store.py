@@ -2,22 +2,16 @@
 
 Guarantees:
 
-* Each write is one transaction, committed before the call returns (PostgreSQL's own durability then applies).
-* Every write first takes a transaction-scoped advisory lock on its conversation's key, then checks ``if_match`` (and
-  an append its idempotency record), writes and records in the same transaction: one atomic step across processes,
-  also for a conversation that does not exist yet. Concurrent appends to one conversation get disjoint contiguous
-  ranges of positions, in commit order.
-* Appends are decided and written by one server-side function (:mod:`.appends`, the one home of the append rules).
-  The appends, and the reads, that wait at one moment in one process go together in one statement (:mod:`.batches`);
-  a batch's reads see one snapshot. :meth:`read_slice` reads only the positions asked for.
-* A page of summaries is one range of the primary key's index in key order (the key column has the ``"C"``
-  collation: code point order, as every store lists); a title and tags live in the conversation's row.
-* ``message_count`` changes in the same transaction as the messages: summaries are exact. Messages are ``bytea``:
-  what was stored is what comes back, byte for byte.
-* Whoever takes several conversations' locks in one transaction (a batch of appends, the retention sweep, a restore)
-  takes them in one order, so they never deadlock.
-* Every operation ends within ``timeout`` seconds, the waits for its batch and a connection included
-  (:mod:`.connections`).
+* Each write is one transaction, committed before the call returns, under a transaction-scoped advisory lock on its
+  conversation's key: the ``if_match`` check (and an append's idempotency record) and the write are one atomic step
+  across processes, also for a conversation that does not exist yet. Whoever takes several such locks (a batch of
+  appends, the retention sweep, a restore) takes them in one order, so they never deadlock.
+* Appends are decided and written by one server-side function (:mod:`.appends`). The appends, and the reads, that
+  wait at one moment in one process share one statement (:mod:`.batches`); a batch's reads see one snapshot.
+* A page of summaries is one range of the primary key's index (the key column has the ``"C"`` collation: code point
+  order, as every store lists). ``message_count`` changes with the messages: summaries are exact. Messages are
+  ``bytea``: what was stored comes back byte for byte.
+* Every operation ends within ``timeout`` seconds, the waits for its batch and a connection included.
 """
 
 from __future__ import annotations
@@ -65,7 +59,7 @@ INT8_MAX = 2**63 - 1
 
 
 class ReadRequest(NamedTuple):
-    """One read of a batch: the conversation, its first position, and at most how many messages (``None``: all)."""
+    """One read of a batch (``limit``: ``None`` for all)."""
 
     conversation_key: str
     after: int
@@ -73,7 +67,7 @@ class ReadRequest(NamedTuple):
 
 
 class ReadRow(NamedTuple):
-    """One read's answer: the conversation's message count, its version, and the messages asked for."""
+    """One read's answer: the messages asked for, and the whole conversation's count and version."""
 
     message_count: int
     version: str
@@ -88,8 +82,7 @@ class Batches(NamedTuple):
 
 
 def _refused_alone(exc: Exception) -> bool:
-    """Whether a batch failed on one member's arguments (asyncpg's encoding of them, or the server's refusal before
-    it ran anything): the members then run one at a time."""
+    """Whether a batch failed on one member's arguments, refused by asyncpg or the server before anything ran."""
     import asyncpg
 
     cause = exc.__cause__ if isinstance(exc, StoreError) else exc
@@ -99,7 +92,6 @@ def _refused_alone(exc: Exception) -> bool:
 
 
 def _summary(row: Record) -> ConversationSummary:
-    """A summary from a row of the summary columns (``tags`` as JSON text)."""
     key, count, version, created_at, updated_at, title, tags = row
     return ConversationSummary(key, count, version, created_at, updated_at, title, json.loads(tags))
 
@@ -116,13 +108,11 @@ def _check_key(conversation_key: str) -> None:
 class PostgresChatHistoryStore(ChatHistoryStore):
     """History in four tables of one PostgreSQL schema (created on first use).
 
-    ``url`` is a libpq-style URL (``postgresql://user@host:5432/db``, ``postgres://`` too); the extra query parameter
-    ``schema=NAME`` puts the tables in that schema (created if missing) instead of ``public``. ``timeout`` bounds
-    each operation on the client side, the waits for its batch and a connection included; ``statement_timeout``
-    (seconds, ``None`` for the server's) bounds each statement on the server, lock waits included. ``min_size`` and
-    ``max_size`` size each event loop's pool. ``read_statements`` and ``append_statements``: how many read and
-    append statements of one event loop may run at once (each takes a connection; the calls waiting meanwhile form
-    the next batch); ``max_batch``: at most this many calls share one statement.
+    ``url`` is a libpq-style URL (``postgresql://user@host:5432/db``); ``schema=NAME`` in it, or ``schema``, puts the
+    tables in that schema instead of ``public``. ``timeout`` bounds each operation, ``statement_timeout`` each
+    statement on the server (``None``: the server's setting); ``min_size`` and ``max_size`` size each event loop's
+    pool; ``read_statements`` and ``append_statements`` bound the statements of one event loop running at once, and
+    ``max_batch`` the calls sharing one.
     """
 
     schema_version = SCHEMA_VERSION
@@ -183,7 +173,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         self.connections.timeout = value
 
     def batches(self) -> Batches:
-        """The batchers of the running event loop (made on first use there)."""
+        """The running event loop's batchers."""
         loop = asyncio.get_running_loop()
         batches = self._batches.get(loop)
         if batches is None:
@@ -202,8 +192,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             )
         return batches
 
-    # -- batches' statements ------------------------------------------------------------
-
     async def _read_many(self, requests: list[ReadRequest], deadline: float) -> list[ReadRow | None]:
         async with self.connections.acquire(deadline) as conn:
             rows = await conn.fetch(
@@ -220,11 +208,9 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 raise StoreError(self._schema.appends_refused)
             return await append_many(conn, self.statements.append, members)
 
-    # -- the store interface ----------------------------------------------------------
-
     async def _read(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ReadRow | None:
         _check_key(conversation_key)
-        # positions past bigint read as far as any can: nothing after such an ``after``, no limit at such a limit
+        # positions past bigint read as far as any can
         limit = None if limit is None or limit > INT8_MAX else limit
         return await self.batches().reads.submit(ReadRequest(conversation_key, min(after, INT8_MAX), limit))
 
@@ -240,7 +226,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         return ConversationSlice(row.messages, after, row.message_count, row.version)
 
     def _lock_key(self, conversation_key: str) -> str:
-        """The conversation's advisory lock key: every write to it, from any process, takes this lock first."""
         return f"chatlab:{self.schema}:{conversation_key}"
 
     async def append(
@@ -277,16 +262,11 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             raise VersionMismatch(outcome.before or ABSENT)
         return WriteResult(outcome.written)
 
-    async def _lock_and_check(
-        self, conn: PoolConnectionProxy, conversation_key: str, if_match: Collection[str] | None
-    ) -> None:
-        """Take the conversation's write lock (until commit), then check ``if_match``: a write that checks and
-        writes under one lock never undoes what another process wrote after the check."""
-        await conn.execute(self.statements.lock, self._lock_key(conversation_key))
-        await self._check(conn, conversation_key, if_match)
+    async def _lock(self, conn: PoolConnectionProxy, keys: list[str]) -> None:
+        """Take the conversations' write locks until commit (the append function takes the same ones)."""
+        await conn.execute(self.statements.lock_many, [self._lock_key(key) for key in keys])
 
     async def _check(self, conn: PoolConnectionProxy, conversation_key: str, if_match: Collection[str] | None) -> None:
-        """Check ``if_match`` against the stored version; the caller holds the conversation's write lock."""
         current = await conn.fetchval(self.statements.current, conversation_key)
         current = ABSENT if current is None else current
         if not version_matches(current, if_match):
@@ -303,7 +283,8 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         _check_key(conversation_key)
         batch = [bytes(m) for m in messages]
         async with self.connections.acquire() as conn, conn.transaction():
-            await self._lock_and_check(conn, conversation_key, if_match)
+            await self._lock(conn, [conversation_key])
+            await self._check(conn, conversation_key, if_match)
             version = new_version(len(batch))
             now = self.clock()
             await conn.execute(self.statements.replace_count, conversation_key, len(batch), version, now, now)
@@ -313,7 +294,8 @@ class PostgresChatHistoryStore(ChatHistoryStore):
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
         _check_key(conversation_key)
         async with self.connections.acquire() as conn, conn.transaction():
-            await self._lock_and_check(conn, conversation_key, if_match)
+            await self._lock(conn, [conversation_key])
+            await self._check(conn, conversation_key, if_match)
             await conn.execute(self.statements.delete_conversation, conversation_key)
             await conn.execute(self.statements.delete_messages, conversation_key)
 
@@ -326,6 +308,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         tags: Mapping[str, str] | None = None,
     ) -> list[ConversationSummary]:
         q = self.statements
+        # a page after ``after`` (itself skipped) or from the prefix on, up to the prefix's upper bound
         start, skip = (after, after) if after is not None and after >= prefix else (prefix, None)
         upper = prefix_upper_bound(prefix)
         args: list[object] = [start, skip, limit]
@@ -333,11 +316,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             args.append(upper)
         if tags:
             args.append(json.dumps(dict(tags)))
-        statement = (
-            (q.summaries_tagged_below if tags else q.summaries_below)
-            if upper is not None
-            else (q.summaries_tagged if tags else q.summaries)
-        )
+        statement = q.pages[upper is not None, bool(tags)]
         async with self.connections.acquire() as conn:
             if not tags:
                 rows = await conn.fetch(statement, *args)
@@ -351,7 +330,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
 
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
         """The row locked (``FOR UPDATE``) from the read to the write: concurrent changes apply one after the other,
-        and a delete either comes before (``None``) or waits. A refused change rolls the transaction back."""
+        and a delete either comes before (``None``) or waits."""
         _check_key(conversation_key)
         q = self.statements
         async with self.connections.acquire() as conn, conn.transaction():
@@ -364,13 +343,12 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         return replace_fields(before, title=title, tags=tags)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
-        """All records in one transaction: every lock first (in the one order of all takers of several), then each
-        record checked under its lock and written."""
+        """All records in one transaction: every lock first, then each record checked and written."""
         for record in records:
             _check_key(record.conversation_key)
         q = self.statements
         async with self.connections.acquire() as conn, conn.transaction():
-            await conn.execute(q.lock_many, [self._lock_key(r.conversation_key) for r in records])
+            await self._lock(conn, [r.conversation_key for r in records])
             for record in records:
                 key = record.conversation_key
                 await self._check(conn, key, [record.expected])
@@ -387,8 +365,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 await self._write_messages(conn, key, [bytes(m) for m in record.messages])
 
     async def sweep(self) -> int:
-        """Deletes what is due in transactions of up to ``SWEEP_BATCH`` conversations, each under its write lock and
-        only if still due (a write that came in between keeps its conversation)."""
+        """In transactions of up to ``SWEEP_BATCH`` conversations, each under its write lock and still due."""
         cutoff = self.cutoff()
         if cutoff is None:
             return 0
@@ -398,12 +375,11 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 due = [row[0] for row in await conn.fetch(q.due, cutoff)]
                 if not due:
                     return deleted
-                await conn.execute(q.lock_many, [self._lock_key(k) for k in due])
+                await self._lock(conn, due)
                 gone = [row[0] for row in await conn.fetch(q.sweep, due, cutoff)]
                 await conn.execute(q.delete_messages_many, gone)
                 deleted += len(gone)
 
     async def close(self) -> None:
-        """Close the connection pools (a later call opens new ones)."""
         self._batches.clear()
         await self.connections.close()
