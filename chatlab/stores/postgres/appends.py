@@ -1,9 +1,8 @@
 """The append rules of the PostgreSQL store, in one place: a server-side function that decides and writes a batch
-of appends (one or many) in one statement, one transaction, one round trip, atomic across every process.
+of appends in one statement, one transaction, one round trip, atomic across every process.
 
-It runs a fixed number of statements whatever the batch's size: the locks, one read of what the members need, then
-one write of everything decided. Between the two, a loop in arrival order decides each member against the stored
-state and the members before it (members to one conversation, or to one record, see the ones before them):
+It takes the locks, reads what the members need, then writes everything decided in one statement. Between the two,
+a loop in arrival order decides each member against the stored state and the members before it:
 
 * If-Match: the conversation's version (``"0"`` when absent) is in the list, or the list holds ``"*"`` and the
   conversation exists;
@@ -37,16 +36,12 @@ PURGE_SCAN = 1024
 class AppendMember(NamedTuple):
     """One append as the function takes it."""
 
-    lock_key: str
-    """The conversation's advisory lock key (every writer of it takes the same one)."""
+    lock_key: str  # the conversation's advisory lock key (every writer of it takes the same one)
     conversation_key: str
-    now: float
-    """Wall-clock time: idempotency records that expire at or before it are dead."""
+    now: float  # wall-clock time: idempotency records that expire at or before it are dead
     messages: Sequence[bytes]
-    generation: str
-    """The version's generation if the conversation does not exist yet."""
-    written_at: float
-    """The store's clock: the conversation's ``updated_at`` (and ``created_at`` when new)."""
+    generation: str  # the version's generation if the conversation does not exist yet
+    written_at: float  # the store's clock: the conversation's updated_at (and created_at when new)
     if_match: Sequence[str] | None = None
     idempotency_key: str | None = None
     fingerprint: str | None = None
@@ -56,13 +51,10 @@ class AppendMember(NamedTuple):
 class AppendOutcome(NamedTuple):
     """What the function decided for one member."""
 
-    before: str | None
-    """The conversation's version before the member (``None``: it did not exist)."""
-    fingerprint: str | None
-    """The live idempotency record that answered it (``None``: none did), and the version it recorded."""
-    recorded: str | None
-    written: str | None
-    """The version the member wrote (``None``: refused, by ``if_match`` or by an idempotency record)."""
+    before: str | None  # the conversation's version before the member (None: it did not exist)
+    fingerprint: str | None  # the live idempotency record that answered it (None: none did)...
+    recorded: str | None  # ... and the version it recorded
+    written: str | None  # the version the member wrote (None: refused)
 
 
 CREATE_FUNCTION = (

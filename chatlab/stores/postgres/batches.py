@@ -1,18 +1,14 @@
 """Group reads and group appends: the calls of one event loop that wait at one moment share one statement.
 
-Most of what a short PostgreSQL operation costs is per statement, not per row: the driver's work in the service's
-process, and the backend's parse, plan, and for a write its commit and WAL flush. A :class:`Batcher` queues the calls
-of one event loop; its drainers (at most ``statements`` at once) take everything queued (at most ``max_batch``) and
-run it as one statement. A lone call does not wait: when a drainer is free it starts at once (no timer); the calls
-that come while every drainer is busy go together in the next statement.
+Most of what a short PostgreSQL operation costs is per statement, not per row (the driver's work, the backend's parse
+and plan, a write's commit). A :class:`Batcher`'s drainers (at most ``statements`` at once) each take what is queued
+(at most ``max_batch`` calls) and run it as one statement: a lone call starts at once when a drainer is free, and the
+calls that come while all are busy go together in the next. Each caller sees what a statement of its own would give:
 
-What each caller sees is what a statement of its own would give:
-
-* one member's arguments that the database refuses make the statement fail having run nothing: the members then run
-  again one at a time, so only that one fails, as alone (``alone`` tells such failures);
-* any other failure fails every member, each with an exception of its own;
-* deadlines: each call's is ``timeout()`` from when it called; a batch runs until its members' earliest, and a call
-  whose deadline passes while it waits in the queue fails then, without running.
+* a member whose arguments the database refuses (the statement then ran nothing) fails alone: the members run again
+  one at a time (``alone`` tells such failures); any other failure fails every member, each with its own exception;
+* a batch runs until its members' earliest deadline (``timeout()`` from each call), and a call whose deadline passes
+  while it waits in the queue fails then, without running.
 """
 
 from __future__ import annotations
@@ -60,10 +56,8 @@ class Batcher(Generic[A, R]):
         self._queue: deque[_Call[A, R]] = deque()
         self._busy = 0  # drainers running
         self._drainers: set[asyncio.Task[None]] = set()  # referenced while they run
-        self.statements = 0
-        """Statements run (for tests and profiles)."""
+        self.statements = 0  # statements run, and the calls they answered (for tests and profiles)
         self.members = 0
-        """Calls those statements answered."""
 
     def submit(self, args: A) -> asyncio.Future[R]:
         """Queue a call; its future holds its outcome once its batch's statement returned."""
@@ -91,7 +85,7 @@ class Batcher(Generic[A, R]):
             self._busy -= 1  # at once: a call queued from now on starts a drainer of its own
 
     def _take(self) -> list[_Call[A, R]]:
-        """The next batch: queued calls still waiting and within their deadlines (the others are answered now)."""
+        """The next batch: queued calls still waiting and within their deadlines."""
         now = time.monotonic()
         batch: list[_Call[A, R]] = []
         while self._queue and len(batch) < self._max_batch:

@@ -1,9 +1,8 @@
 """The PostgreSQL store's connections: an asyncpg pool per event loop, and a deadline on every operation.
 
 Every operation ends within the store's ``timeout``, the wait for a connection included, even when the server or
-the network stops answering: at the deadline the connection is terminated (``Connection.terminate()``: its socket
-closed, nothing awaited), so whatever waits on it fails at once, and the pool replaces it when one is next needed.
-Driver errors become :class:`~chatlab.stores.base.StoreError`, which the service answers 503.
+the network stops answering: at the deadline the connection is terminated (its socket closed, nothing awaited), so
+whatever waits on it fails at once. Driver errors become :class:`~chatlab.stores.base.StoreError` (503).
 """
 
 from __future__ import annotations
@@ -41,16 +40,15 @@ def redacted(url: str) -> str:
 
 
 async def _keep(conn: object) -> None:
-    """A connection goes back to the pool as it is (the pool still rolls back a transaction left open): operations
-    take only transaction-scoped locks and change no setting, and asyncpg's default reset costs a round trip."""
+    """No reset when a connection goes back to the pool (asyncpg's costs a round trip): operations take only
+    transaction-scoped locks and change no setting (the pool still rolls back a transaction left open)."""
 
 
 class Connections:
     """The store's pools (one per event loop, opened on first use there) and the deadline of each operation.
 
-    ``conninfo`` is the store's URL without chatlab's parameters. libpq's ``connect_timeout`` is read here (asyncpg
-    would pass it to the server as a setting); without it a connection attempt may take ``timeout``.
-    ``statement_timeout`` (seconds, ``None``: the server's setting) bounds each statement on the server."""
+    libpq's ``connect_timeout`` in ``conninfo`` is read here (asyncpg would pass it to the server as a setting);
+    without it a connection attempt may take ``timeout``."""
 
     def __init__(
         self,
@@ -67,17 +65,14 @@ class Connections:
         given = libpq.get("connect_timeout")
         self.connect_timeout = float(given) if given and float(given) > 0 else max(2.0, timeout)
         self.where = where
-        self.timeout = timeout
-        """Seconds each operation may take, from the call to the answer."""
+        self.timeout = timeout  # seconds each operation may take, from the call to the answer
         self.min_size = min_size
         self.max_size = max_size
         self.statement_timeout = statement_timeout
-        self.prepare = prepare
-        """Run on each connection before its operation (the schema's check: at once once it is ready)."""
+        self.prepare = prepare  # run on each connection before its operation (the schema's check)
         self._pools: PerLoop[Pool] = PerLoop(self._open, self._close)
 
     async def close(self) -> None:
-        """Close every pool (a later operation opens new ones)."""
         await self._pools.close()
 
     def no_connection(self) -> StoreError:
@@ -113,9 +108,8 @@ class Connections:
     async def _open(self) -> Pool:
         import asyncpg
 
-        server_settings = {}
-        if self.statement_timeout is not None:
-            server_settings["statement_timeout"] = str(int(self.statement_timeout * 1000))
+        timeout = self.statement_timeout
+        server_settings = {} if timeout is None else {"statement_timeout": str(int(timeout * 1000))}
         return await asyncpg.create_pool(
             self.dsn,
             min_size=self.min_size,
@@ -126,7 +120,7 @@ class Connections:
         )
 
     async def _close(self, pool: Pool) -> None:
-        """Close a pool once its operations end; at the store's timeout, whatever is still running is cut off."""
+        """Close a pool once its operations end, or at the store's timeout."""
         try:
             await asyncio.wait_for(pool.close(), self.timeout)
         except TimeoutError:
@@ -147,15 +141,8 @@ class Connections:
                 conn = await pool.acquire()
         except Exception as exc:
             raise self.error(exc, connecting=True) from exc
-        expired = False
-
-        def expire() -> None:  # the operation ran out of time: whatever waits on its connection fails now
-            nonlocal expired
-            expired = True
-            conn.terminate()
-
-        loop = asyncio.get_running_loop()
-        timer = loop.call_at(loop.time() + deadline - time.monotonic(), expire)
+        loop = asyncio.get_running_loop()  # at the deadline, whatever waits on the connection fails at once
+        timer = loop.call_at(loop.time() + deadline - time.monotonic(), conn.terminate)
         failure: BaseException | None = None
         try:
             await self.prepare(conn)
@@ -164,13 +151,13 @@ class Connections:
             failure = exc
             if not isinstance(exc, Exception):  # cancelled, maybe mid-statement: no wait for the server to confirm
                 conn.terminate()
-        finally:
-            timer.cancel()
-            try:
-                await pool.release(conn)  # a terminated connection is replaced, not reused
-            except Exception as exc:
-                if failure is None:
-                    raise self.error(exc, expired=expired) from exc
+        timer.cancel()
+        expired = time.monotonic() >= deadline
+        try:
+            await pool.release(conn)  # a terminated connection is replaced, not reused
+        except Exception as exc:
+            if failure is None:
+                raise self.error(exc, expired=expired) from exc
         if isinstance(failure, Exception) and not isinstance(failure, ANSWERS):
             raise self.error(failure, expired=expired) from failure
         if failure is not None:

@@ -66,18 +66,10 @@ class ReadRequest(NamedTuple):
     limit: int | None
 
 
-class ReadRow(NamedTuple):
-    """One read's answer: the messages asked for, and the whole conversation's count and version."""
-
-    message_count: int
-    version: str
-    messages: list[bytes]
-
-
 class Batches(NamedTuple):
     """The store's batchers of one event loop."""
 
-    reads: Batcher[ReadRequest, ReadRow | None]
+    reads: Batcher[ReadRequest, ConversationSlice]
     appends: Batcher[AppendMember, AppendOutcome]
 
 
@@ -192,15 +184,18 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             )
         return batches
 
-    async def _read_many(self, requests: list[ReadRequest], deadline: float) -> list[ReadRow | None]:
+    async def _read_many(self, requests: list[ReadRequest], deadline: float) -> list[ConversationSlice]:
         async with self.connections.acquire(deadline) as conn:
             rows = await conn.fetch(
                 self.statements.read,
                 [r.conversation_key for r in requests],
-                [r.after for r in requests],
-                [r.limit for r in requests],
+                [min(r.after, INT8_MAX) for r in requests],  # positions past bigint read as far as any can
+                [None if r.limit is None or r.limit > INT8_MAX else r.limit for r in requests],
             )
-        return [None if count is None else ReadRow(count, version, messages) for count, version, messages in rows]
+        return [  # no such conversation: a NULL count, and no messages
+            ConversationSlice(messages, r.after, count or 0, ABSENT if count is None else version)
+            for r, (count, version, messages) in zip(requests, rows, strict=True)
+        ]
 
     async def _append_many(self, members: list[AppendMember], deadline: float) -> list[AppendOutcome]:
         async with self.connections.acquire(deadline) as conn:
@@ -208,22 +203,14 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 raise StoreError(self._schema.appends_refused)
             return await append_many(conn, self.statements.append, members)
 
-    async def _read(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ReadRow | None:
-        _check_key(conversation_key)
-        # positions past bigint read as far as any can
-        limit = None if limit is None or limit > INT8_MAX else limit
-        return await self.batches().reads.submit(ReadRequest(conversation_key, min(after, INT8_MAX), limit))
-
     async def read(self, conversation_key: str) -> Conversation:
-        row = await self._read(conversation_key)
-        return Conversation([], ABSENT) if row is None else Conversation(row.messages, row.version)
+        whole = await self.read_slice(conversation_key)
+        return Conversation(whole.messages, whole.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         check_slice(after, limit)
-        row = await self._read(conversation_key, after, limit)
-        if row is None:
-            return ConversationSlice([], after, 0, ABSENT)
-        return ConversationSlice(row.messages, after, row.message_count, row.version)
+        _check_key(conversation_key)
+        return await self.batches().reads.submit(ReadRequest(conversation_key, after, limit))
 
     def _lock_key(self, conversation_key: str) -> str:
         return f"chatlab:{self.schema}:{conversation_key}"
