@@ -124,16 +124,14 @@ class Statements:
         )
         self.create_append_function = sql(appends.CREATE_FUNCTION)
         self.append = sql(appends.CALL)
-        # a batch of reads (one or more) of slices (a NULL limit: all) in one statement: one snapshot, one row per
-        # key in order (a NULL count: no such conversation)
+        # a batch of reads of slices (a NULL limit: all): one snapshot, one row per key in order
         self.read = sql(
             "SELECT c.message_count, c.version, ARRAY(SELECT m.body FROM {messages} m"
             " WHERE m.conversation_key = k.key AND m.position >= k.after ORDER BY m.position LIMIT k.lim)"
             " FROM unnest($1::text[], $2::int8[], $3::int8[]) WITH ORDINALITY AS k(key, after, lim, ord)"
             " LEFT JOIN {conversations} c ON c.conversation_key = k.key ORDER BY k.ord"
         )
-        # the locks of many keys in the append function's order (a sorted subquery, OFFSET 0: taken in order), so
-        # whoever takes several (a batch of appends, the sweep, a restore) never deadlocks with another
+        # write locks in the append function's order (a sorted subquery, OFFSET 0: taken in order): no deadlocks
         self.lock_many = (
             "SELECT pg_advisory_xact_lock(s.h) FROM (SELECT hashtextextended(t.k, 0) AS h"
             " FROM unnest($1::text[]) WITH ORDINALITY AS t(k, ord) ORDER BY h, t.ord OFFSET 0) AS s"
@@ -153,10 +151,9 @@ class Statements:
         )
         self.insert_messages = sql(
             "INSERT INTO {messages} (conversation_key, position, body)"
-            " SELECT $1, $2::int8 + t.ord - 1, t.body FROM unnest($3::bytea[]) WITH ORDINALITY AS t(body, ord)"
+            " SELECT $1, t.ord - 1, t.body FROM unnest($2::bytea[]) WITH ORDINALITY AS t(body, ord)"
         )
-        self.delete_messages = sql("DELETE FROM {messages} WHERE conversation_key = $1")
-        self.delete_messages_many = sql("DELETE FROM {messages} WHERE conversation_key = ANY($1::text[])")
+        self.delete_messages = sql("DELETE FROM {messages} WHERE conversation_key = ANY($1::text[])")
         self.delete_conversation = sql("DELETE FROM {conversations} WHERE conversation_key = $1")
         self.due = sql(
             "SELECT conversation_key FROM {conversations} WHERE updated_at <= $1"

@@ -58,12 +58,8 @@ if TYPE_CHECKING:
 INT8_MAX = 2**63 - 1
 
 
-class ReadRequest(NamedTuple):
-    """One read of a batch (``limit``: ``None`` for all)."""
-
-    conversation_key: str
-    after: int
-    limit: int | None
+ReadRequest = tuple[str, int, int | None]
+"""One read of a batch: the conversation's key, ``after`` and ``limit`` (``None``: all)."""
 
 
 class Batches(NamedTuple):
@@ -129,9 +125,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         conninfo, ours = split_url(url, CHATLAB_PARAMETERS)
         self.conninfo = conninfo
         self.schema = schema or ours.get("schema") or "public"
-        self.statement_timeout = statement_timeout
-        self.min_size = min_size
-        self.max_size = max_size
         self.read_statements = max(1, min(read_statements, max_size))
         self.append_statements = max(1, min(append_statements, max_size))
         self.max_batch = max_batch
@@ -185,16 +178,14 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         return batches
 
     async def _read_many(self, requests: list[ReadRequest], deadline: float) -> list[ConversationSlice]:
+        # positions past bigint read as far as any can
+        afters = [min(after, INT8_MAX) for _, after, _ in requests]
+        limits = [None if limit is None or limit > INT8_MAX else limit for _, _, limit in requests]
         async with self.connections.acquire(deadline) as conn:
-            rows = await conn.fetch(
-                self.statements.read,
-                [r.conversation_key for r in requests],
-                [min(r.after, INT8_MAX) for r in requests],  # positions past bigint read as far as any can
-                [None if r.limit is None or r.limit > INT8_MAX else r.limit for r in requests],
-            )
+            rows = await conn.fetch(self.statements.read, [key for key, _, _ in requests], afters, limits)
         return [  # no such conversation: a NULL count, and no messages
-            ConversationSlice(messages, r.after, count or 0, ABSENT if count is None else version)
-            for r, (count, version, messages) in zip(requests, rows, strict=True)
+            ConversationSlice(messages, after, count or 0, ABSENT if count is None else version)
+            for (_, after, _), (count, version, messages) in zip(requests, rows, strict=True)
         ]
 
     async def _append_many(self, members: list[AppendMember], deadline: float) -> list[AppendOutcome]:
@@ -210,7 +201,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         check_slice(after, limit)
         _check_key(conversation_key)
-        return await self.batches().reads.submit(ReadRequest(conversation_key, after, limit))
+        return await self.batches().reads.submit((conversation_key, after, limit))
 
     def _lock_key(self, conversation_key: str) -> str:
         return f"chatlab:{self.schema}:{conversation_key}"
@@ -260,9 +251,9 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             raise VersionMismatch(current)
 
     async def _write_messages(self, conn: PoolConnectionProxy, conversation_key: str, messages: list[bytes]) -> None:
-        await conn.execute(self.statements.delete_messages, conversation_key)
+        await conn.execute(self.statements.delete_messages, [conversation_key])
         if messages:
-            await conn.execute(self.statements.insert_messages, conversation_key, 0, messages)
+            await conn.execute(self.statements.insert_messages, conversation_key, messages)
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
@@ -284,7 +275,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             await self._lock(conn, [conversation_key])
             await self._check(conn, conversation_key, if_match)
             await conn.execute(self.statements.delete_conversation, conversation_key)
-            await conn.execute(self.statements.delete_messages, conversation_key)
+            await conn.execute(self.statements.delete_messages, [conversation_key])
 
     async def summaries(
         self,
@@ -364,7 +355,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                     return deleted
                 await self._lock(conn, due)
                 gone = [row[0] for row in await conn.fetch(q.sweep, due, cutoff)]
-                await conn.execute(q.delete_messages_many, gone)
+                await conn.execute(q.delete_messages, gone)
                 deleted += len(gone)
 
     async def close(self) -> None:
