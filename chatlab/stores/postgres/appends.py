@@ -1,8 +1,6 @@
-"""The append rules of the PostgreSQL store, in one place: a server-side function that decides and writes a batch
-of appends in one statement, one transaction, one round trip, atomic across every process.
-
-It takes the locks, reads what the members need, then writes everything decided in one statement. Between the two,
-a loop in arrival order decides each member against the stored state and the members before it:
+"""The append rules of the PostgreSQL store, in one place: a server-side function that takes the locks of a batch
+of appends, reads what they need, decides each in arrival order (against the stored state and the members before
+it), then writes everything decided in one statement: one round trip, one transaction.
 
 * If-Match: the conversation's version (``"0"`` when absent) is in the list, or the list holds ``"*"`` and the
   conversation exists;
@@ -61,15 +59,13 @@ CREATE_FUNCTION = (
     "CREATE OR REPLACE FUNCTION {function}(text[], text[], float8[], int4[], bytea[], text[],"
     " float8[], text[], int4[], text[], text[], float8[])"
     " RETURNS TABLE (o_index int4, o_version text, o_fingerprint text, o_recorded text, o_written text)"
-    # generic plans, planned once per session (custom ones would be planned anew on every call); planned
-    # maybe while the tables are empty, so no sequential scan, which would read the tables once large
+    # generic plans (planned once per session), maybe while the tables are empty: so no sequential scan
     " LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off"
     " AS $fn$ DECLARE n int4 := cardinality($2); r record; i int4; ci int4;"
     " cv text[]; cn int8[]; cp int8[]; cg text[]; ca int8[]; cf float8[]; cl float8[];"
     " pf text[]; pv text[]; pe float8[]; pw bool[]; wp int8[]; bo int4[];"
     " mo int4 := 0; bn int4 := 0; records int4 := 0; v text; mt text[]; ok bool; w text; BEGIN"
-    # every conversation's lock, in the one order of every taker of several (the lock key's hash; equal hashes are
-    # one lock): batches, the sweep and restore never deadlock
+    # the locks in the one order of every taker of several (the key's hash): batches, sweep, restore never deadlock
     " PERFORM pg_advisory_xact_lock(s.h) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h"
     " FROM unnest($1) AS k ORDER BY h OFFSET 0) AS s;"
     # a fresh snapshot after the locks: the stored conversations and records, at their first members
@@ -113,9 +109,8 @@ CREATE_FUNCTION = (
     " WHERE ca[s.i] > 0 ON CONFLICT (conversation_key) DO UPDATE SET"
     " message_count = x.message_count + excluded.message_count, version = excluded.version,"
     " updated_at = excluded.updated_at),"
-    # the purge: expired records, the oldest, through the expiry index, skipping those a concurrent append is
-    # deleting, never one this statement writes (a statement must not touch a row twice); deleted by their row ids,
-    # whatever the plan's guess of how many
+    # the purge: the oldest expired records, through the expiry index, skipping those a concurrent append deletes
+    # and those this statement writes (it must not touch a row twice); by row ids, whatever the plan's guess
     " purged AS (DELETE FROM {idempotency} WHERE ctid = ANY(ARRAY(SELECT s.ctid FROM (SELECT ctid"
     " FROM {idempotency} WHERE records > 0 AND expires_at <= (SELECT min(u.t) FROM unnest($3) AS u(t))"
     " AND NOT coalesce(conversation_key = ANY($2) AND idempotency_key = ANY($10), false)"

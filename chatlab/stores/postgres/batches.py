@@ -1,14 +1,12 @@
-"""Group reads and group appends: the calls of one event loop that wait at one moment share one statement.
+"""Group reads and group appends: the calls of one event loop that wait at one moment share one statement, as most
+of what a short PostgreSQL operation costs is per statement (the driver's work, parse and plan, a write's commit).
 
-Most of what a short PostgreSQL operation costs is per statement, not per row (the driver's work, the backend's parse
-and plan, a write's commit). A :class:`Batcher`'s drainers (at most ``statements`` at once) each take what is queued
-(at most ``max_batch`` calls) and run it as one statement: a lone call starts at once when a drainer is free, and the
-calls that come while all are busy go together in the next. Each caller sees what a statement of its own would give:
-
-* a member whose arguments the database refuses (the statement then ran nothing) fails alone: the members run again
-  one at a time (``alone`` tells such failures); any other failure fails every member, each with its own exception;
-* a batch runs until its members' earliest deadline (``timeout()`` from each call), and a call whose deadline passes
-  while it waits in the queue fails then, without running.
+A :class:`Batcher`'s drainers (at most ``statements`` at once) each run what is queued (at most ``max_batch`` calls)
+as one statement: a lone call starts at once when a drainer is free; the calls that come while all are busy share the
+next. Each caller sees what a statement of its own would give: a member whose arguments the database refuses fails
+alone (``alone`` tells such failures: the members then run one at a time); any other failure fails every member,
+each with its own exception; a batch runs until its members' earliest deadline, and a call whose deadline passes
+while it is queued fails then, without running.
 """
 
 from __future__ import annotations

@@ -77,16 +77,16 @@ class Connections:
 
     def no_connection(self) -> StoreError:
         """The error of an operation whose deadline passed before it had a connection."""
-        return self._failed(f"PostgreSQL at {self.where} is unreachable: no connection within {self.timeout:g} s")
+        return self.error(None)
 
-    def error(self, exc: BaseException, *, expired: bool = False, connecting: bool = False) -> StoreError:
-        """A driver's error as the store's."""
+    def error(self, exc: BaseException | None, *, expired: bool = False, connecting: bool = False) -> StoreError:
+        """A driver's error as the store's (``None``: no connection in time)."""
         import asyncpg
 
         if expired:
             message = f"PostgreSQL at {self.where} did not answer within {self.timeout:g} s (the store timeout)"
-        elif connecting and isinstance(exc, TimeoutError):
-            return self.no_connection()
+        elif exc is None or (connecting and isinstance(exc, TimeoutError)):
+            message = f"PostgreSQL at {self.where} is unreachable: no connection within {self.timeout:g} s"
         elif connecting and isinstance(exc, OSError | asyncpg.PostgresConnectionError):
             message = f"PostgreSQL at {self.where} is unreachable: {exc}".strip()
         elif isinstance(exc, asyncpg.QueryCanceledError):
@@ -95,9 +95,6 @@ class Connections:
             message = f"PostgreSQL at {self.where} failed: {exc}".strip()
         else:
             message = f"PostgreSQL store {self.where} failed: {exc!r}"
-        return self._failed(message)
-
-    def _failed(self, message: str) -> StoreError:
         log.warning("%s", message)
         return StoreError(message)
 

@@ -1,7 +1,5 @@
-"""The SQL of the PostgreSQL store: its tables, their in-place upgrades, and every statement it runs.
-
-Built once per store for its schema: table names are quoted identifiers, never text pasted in. The append rules
-live in :mod:`.appends`.
+"""The SQL of the PostgreSQL store: its tables, their in-place upgrades, and every statement it runs (the append
+function's in :mod:`.appends`), for one schema. Table names are quoted identifiers, never text pasted in.
 """
 
 from __future__ import annotations
@@ -9,11 +7,10 @@ from __future__ import annotations
 from . import appends
 
 SCHEMA_VERSION = 4
-"""The layout these statements read and write: ``chatlab_meta``, ``chatlab_conversations`` (with versions,
-``created_at``/``updated_at``, ``title`` and ``tags``), ``chatlab_messages``, ``chatlab_idempotency``."""
+"""The layout these statements read and write."""
 
 SWEEP_BATCH = 1000
-"""At most this many conversations deleted by one of the retention sweep's transactions (each holds their locks)."""
+"""At most this many conversations deleted by one of the retention sweep's transactions."""
 
 
 def quoted(*names: str) -> str:
@@ -166,11 +163,6 @@ class Statements:
         # the row locked until commit: a change is computed in Python from what it read (MetadataChange.applied)
         self.summary_for_update = sql(f"SELECT {columns} FROM {{conversations}} WHERE conversation_key = $1 FOR UPDATE")
         self.set_metadata = sql("UPDATE {conversations} SET title = $2, tags = $3::jsonb WHERE conversation_key = $1")
+        # the page statements, by whether they have an upper bound and a tag filter
         self.pages = {(below, tagged): page(below, tagged) for below in (False, True) for tagged in (False, True)}
-        """The page statements, by whether they have an upper bound and a tag filter."""
         self.custom_plans = "SET LOCAL plan_cache_mode = force_custom_plan"
-
-
-def statements_for(schema: str) -> Statements:
-    """The statements of a store whose tables live in ``schema``."""
-    return Statements(schema)

@@ -94,14 +94,8 @@ def _check_key(conversation_key: str) -> None:
 
 
 class PostgresChatHistoryStore(ChatHistoryStore):
-    """History in four tables of one PostgreSQL schema (created on first use).
-
-    ``url`` is a libpq-style URL (``postgresql://user@host:5432/db``); ``schema=NAME`` in it, or ``schema``, puts the
-    tables in that schema instead of ``public``. ``timeout`` bounds each operation, ``statement_timeout`` each
-    statement on the server (``None``: the server's setting); ``min_size`` and ``max_size`` size each event loop's
-    pool; ``read_statements`` and ``append_statements`` bound the statements of one event loop running at once, and
-    ``max_batch`` the calls sharing one.
-    """
+    """History in four tables of one PostgreSQL schema, created on first use: ``schema`` (or ``?schema=NAME`` in the
+    libpq ``url``), ``public`` by default. The other options (timeouts, pool sizes, batching): docs/stores.md."""
 
     schema_version = SCHEMA_VERSION
 
@@ -150,7 +144,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
 
     @property
     def timeout(self) -> float:
-        """Seconds each operation may take (settable)."""
         return self.connections.timeout
 
     @timeout.setter
