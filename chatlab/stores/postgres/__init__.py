@@ -1,9 +1,6 @@
-"""The PostgreSQL store (asyncpg): chat history shared by any number of service processes.
-
-:mod:`.store` is the store, :mod:`.batches` groups concurrent calls into shared statements, :mod:`.appends` holds the
-append rules, :mod:`.statements` the rest of the SQL, :mod:`.schema` the tables' creation and upgrades,
-:mod:`.connections` the pools and each operation's deadline.
-"""
+"""The PostgreSQL store (asyncpg): :mod:`.store`, with :mod:`.batches` (concurrent calls share statements),
+:mod:`.appends` (the append rules), :mod:`.statements` (the other SQL), :mod:`.schema` (the tables' creation and
+upgrades) and :mod:`.connections` (the pools and each operation's deadline)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The append rules of the PostgreSQL store, in one place: a server-side function that takes the locks of a batch
-of appends, reads what they need, decides each in arrival order (against the stored state and the members before
-it), then writes everything decided in one statement: one round trip, one transaction.
+"""The append rules of the PostgreSQL store, in one place: a server-side function that locks a batch of appends'
+conversations, reads what they need, decides each in arrival order (seeing the members before it), then writes
+everything decided in one statement: one round trip, one transaction.
 
 * If-Match: the conversation's version (``"0"`` when absent) is in the list, or the list holds ``"*"`` and the
   conversation exists;

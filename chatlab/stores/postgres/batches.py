@@ -1,6 +1,5 @@
 """Group reads and group appends: the calls of one event loop that wait at one moment share one statement, as most
 of what a short PostgreSQL operation costs is per statement (the driver's work, parse and plan, a write's commit).
-
 A :class:`Batcher`'s drainers (at most ``statements`` at once) each run what is queued (at most ``max_batch`` calls)
 as one statement: a lone call starts at once when a drainer is free; the calls that come while all are busy share the
 next. Each caller sees what a statement of its own would give: a member whose arguments the database refuses fails
@@ -107,14 +106,10 @@ class Batcher(Generic[A, R]):
                 call.future.cancel()
             raise
         except Exception as exc:
-            if len(batch) > 1 and self._alone(exc):  # one member's doing, nothing run: each runs alone
+            if len(batch) > 1 and self._alone(exc):  # one member's doing, nothing run: each runs alone, by its deadline
                 for call in batch:
-                    if call.future.done():  # the caller gave up meanwhile
-                        continue
-                    if call.deadline > time.monotonic():
+                    if not call.future.done():  # unless its caller gave up meanwhile
                         await self._run_batch([call])
-                    else:
-                        call.future.set_exception(self._late())
                 return
             for call in batch:
                 if not call.future.done():

@@ -1,8 +1,7 @@
-"""The PostgreSQL store's connections: an asyncpg pool per event loop, and a deadline on every operation.
-
-Every operation ends within the store's ``timeout``, the wait for a connection included, even when the server or
-the network stops answering: at the deadline the connection is terminated (its socket closed, nothing awaited), so
-whatever waits on it fails at once. Driver errors become :class:`~chatlab.stores.base.StoreError` (503).
+"""The PostgreSQL store's connections: an asyncpg pool per event loop, and a deadline on every operation, the wait
+for a connection included, even when the server or the network stops answering: at the deadline the connection is
+terminated (its socket closed, nothing awaited), so whatever waits on it fails at once. Driver errors become
+:class:`~chatlab.stores.base.StoreError` (503).
 """
 
 from __future__ import annotations
@@ -40,15 +39,12 @@ def redacted(url: str) -> str:
 
 
 async def _keep(conn: object) -> None:
-    """No reset when a connection goes back to the pool (asyncpg's costs a round trip): operations take only
-    transaction-scoped locks and change no setting (the pool still rolls back a transaction left open)."""
+    """No reset when a connection goes back to the pool (asyncpg's costs a round trip): operations change no setting."""
 
 
 class Connections:
-    """The store's pools (one per event loop, opened on first use there) and the deadline of each operation.
-
-    libpq's ``connect_timeout`` in ``conninfo`` is read here (asyncpg would pass it to the server as a setting);
-    without it a connection attempt may take ``timeout``."""
+    """The store's pools (one per event loop, opened on first use there) and the deadline of each operation. libpq's
+    ``connect_timeout`` is read here (asyncpg would send it as a server setting); by default it is ``timeout``."""
 
     def __init__(
         self,

@@ -1,9 +1,8 @@
-"""The creation, or in-place upgrade, of the PostgreSQL store's tables and append function.
-
-Processes may start together: creation and upgrades take an advisory lock on the schema's name and look again after
-the wait, and DDL runs only where something is missing (a role with no ``CREATE`` right can use a schema someone else
-made). Versions 1 to 3 are upgraded in place; a newer one is refused. A missing append function (a schema an older
-chatlab made) is created beside the tables, which stay as they are, so older processes can share them.
+"""The creation, or in-place upgrade, of the PostgreSQL store's tables and append function, by processes that may
+start together: under an advisory lock on the schema's name, looking again after the wait, and only where something
+is missing (a role with no ``CREATE`` right can use a schema someone else made). Versions 1 to 3 are upgraded in
+place; a newer one is refused. A missing append function (an older chatlab's schema) is created beside the tables,
+which stay as they are, so older processes can share them.
 """
 
 from __future__ import annotations
@@ -30,13 +29,14 @@ class Schema:
         self._where = where
         self._clock = clock
         self.ready = False
-        self.appends_refused: str | None = None
-        """Why appends cannot run (the append function is missing and this role may not create it), or ``None``."""
+        self.appends_refused: str | None = None  # why: the append function is missing and this role may not create it
 
     async def ensure(self, conn: PoolConnectionProxy) -> None:
         """Create or upgrade the tables and the append function where needed; at once when done before."""
         if self.ready:
             return
+        import asyncpg
+
         q = self._q
         async with conn.transaction():
             if not await conn.fetchval(q.tables_exist, q.schema):
@@ -62,15 +62,6 @@ class Schema:
                 f"PostgreSQL store {self._where} schema {q.schema} has schema version {version}; "
                 f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 3) only"
             )
-        await self._ensure_function(conn)
-        self.ready = True
-
-    async def _ensure_function(self, conn: PoolConnectionProxy) -> None:
-        import asyncpg
-
-        q = self._q
-        if await conn.fetchval(q.function_exists, q.schema, appends.FUNCTION):
-            return
         try:
             async with conn.transaction():
                 await self._lock(conn)
@@ -82,6 +73,7 @@ class Schema:
                 f" may not create it ({exc}): run chatlab once with a role that may create in the schema"
             )
             log.warning("%s; appends fail until then", self.appends_refused)
+        self.ready = True
 
     async def _lock(self, conn: PoolConnectionProxy) -> None:
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"chatlab-schema:{self._q.schema}")

@@ -28,9 +28,6 @@ class Statements:
             "conversations": quoted(schema, "chatlab_conversations"),
             "messages": quoted(schema, "chatlab_messages"),
             "idempotency": quoted(schema, "chatlab_idempotency"),
-            "idempotency_expiry": quoted("chatlab_idempotency_expiry"),
-            "updated_index": quoted("chatlab_conversations_updated"),
-            "tags_index": quoted("chatlab_conversations_tags"),
             "function": quoted(schema, appends.FUNCTION),
         }
 
@@ -40,7 +37,7 @@ class Statements:
         timestamps = (  # schema version 3 (then ``fill_timestamps``)
             sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS created_at double precision"),
             sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS updated_at double precision"),
-            sql("CREATE INDEX IF NOT EXISTS {updated_index} ON {conversations} (updated_at)"),
+            sql("CREATE INDEX IF NOT EXISTS chatlab_conversations_updated ON {conversations} (updated_at)"),
         )
         idempotency_tables = (
             sql(
@@ -49,7 +46,7 @@ class Statements:
                 " version text NOT NULL, expires_at double precision NOT NULL,"
                 " PRIMARY KEY (conversation_key, idempotency_key))"
             ),
-            sql("CREATE INDEX IF NOT EXISTS {idempotency_expiry} ON {idempotency} (expires_at)"),
+            sql("CREATE INDEX IF NOT EXISTS chatlab_idempotency_expiry ON {idempotency} (expires_at)"),
         )
         metadata = (  # schema version 4
             sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS title text"),
@@ -57,15 +54,17 @@ class Statements:
             # keys in code point order (the byte order of UTF-8), as the other stores sort: then the primary key's index
             # serves a page in that order, whatever the database's collation (a no-op where the column has it already)
             sql('ALTER TABLE {conversations} ALTER COLUMN conversation_key TYPE text COLLATE "C"'),
-            sql("CREATE INDEX IF NOT EXISTS {tags_index} ON {conversations} USING gin (tags jsonb_path_ops)"),
+            sql(
+                "CREATE INDEX IF NOT EXISTS chatlab_conversations_tags ON {conversations}"
+                " USING gin (tags jsonb_path_ops)"
+            ),
         )
         set_version = sql(f"UPDATE {{meta}} SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'")
         columns = "conversation_key, message_count, version, created_at, updated_at, title, tags::text"
 
         def page(below: bool, tagged: bool) -> str:
-            """Summaries: keys from ``$1`` on except ``$2``, at most ``$3`` (NULL: all); if ``below``, under ``$4``,
-            and if ``tagged``, with the tags of the JSON object in the last parameter. A range of the primary key's
-            index, so a page reads only its rows; tagged, a statement of its own, whose plan may use the tags' index."""
+            """Summaries: keys from ``$1`` on except ``$2``, at most ``$3`` (NULL: all), under ``$4`` if ``below``, with
+            the tags of the JSON object in the last parameter if ``tagged``: a range of the primary key's index."""
             where = "conversation_key >= $1 AND conversation_key IS DISTINCT FROM $2"
             if below:
                 where += " AND conversation_key < $4"

@@ -1,16 +1,12 @@
 """Chat history in PostgreSQL, shared by any number of service processes (asyncpg; ``pip install 'chatlab[postgres]'``).
 
-Guarantees:
-
 * Each write is one transaction, committed before the call returns, under a transaction-scoped advisory lock on its
   conversation's key: the ``if_match`` check (and an append's idempotency record) and the write are one atomic step
-  across processes, also for a conversation that does not exist yet. Whoever takes several such locks (a batch of
-  appends, the retention sweep, a restore) takes them in one order, so they never deadlock.
-* Appends are decided and written by one server-side function (:mod:`.appends`). The appends, and the reads, that
-  wait at one moment in one process share one statement (:mod:`.batches`); a batch's reads see one snapshot.
+  across processes. Whoever takes several such locks (a batch of appends, the sweep, a restore) takes them in one
+  order, so they never deadlock. Appends are decided and written by one server-side function (:mod:`.appends`).
+* The appends, and the reads, that wait at one moment in one process share one statement (:mod:`.batches`).
 * A page of summaries is one range of the primary key's index (the key column has the ``"C"`` collation: code point
-  order, as every store lists). ``message_count`` changes with the messages: summaries are exact. Messages are
-  ``bytea``: what was stored comes back byte for byte.
+  order, as every store lists). Messages are ``bytea``: what was stored comes back byte for byte.
 * Every operation ends within ``timeout`` seconds, the waits for its batch and a connection included.
 """
 
@@ -58,8 +54,7 @@ if TYPE_CHECKING:
 INT8_MAX = 2**63 - 1
 
 
-ReadRequest = tuple[str, int, int | None]
-"""One read of a batch: the conversation's key, ``after`` and ``limit`` (``None``: all)."""
+ReadRequest = tuple[str, int, int | None]  # one read of a batch: the key, after and limit (None: all)
 
 
 class Batches(NamedTuple):
@@ -238,8 +233,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         await conn.execute(self.statements.lock_many, [self._lock_key(key) for key in keys])
 
     async def _check(self, conn: PoolConnectionProxy, conversation_key: str, if_match: Collection[str] | None) -> None:
-        current = await conn.fetchval(self.statements.current, conversation_key)
-        current = ABSENT if current is None else current
+        current = await conn.fetchval(self.statements.current, conversation_key) or ABSENT
         if not version_matches(current, if_match):
             raise VersionMismatch(current)
 
@@ -323,16 +317,8 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             for record in records:
                 key = record.conversation_key
                 await self._check(conn, key, [record.expected])
-                await conn.execute(
-                    q.restore_count,
-                    key,
-                    len(record.messages),
-                    record.version,
-                    record.created_at,
-                    record.updated_at,
-                    record.title,
-                    _tags_json(record.tags),
-                )
+                fields = (len(record.messages), record.version, record.created_at, record.updated_at, record.title)
+                await conn.execute(q.restore_count, key, *fields, _tags_json(record.tags))
                 await self._write_messages(conn, key, [bytes(m) for m in record.messages])
 
     async def sweep(self) -> int:
