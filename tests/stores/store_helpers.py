@@ -90,12 +90,12 @@ def call_append_function(base: str, schema: str, batches: Sequence[Sequence[Any]
     import asyncpg
 
     from chatlab.stores.postgres.appends import append_many
-    from chatlab.stores.postgres.statements import statements_for
+    from chatlab.stores.postgres.statements import Statements
 
     async def main() -> list[list[Any]]:
         conn = await asyncpg.connect(base)
         try:
-            call = statements_for(schema).append
+            call = Statements(schema).append
             return [list(await append_many(conn, call, members)) for members in batches]
         finally:
             await conn.close()

@@ -123,7 +123,7 @@ def test_the_batch_function_s_generic_plans_read_through_indexes(postgres_url: s
     import asyncpg
 
     from chatlab.stores.postgres.appends import append_many
-    from chatlab.stores.postgres.statements import statements_for
+    from chatlab.stores.postgres.statements import Statements
 
     _open(base, schema).close()
     plans: list[str] = []
@@ -141,7 +141,7 @@ def test_the_batch_function_s_generic_plans_read_through_indexes(postgres_url: s
             members = [
                 AppendMember(f"lock:k{i}", f"k{i}", 1e9, [b"m"], "g", 1e9, None, f"i{i}", "fp", 2e9) for i in range(3)
             ]
-            await append_many(conn, statements_for(schema).append, members)
+            await append_many(conn, Statements(schema).append, members)
         finally:
             await conn.close()
 

@@ -428,8 +428,8 @@ def test_a_role_that_may_not_create_the_missing_function_reads_and_is_told_why_i
             admin.execute(f'DROP ROLE "{role}"')
 
 
-def _held_batcher(batches: list[list[str]], release: asyncio.Event, patience: float):  # type: ignore[no-untyped-def]
-    """A batcher of two drainers whose first statement runs until ``release`` is set (the scheduling alone)."""
+def _held_batcher(batches: list[list[str]], release: asyncio.Event, statements: int):  # type: ignore[no-untyped-def]
+    """A batcher whose first statement runs until ``release`` is set (the scheduling alone)."""
     from chatlab.stores.postgres.batches import Batcher
 
     async def run(args: list[str], deadline: float) -> list[str]:
@@ -438,16 +438,16 @@ def _held_batcher(batches: list[list[str]], release: asyncio.Event, patience: fl
             await release.wait()
         return args
 
-    return Batcher(run, timeout=lambda: 30.0, late=lambda: StoreError("late"), statements=2, patience=patience)
+    return Batcher(run, timeout=lambda: 30.0, late=lambda: StoreError("late"), statements=statements)
 
 
-def test_calls_queued_behind_a_statement_just_begun_wait_and_share_the_next() -> None:
-    """A second statement does not start while the first is young: the calls behind it go together after it."""
+def test_calls_queued_behind_a_busy_drainer_wait_and_share_the_next() -> None:
+    """With every drainer busy, the calls behind the running statement go together after it."""
 
     async def main() -> None:
         batches: list[list[str]] = []
         release = asyncio.Event()
-        batcher = _held_batcher(batches, release, patience=30.0)
+        batcher = _held_batcher(batches, release, statements=1)
         first = batcher.submit("a")
         await asyncio.sleep(0)  # its statement runs
         later = []
@@ -463,47 +463,19 @@ def test_calls_queued_behind_a_statement_just_begun_wait_and_share_the_next() ->
     asyncio.run(main())
 
 
-def test_calls_behind_a_long_statement_start_another_once_it_is_slow() -> None:
-    """With every caller waiting no later call comes to start a drainer: a timer does, once the statement has run
-    its batcher's patience, so a long read (a large conversation) does not hold up the short ones behind it."""
+def test_calls_behind_a_long_statement_start_another_while_there_is_room() -> None:
+    """A long statement (a large conversation's read) does not hold up the calls behind it while another drainer
+    may run."""
 
     async def main() -> None:
         batches: list[list[str]] = []
         release = asyncio.Event()
-        batcher = _held_batcher(batches, release, patience=0.05)
+        batcher = _held_batcher(batches, release, statements=2)
         first = batcher.submit("a")
         await asyncio.sleep(0)
         assert await asyncio.wait_for(batcher.submit("b"), 5.0) == "b"  # answered while "a" still runs
         assert not first.done() and batches == [["a"], ["b"]]
         release.set()
         assert await first == "a"
-
-    asyncio.run(main())
-
-
-def test_without_a_set_patience_it_follows_how_long_statements_usually_take() -> None:
-    """By default a batcher's patience is derived from the statements it ran: after quick ones, calls queued behind
-    a statement that runs far longer start another at once rather than waiting for it."""
-    from chatlab.stores.postgres.batches import Batcher
-
-    async def main() -> None:
-        batches: list[list[str]] = []
-        release = asyncio.Event()
-
-        async def run(args: list[str], deadline: float) -> list[str]:
-            batches.append(list(args))
-            if args == ["slow"]:
-                await release.wait()
-            return args
-
-        batcher: Batcher[str, str] = Batcher(run, timeout=lambda: 30.0, late=lambda: StoreError("late"), statements=2)
-        for quick in "abcde":
-            assert await batcher.submit(quick) == quick
-        slow = batcher.submit("slow")
-        await asyncio.sleep(0)
-        assert await asyncio.wait_for(batcher.submit("f"), 5.0) == "f"  # answered while "slow" still runs
-        assert not slow.done()
-        release.set()
-        assert await slow == "slow"
 
     asyncio.run(main())

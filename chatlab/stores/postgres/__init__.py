@@ -1,10 +1,6 @@
-"""The PostgreSQL store: chat history shared by any number of service processes (``pip install 'chatlab[postgres]'``).
-
-Split by idea: :mod:`.store` is the :class:`~chatlab.stores.base.ChatHistoryStore` implementation, :mod:`.batches`
-groups concurrent reads and appends into shared statements, :mod:`.appends` holds the append rules (one server-side
-function), :mod:`.statements` the rest of the SQL, :mod:`.schema` the creation and in-place upgrade of the tables,
-:mod:`.connections` the pools and each operation's deadline. It talks to PostgreSQL through asyncpg's public API.
-"""
+"""The PostgreSQL store (asyncpg): :mod:`.store`, with :mod:`.batches` (concurrent calls share statements),
+:mod:`.appends` (the append rules), :mod:`.statements` (the other SQL), :mod:`.schema` (the tables' creation and
+upgrades) and :mod:`.connections` (the pools and each operation's deadline)."""
 
 from __future__ import annotations
 

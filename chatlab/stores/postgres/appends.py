@@ -1,11 +1,6 @@
-"""The append rules of the PostgreSQL store, in one place: a server-side function that decides and writes a batch
-of appends (one or many) in one statement, one transaction.
-
-An append must check its conversation's version (``if_match``) and its idempotency record, then write, as one atomic
-step across every process sharing the database; doing that in the database makes an append (or a batch of them)
-one round trip. The function runs a fixed number of statements whatever the batch's size: the locks, one read of what
-the members need, then one write of everything decided. Between the two, a loop in arrival order decides each member
-against the stored state and the members before it, the rules of one append applied one member at a time:
+"""The append rules of the PostgreSQL store, in one place: a server-side function that locks a batch of appends'
+conversations, reads what they need, decides each in arrival order (seeing the members before it), then writes
+everything decided in one statement: one round trip, one transaction.
 
 * If-Match: the conversation's version (``"0"`` when absent) is in the list, or the list holds ``"*"`` and the
   conversation exists;
@@ -14,10 +9,6 @@ against the stored state and the members before it, the rules of one append appl
 * otherwise the member is written: its messages after the conversation's last, the version the conversation's
   generation and its new count (an empty append writes no message and keeps the version), its record if it has
   a key; and a few expired idempotency records are purged (:data:`PURGE_BATCH` per record written).
-
-Members to one conversation, or to one record, see the members before them: the state of each conversation and of
-each record is kept at the index of its first member in the batch. Python only reads the answers
-(:class:`AppendOutcome`).
 """
 
 from __future__ import annotations
@@ -30,11 +21,11 @@ if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
 
 FUNCTION = "chatlab_append_many_2"
-"""The function's name. A new body gets a new name, never a changed body under the same name, so processes of
-different chatlab versions can share a database, each calling the function it was written for."""
+"""A new body gets a new name, never a changed body under the same name: processes of different chatlab versions
+can share a database, each calling the function it was written for."""
 
 PURGE_BATCH = 16
-"""Expired idempotency records deleted per record written (part of the function's body: a change needs a new name)."""
+"""Expired idempotency records deleted per record written (part of the function's body)."""
 
 PURGE_SCAN = 1024
 """The purge's inner bound, a constant (so even a generic plan reads the expiry index in order)."""
@@ -43,48 +34,38 @@ PURGE_SCAN = 1024
 class AppendMember(NamedTuple):
     """One append as the function takes it."""
 
-    lock_key: str
-    """The conversation's advisory lock key (replace, delete, restore and the sweep take the same one)."""
+    lock_key: str  # the conversation's advisory lock key (every writer of it takes the same one)
     conversation_key: str
-    now: float
-    """Wall-clock time: idempotency records that expire at or before it are dead."""
+    now: float  # wall-clock time: idempotency records that expire at or before it are dead
     messages: Sequence[bytes]
-    generation: str
-    """The version's generation if the conversation does not exist yet."""
-    written_at: float
-    """The store's clock: the conversation's ``updated_at`` (and ``created_at`` when new)."""
+    generation: str  # the version's generation if the conversation does not exist yet
+    written_at: float  # the store's clock: the conversation's updated_at (and created_at when new)
     if_match: Sequence[str] | None = None
     idempotency_key: str | None = None
     fingerprint: str | None = None
     expires_at: float | None = None
-    """When the idempotency record written by this append expires."""
 
 
 class AppendOutcome(NamedTuple):
     """What the function decided for one member."""
 
-    before: str | None
-    """The conversation's version before the member (``None``: it did not exist)."""
-    fingerprint: str | None
-    """The live idempotency record that answered it (``None``: none did), and the version it recorded."""
-    recorded: str | None
-    written: str | None
-    """The version the member wrote (``None``: refused, by ``if_match`` or by an idempotency record)."""
+    before: str | None  # the conversation's version before the member (None: it did not exist)
+    fingerprint: str | None  # the live idempotency record that answered it (None: none did)...
+    recorded: str | None  # ... and the version it recorded
+    written: str | None  # the version the member wrote (None: refused)
 
 
 CREATE_FUNCTION = (
     "CREATE OR REPLACE FUNCTION {function}(text[], text[], float8[], int4[], bytea[], text[],"
     " float8[], text[], int4[], text[], text[], float8[])"
     " RETURNS TABLE (o_index int4, o_version text, o_fingerprint text, o_recorded text, o_written text)"
-    # generic plans, planned once per session (custom ones would be planned anew on every call); planned
-    # maybe while the tables are empty, so no sequential scan, which would read the tables once large
+    # generic plans (planned once per session), maybe while the tables are empty: so no sequential scan
     " LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off"
     " AS $fn$ DECLARE n int4 := cardinality($2); r record; i int4; ci int4;"
     " cv text[]; cn int8[]; cp int8[]; cg text[]; ca int8[]; cf float8[]; cl float8[];"
     " pf text[]; pv text[]; pe float8[]; pw bool[]; wp int8[]; bo int4[];"
     " mo int4 := 0; bn int4 := 0; records int4 := 0; v text; mt text[]; ok bool; w text; BEGIN"
-    # every conversation's lock, in the one order of every taker of several (the lock key's hash; equal hashes are
-    # one lock): batches, the sweep and restore never deadlock
+    # the locks in the one order of every taker of several (the key's hash): batches, sweep, restore never deadlock
     " PERFORM pg_advisory_xact_lock(s.h) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h"
     " FROM unnest($1) AS k ORDER BY h OFFSET 0) AS s;"
     # a fresh snapshot after the locks: the stored conversations and records, at their first members
@@ -128,9 +109,8 @@ CREATE_FUNCTION = (
     " WHERE ca[s.i] > 0 ON CONFLICT (conversation_key) DO UPDATE SET"
     " message_count = x.message_count + excluded.message_count, version = excluded.version,"
     " updated_at = excluded.updated_at),"
-    # the purge: expired records, the oldest, through the expiry index, skipping those a concurrent append is
-    # deleting, never one this statement writes (a statement must not touch a row twice); deleted by their row ids,
-    # whatever the plan's guess of how many
+    # the purge: the oldest expired records, through the expiry index, skipping those a concurrent append deletes
+    # and those this statement writes (it must not touch a row twice); by row ids, whatever the plan's guess
     " purged AS (DELETE FROM {idempotency} WHERE ctid = ANY(ARRAY(SELECT s.ctid FROM (SELECT ctid"
     " FROM {idempotency} WHERE records > 0 AND expires_at <= (SELECT min(u.t) FROM unnest($3) AS u(t))"
     " AND NOT coalesce(conversation_key = ANY($2) AND idempotency_key = ANY($10), false)"
@@ -140,7 +120,7 @@ CREATE_FUNCTION = (
     " WHERE pw[s.i] ON CONFLICT (conversation_key, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
     " version = excluded.version, expires_at = excluded.expires_at; END IF; END $fn$"
 )
-"""The function's creation, its table names to fill in by :func:`create_function`."""
+"""The function's creation, its quoted table names to fill in (``str.format``)."""
 
 CALL = (
     "SELECT * FROM {function}($1::text[], $2::text[], $3::float8[], $4::int4[], $5::bytea[],"
@@ -148,21 +128,13 @@ CALL = (
 )
 
 
-def create_function(names: dict[str, str]) -> str:
-    """The ``CREATE FUNCTION`` statement, with ``names`` (quoted, schema-qualified ``function``, ``conversations``,
-    ``messages``, ``idempotency``) filled in."""
-    return CREATE_FUNCTION.format(**names)
-
-
-def call_function(names: dict[str, str]) -> str:
-    """The statement that appends a batch: one call of the function, one row per member."""
-    return CALL.format(**names)
-
-
-def arguments(members: Sequence[AppendMember]) -> list[object]:
-    """The function's twelve arrays: one element per member, the messages and the ``if_match`` lists flattened one
-    member after another (with each list's length, -1 for none)."""
-    return [
+async def append_many(
+    conn: Connection | PoolConnectionProxy, call: str, members: Sequence[AppendMember]
+) -> list[AppendOutcome]:
+    """Run a batch (``call``: :data:`CALL` filled in) on ``conn``, in one implicit transaction; the outcomes in the
+    members' order. The messages and the ``if_match`` lists go flattened, with each list's length (-1: none)."""
+    rows = await conn.fetch(
+        call,
         [m.lock_key for m in members],
         [m.conversation_key for m in members],
         [m.now for m in members],
@@ -175,18 +147,5 @@ def arguments(members: Sequence[AppendMember]) -> list[object]:
         [m.idempotency_key for m in members],
         [m.fingerprint for m in members],
         [m.expires_at for m in members],
-    ]
-
-
-async def append_many(
-    conn: Connection | PoolConnectionProxy, call: str, members: Sequence[AppendMember]
-) -> list[AppendOutcome]:
-    """Run a batch (``call``: :func:`call_function`'s statement) on ``conn``: one round trip, one implicit
-    transaction, committed when it returns. The outcomes are in the members' order."""
-    rows = await conn.fetch(call, *arguments(members))
-    outcomes: list[AppendOutcome | None] = [None] * len(members)
-    for index, before, fingerprint, recorded, written in rows:
-        outcomes[index - 1] = AppendOutcome(before, fingerprint, recorded, written)
-    if any(outcome is None for outcome in outcomes):  # pragma: no cover - the function answers every member
-        raise RuntimeError("the append function left a member unanswered")
-    return [outcome for outcome in outcomes if outcome is not None]
+    )
+    return [AppendOutcome(*row[1:]) for row in sorted(rows, key=lambda row: row[0])]

@@ -1,11 +1,8 @@
-"""When and how the PostgreSQL store's tables and append function are created, or upgraded in place.
-
-Among processes that may start together: creation and upgrades take an advisory lock on the schema's name and look
-again after the wait, and DDL runs only where something is missing, so a role with no ``CREATE`` right can use a
-schema someone else made. Versions 1 to 3 are upgraded in place (each conversation gets a version, then the
-timestamps of the upgrade's time, then no title and no tags); a newer version is refused. The append function is
-created beside the tables where it is missing (a schema an older chatlab made): the tables stay as they are, so older
-processes can share them.
+"""The creation, or in-place upgrade, of the PostgreSQL store's tables and append function, by processes that may
+start together: under an advisory lock on the schema's name, looking again after the wait, and only where something
+is missing (a role with no ``CREATE`` right can use a schema someone else made). Versions 1 to 3 are upgraded in
+place; a newer one is refused. A missing append function (an older chatlab's schema) is created beside the tables,
+which stay as they are, so older processes can share them.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..base import StoreError
 from . import appends
-from .statements import SCHEMA_VERSION, Statements, Step
+from .statements import SCHEMA_VERSION, Statements
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -32,42 +29,39 @@ class Schema:
         self._where = where
         self._clock = clock
         self.ready = False
-        self.appends_refused: str | None = None
-        """Why appends cannot run (the append function is missing and this role may not create it), or ``None``."""
+        self.appends_refused: str | None = None  # why: the append function is missing and this role may not create it
 
     async def ensure(self, conn: PoolConnectionProxy) -> None:
         """Create or upgrade the tables and the append function where needed; at once when done before."""
         if self.ready:
             return
+        import asyncpg
+
         q = self._q
         async with conn.transaction():
             if not await conn.fetchval(q.tables_exist, q.schema):
-                # CREATE ... IF NOT EXISTS alone can still collide on the catalog's unique indexes; DDL on tables
-                # already in use could deadlock with their writers: look again under the lock
+                # IF NOT EXISTS alone can collide on the catalog; DDL could deadlock with writers: look again locked
                 await self._lock(conn)
                 if not await conn.fetchval(q.tables_exist, q.schema):
-                    await self._create(conn)
+                    if not await conn.fetchval(q.schema_exists, q.schema):
+                        await conn.execute(q.create_schema)
+                    for sql in q.create:
+                        await conn.execute(sql)
             version = await conn.fetchval(q.version_get)
             if version is not None and int(version) in q.upgrades:
                 await self._lock(conn)
                 version = await conn.fetchval(q.version_get)
-                if version is not None and int(version) in q.upgrades:  # not upgraded by another process meanwhile
-                    await self._run(conn, q.upgrades[int(version)])
+                if version is not None and int(version) in q.upgrades:  # not upgraded by another process
+                    for sql in q.upgrades[int(version)]:
+                        await conn.execute(sql)
+                    if int(version) < 3:
+                        await conn.execute(q.fill_timestamps, self._clock())
                     version = await conn.fetchval(q.version_get)
         if version is None or int(version) != SCHEMA_VERSION:
             raise StoreError(
                 f"PostgreSQL store {self._where} schema {q.schema} has schema version {version}; "
                 f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 3) only"
             )
-        await self._ensure_function(conn)
-        self.ready = True
-
-    async def _ensure_function(self, conn: PoolConnectionProxy) -> None:
-        import asyncpg
-
-        q = self._q
-        if await conn.fetchval(q.function_exists, q.schema, appends.FUNCTION):
-            return
         try:
             async with conn.transaction():
                 await self._lock(conn)
@@ -79,20 +73,7 @@ class Schema:
                 f" may not create it ({exc}): run chatlab once with a role that may create in the schema"
             )
             log.warning("%s; appends fail until then", self.appends_refused)
+        self.ready = True
 
     async def _lock(self, conn: PoolConnectionProxy) -> None:
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"chatlab-schema:{self._q.schema}")
-
-    async def _create(self, conn: PoolConnectionProxy) -> None:
-        q = self._q
-        if not await conn.fetchval(q.schema_exists, q.schema):
-            await conn.execute(q.create_schema)
-        await self._run(conn, q.create)
-        await conn.execute(q.version_set, str(SCHEMA_VERSION))
-
-    async def _run(self, conn: PoolConnectionProxy, steps: tuple[Step, ...]) -> None:
-        for step in steps:
-            if step.with_now:
-                await conn.execute(step.sql, self._clock())
-            else:
-                await conn.execute(step.sql)

@@ -1,22 +1,16 @@
-"""The SQL of the PostgreSQL store: its tables, their in-place upgrades, and every statement it runs.
-
-Built once per store for its schema (:func:`statements_for`): table names are quoted identifiers, never text pasted
-in. The append rules are one server-side function, in :mod:`.appends`; this module only names and calls it.
-Parameters are numbered (``$1``), as asyncpg prepares them.
+"""The SQL of the PostgreSQL store: its tables, their in-place upgrades, and every statement it runs (the append
+function's in :mod:`.appends`), for one schema. Table names are quoted identifiers, never text pasted in.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from . import appends
 
 SCHEMA_VERSION = 4
-"""The layout these statements read and write: ``chatlab_meta``, ``chatlab_conversations`` (with versions,
-``created_at``/``updated_at``, ``title`` and ``tags``), ``chatlab_messages``, ``chatlab_idempotency``."""
+"""The layout these statements read and write."""
 
 SWEEP_BATCH = 1000
-"""At most this many conversations deleted by one of the retention sweep's transactions (each holds their locks)."""
+"""At most this many conversations deleted by one of the retention sweep's transactions."""
 
 
 def quoted(*names: str) -> str:
@@ -24,146 +18,85 @@ def quoted(*names: str) -> str:
     return ".".join('"' + name.replace('"', '""') + '"' for name in names)
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One statement of a schema's creation or upgrade; ``with_now`` takes the upgrade's time as ``$1``."""
-
-    sql: str
-    with_now: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class Statements:
     """Every statement of the store, for one schema."""
 
-    schema: str
-    create_schema: str
-    create: tuple[Step, ...]
-    upgrades: dict[int, tuple[Step, ...]]
-    """The steps that bring a schema of each older version to :data:`SCHEMA_VERSION`."""
-    schema_exists: str
-    tables_exist: str
-    version_get: str
-    version_set: str
-    function_exists: str
-    create_append_function: str
-    append: str
-    read: str
-    lock: str
-    lock_many: str
-    current: str
-    replace_count: str
-    restore_count: str
-    insert_messages: str
-    delete_messages: str
-    delete_messages_many: str
-    delete_conversation: str
-    due: str
-    sweep: str
-    summary_for_update: str
-    set_metadata: str
-    summaries: str
-    summaries_below: str
-    summaries_tagged: str
-    summaries_tagged_below: str
-    custom_plans: str
+    def __init__(self, schema: str) -> None:
+        names = {
+            "schema": quoted(schema),
+            "meta": quoted(schema, "chatlab_meta"),
+            "conversations": quoted(schema, "chatlab_conversations"),
+            "messages": quoted(schema, "chatlab_messages"),
+            "idempotency": quoted(schema, "chatlab_idempotency"),
+            "function": quoted(schema, appends.FUNCTION),
+        }
 
+        def sql(text: str) -> str:
+            return text.format(**names)
 
-def statements_for(schema: str) -> Statements:
-    """The statements of a store whose tables live in ``schema``."""
-    names = {
-        "schema": quoted(schema),
-        "meta": quoted(schema, "chatlab_meta"),
-        "conversations": quoted(schema, "chatlab_conversations"),
-        "messages": quoted(schema, "chatlab_messages"),
-        "idempotency": quoted(schema, "chatlab_idempotency"),
-        "idempotency_expiry": quoted("chatlab_idempotency_expiry"),
-        "updated_index": quoted("chatlab_conversations_updated"),
-        "tags_index": quoted("chatlab_conversations_tags"),
-        "function": quoted(schema, appends.FUNCTION),
-    }
-
-    def sql(text: str) -> str:
-        return text.format(**names)
-
-    timestamps = (  # schema version 3
-        Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS created_at double precision")),
-        Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS updated_at double precision")),
-        Step(
-            sql(
-                "UPDATE {conversations} SET created_at = coalesce(created_at, $1::float8),"
-                " updated_at = coalesce(updated_at, $1::float8) WHERE created_at IS NULL OR updated_at IS NULL"
-            ),
-            with_now=True,
-        ),
-        Step(sql("CREATE INDEX IF NOT EXISTS {updated_index} ON {conversations} (updated_at)")),
-    )
-    idempotency_tables = (
-        Step(
+        timestamps = (  # schema version 3 (then ``fill_timestamps``)
+            sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS created_at double precision"),
+            sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS updated_at double precision"),
+            sql("CREATE INDEX IF NOT EXISTS chatlab_conversations_updated ON {conversations} (updated_at)"),
+        )
+        idempotency_tables = (
             sql(
                 "CREATE TABLE IF NOT EXISTS {idempotency} ("
                 " conversation_key text NOT NULL, idempotency_key text NOT NULL, fingerprint text NOT NULL,"
                 " version text NOT NULL, expires_at double precision NOT NULL,"
                 " PRIMARY KEY (conversation_key, idempotency_key))"
-            )
-        ),
-        Step(sql("CREATE INDEX IF NOT EXISTS {idempotency_expiry} ON {idempotency} (expires_at)")),
-    )
-    metadata = (  # schema version 4
-        Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS title text")),
-        Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS tags jsonb NOT NULL DEFAULT '{{}}'")),
-        # keys in code point order (the byte order of UTF-8), as the other stores sort: then the primary key's index
-        # serves a page in that order, whatever the database's collation (a no-op where the column has it already)
-        Step(sql('ALTER TABLE {conversations} ALTER COLUMN conversation_key TYPE text COLLATE "C"')),
-        Step(sql("CREATE INDEX IF NOT EXISTS {tags_index} ON {conversations} USING gin (tags jsonb_path_ops)")),
-    )
-    set_version = Step(sql(f"UPDATE {{meta}} SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'"))
-    columns = "conversation_key, message_count, version, created_at, updated_at, title, tags::text"
-
-    def page(*, below: bool, tagged: bool) -> str:
-        """A page of summaries: keys from ``$1`` on except ``$2`` (the page's ``after``, or NULL), at most ``$3``
-        (NULL: all); then, if ``below``, only keys below ``$4`` (the end of a prefix's range), and if ``tagged``,
-        only rows carrying the tags of the JSON object in the last parameter. A range of the primary key's index in
-        its order, so a page reads only its rows; a tag filter is a statement of its own, whose plan may use the
-        tags' GIN index instead."""
-        where = "conversation_key >= $1 AND conversation_key IS DISTINCT FROM $2"
-        if below:
-            where += " AND conversation_key < $4"
-        if tagged:
-            where += f" AND tags @> ${5 if below else 4}::jsonb"
-        return sql(f"SELECT {columns} FROM {{conversations}} WHERE {where} ORDER BY conversation_key LIMIT $3")
-
-    return Statements(
-        schema=schema,
-        create_schema=sql("CREATE SCHEMA IF NOT EXISTS {schema}"),
-        create=(
-            Step(sql("CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)")),
-            Step(
-                sql(
-                    "CREATE TABLE IF NOT EXISTS {conversations} ("
-                    ' conversation_key text COLLATE "C" PRIMARY KEY, message_count bigint NOT NULL, version text,'
-                    " created_at double precision, updated_at double precision)"
-                )
             ),
-            Step(
-                sql(
-                    "CREATE TABLE IF NOT EXISTS {messages} ("
-                    " conversation_key text NOT NULL, position bigint NOT NULL, body bytea NOT NULL,"
-                    " PRIMARY KEY (conversation_key, position))"
-                )
+            sql("CREATE INDEX IF NOT EXISTS chatlab_idempotency_expiry ON {idempotency} (expires_at)"),
+        )
+        metadata = (  # schema version 4
+            sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS title text"),
+            sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS tags jsonb NOT NULL DEFAULT '{{}}'"),
+            # keys in code point order (the byte order of UTF-8), as the other stores sort: then the primary key's index
+            # serves a page in that order, whatever the database's collation (a no-op where the column has it already)
+            sql('ALTER TABLE {conversations} ALTER COLUMN conversation_key TYPE text COLLATE "C"'),
+            sql(
+                "CREATE INDEX IF NOT EXISTS chatlab_conversations_tags ON {conversations}"
+                " USING gin (tags jsonb_path_ops)"
+            ),
+        )
+        set_version = sql(f"UPDATE {{meta}} SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'")
+        columns = "conversation_key, message_count, version, created_at, updated_at, title, tags::text"
+
+        def page(below: bool, tagged: bool) -> str:
+            """Summaries: keys from ``$1`` on except ``$2``, at most ``$3`` (NULL: all), under ``$4`` if ``below``, with
+            the tags of the JSON object in the last parameter if ``tagged``: a range of the primary key's index."""
+            where = "conversation_key >= $1 AND conversation_key IS DISTINCT FROM $2"
+            if below:
+                where += " AND conversation_key < $4"
+            if tagged:
+                where += f" AND tags @> ${5 if below else 4}::jsonb"
+            return sql(f"SELECT {columns} FROM {{conversations}} WHERE {where} ORDER BY conversation_key LIMIT $3")
+
+        self.schema = schema
+        self.create_schema = sql("CREATE SCHEMA IF NOT EXISTS {schema}")
+        self.create = (
+            sql("CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)"),
+            sql(
+                "CREATE TABLE IF NOT EXISTS {conversations} ("
+                ' conversation_key text COLLATE "C" PRIMARY KEY, message_count bigint NOT NULL, version text,'
+                " created_at double precision, updated_at double precision)"
+            ),
+            sql(
+                "CREATE TABLE IF NOT EXISTS {messages} ("
+                " conversation_key text NOT NULL, position bigint NOT NULL, body bytea NOT NULL,"
+                " PRIMARY KEY (conversation_key, position))"
             ),
             *idempotency_tables,
             *timestamps,
             *metadata,
-        ),
-        upgrades={
+            sql(f"INSERT INTO {{meta}} VALUES ('schema_version', '{SCHEMA_VERSION}') ON CONFLICT DO NOTHING"),
+        )
+        self.upgrades: dict[int, tuple[str, ...]] = {
             1: (
-                Step(sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS version text")),
-                Step(
-                    sql(
-                        "UPDATE {conversations} SET version = substr(md5(random()::text || clock_timestamp()::text"
-                        " || conversation_key), 1, 16) || '.' || message_count WHERE version IS NULL"
-                    )
+                sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS version text"),
+                sql(
+                    "UPDATE {conversations} SET version = substr(md5(random()::text || clock_timestamp()::text"
+                    " || conversation_key), 1, 16) || '.' || message_count WHERE version IS NULL"
                 ),
                 *idempotency_tables,
                 *timestamps,
@@ -172,62 +105,63 @@ def statements_for(schema: str) -> Statements:
             ),
             2: (*timestamps, *metadata, set_version),
             3: (*metadata, set_version),
-        },
-        schema_exists="SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1",
-        tables_exist="SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = 'chatlab_meta'",
-        version_get=sql("SELECT value FROM {meta} WHERE key = 'schema_version'"),
-        version_set=sql("INSERT INTO {meta} (key, value) VALUES ('schema_version', $1) ON CONFLICT DO NOTHING"),
-        function_exists="SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"
-        " ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = $2",
-        create_append_function=appends.create_function(names),
-        append=appends.call_function(names),
-        # a batch of reads (one or more) of slices (a NULL limit: all) in one statement: one snapshot, one row per
-        # key in order (a NULL count: no such conversation)
-        read=sql(
+        }
+        self.fill_timestamps = sql(
+            "UPDATE {conversations} SET created_at = coalesce(created_at, $1::float8),"
+            " updated_at = coalesce(updated_at, $1::float8) WHERE created_at IS NULL OR updated_at IS NULL"
+        )
+        """Gives the rows of a schema older than version 3 the upgrade's time (``$1``)."""
+        self.schema_exists = "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1"
+        self.tables_exist = "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = 'chatlab_meta'"
+        self.version_get = sql("SELECT value FROM {meta} WHERE key = 'schema_version'")
+        self.function_exists = (
+            "SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"
+            " ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = $2"
+        )
+        self.create_append_function = sql(appends.CREATE_FUNCTION)
+        self.append = sql(appends.CALL)
+        # a batch of reads of slices (a NULL limit: all): one snapshot, one row per key in order
+        self.read = sql(
             "SELECT c.message_count, c.version, ARRAY(SELECT m.body FROM {messages} m"
             " WHERE m.conversation_key = k.key AND m.position >= k.after ORDER BY m.position LIMIT k.lim)"
             " FROM unnest($1::text[], $2::int8[], $3::int8[]) WITH ORDINALITY AS k(key, after, lim, ord)"
             " LEFT JOIN {conversations} c ON c.conversation_key = k.key ORDER BY k.ord"
-        ),
-        lock="SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-        # the locks of many keys in the append function's order (a sorted subquery, OFFSET 0: taken in order), so
-        # whoever takes several (a batch of appends, the sweep, a restore) never deadlocks with another
-        lock_many="SELECT pg_advisory_xact_lock(s.h) FROM (SELECT hashtextextended(t.k, 0) AS h"
-        " FROM unnest($1::text[]) WITH ORDINALITY AS t(k, ord) ORDER BY h, t.ord OFFSET 0) AS s",
-        current=sql("SELECT version FROM {conversations} WHERE conversation_key = $1"),
-        replace_count=sql(
+        )
+        # write locks in the append function's order (a sorted subquery, OFFSET 0: taken in order): no deadlocks
+        self.lock_many = (
+            "SELECT pg_advisory_xact_lock(s.h) FROM (SELECT hashtextextended(t.k, 0) AS h"
+            " FROM unnest($1::text[]) WITH ORDINALITY AS t(k, ord) ORDER BY h, t.ord OFFSET 0) AS s"
+        )
+        self.current = sql("SELECT version FROM {conversations} WHERE conversation_key = $1")
+        self.replace_count = sql(
             "INSERT INTO {conversations} AS c (conversation_key, message_count, version, created_at, updated_at)"
             " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (conversation_key) DO UPDATE SET"
             " message_count = excluded.message_count, version = excluded.version, updated_at = excluded.updated_at"
-        ),
-        restore_count=sql(
+        )
+        self.restore_count = sql(
             "INSERT INTO {conversations} AS c (conversation_key, message_count, version, created_at, updated_at,"
             " title, tags) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (conversation_key) DO UPDATE SET"
             " message_count = excluded.message_count, version = excluded.version,"
             " created_at = excluded.created_at, updated_at = excluded.updated_at,"
             " title = excluded.title, tags = excluded.tags"
-        ),
-        insert_messages=sql(
+        )
+        self.insert_messages = sql(
             "INSERT INTO {messages} (conversation_key, position, body)"
-            " SELECT $1, $2::int8 + t.ord - 1, t.body FROM unnest($3::bytea[]) WITH ORDINALITY AS t(body, ord)"
-        ),
-        delete_messages=sql("DELETE FROM {messages} WHERE conversation_key = $1"),
-        delete_messages_many=sql("DELETE FROM {messages} WHERE conversation_key = ANY($1::text[])"),
-        delete_conversation=sql("DELETE FROM {conversations} WHERE conversation_key = $1"),
-        due=sql(
+            " SELECT $1, t.ord - 1, t.body FROM unnest($2::bytea[]) WITH ORDINALITY AS t(body, ord)"
+        )
+        self.delete_messages = sql("DELETE FROM {messages} WHERE conversation_key = ANY($1::text[])")
+        self.delete_conversation = sql("DELETE FROM {conversations} WHERE conversation_key = $1")
+        self.due = sql(
             "SELECT conversation_key FROM {conversations} WHERE updated_at <= $1"
             f" ORDER BY conversation_key LIMIT {SWEEP_BATCH}"
-        ),
-        sweep=sql(
+        )
+        self.sweep = sql(
             "DELETE FROM {conversations} WHERE conversation_key = ANY($1::text[]) AND updated_at <= $2"
             " RETURNING conversation_key"
-        ),
+        )
         # the row locked until commit: a change is computed in Python from what it read (MetadataChange.applied)
-        summary_for_update=sql(f"SELECT {columns} FROM {{conversations}} WHERE conversation_key = $1 FOR UPDATE"),
-        set_metadata=sql("UPDATE {conversations} SET title = $2, tags = $3::jsonb WHERE conversation_key = $1"),
-        summaries=page(below=False, tagged=False),
-        summaries_below=page(below=True, tagged=False),
-        summaries_tagged=page(below=False, tagged=True),
-        summaries_tagged_below=page(below=True, tagged=True),
-        custom_plans="SET LOCAL plan_cache_mode = force_custom_plan",
-    )
+        self.summary_for_update = sql(f"SELECT {columns} FROM {{conversations}} WHERE conversation_key = $1 FOR UPDATE")
+        self.set_metadata = sql("UPDATE {conversations} SET title = $2, tags = $3::jsonb WHERE conversation_key = $1")
+        # the page statements, by whether they have an upper bound and a tag filter
+        self.pages = {(below, tagged): page(below, tagged) for below in (False, True) for tagged in (False, True)}
+        self.custom_plans = "SET LOCAL plan_cache_mode = force_custom_plan"

@@ -1,28 +1,13 @@
 """Chat history in PostgreSQL, shared by any number of service processes (asyncpg; ``pip install 'chatlab[postgres]'``).
 
-Guarantees:
-
-* Each write is one transaction, committed before the call returns: a crash of the service process afterwards loses
-  nothing (PostgreSQL's own durability then applies: ``fsync`` and ``synchronous_commit`` on, as by default).
-* Every write first takes a transaction-scoped advisory lock on its conversation's key, then checks ``if_match`` (and
-  an append its idempotency record), writes and records in the same transaction: a check and its write are one
-  atomic step across processes, also for a conversation that does not exist yet. Concurrent appends to one
-  conversation, from any process, get disjoint contiguous ranges of positions, in commit order.
-* Appends are decided and written by one server-side function (:mod:`.appends`, the one home of the append rules):
-  one statement, one round trip, for one append or a batch. The appends that wait at one moment in one process go
-  together (:mod:`.batches`); a refusal is its member's alone, members to one conversation see each other in arrival
-  order, and a failure fails every member and writes nothing.
-* Reads that wait at one moment go together too: one statement over the array of keys, one snapshot taken after every
-  member's call began. :meth:`read_slice` reads only the positions asked for (the client's incremental reads).
-* A page of summaries is one range of the primary key's index in key order (the key column has the ``"C"``
-  collation: code point order, as every store lists), so it reads only its rows; a title and tags live in the
-  conversation's row, kept by a replace and dropped with a delete or the sweep.
-* ``message_count`` changes in the same transaction as the messages: summaries are exact. Messages are ``bytea``:
-  what was stored is what comes back, byte for byte.
-* Whoever takes several conversations' locks in one transaction (a batch of appends, the retention sweep, a restore)
-  takes them in one order, so they never deadlock.
-* Every operation ends within ``timeout`` seconds, the waits for its batch and a connection included, even when the
-  server or the network stops answering (:mod:`.connections`).
+* Each write is one transaction, committed before the call returns, under a transaction-scoped advisory lock on its
+  conversation's key: the ``if_match`` check (and an append's idempotency record) and the write are one atomic step
+  across processes. Whoever takes several such locks (a batch of appends, the sweep, a restore) takes them in one
+  order, so they never deadlock. Appends are decided and written by one server-side function (:mod:`.appends`).
+* The appends, and the reads, that wait at one moment in one process share one statement (:mod:`.batches`).
+* A page of summaries is one range of the primary key's index (the key column has the ``"C"`` collation: code point
+  order, as every store lists). Messages are ``bytea``: what was stored comes back byte for byte.
+* Every operation ends within ``timeout`` seconds, the waits for its batch and a connection included.
 """
 
 from __future__ import annotations
@@ -31,8 +16,8 @@ import asyncio
 import json
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from dataclasses import replace as replace_fields
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._urls import split_url
@@ -40,7 +25,6 @@ from ..base import (
     ABSENT,
     ChatHistoryStore,
     Conversation,
-    ConversationArray,
     ConversationRecord,
     ConversationSlice,
     ConversationSummary,
@@ -59,45 +43,29 @@ from ..base import (
 from ..metadata import MetadataChange
 from .appends import AppendMember, AppendOutcome, append_many
 from .batches import Batcher
-from .connections import CHATLAB_PARAMETERS, Connections, PoolSettings, redacted
+from .connections import CHATLAB_PARAMETERS, Connections, redacted
 from .schema import Schema
-from .statements import SCHEMA_VERSION, statements_for
+from .statements import SCHEMA_VERSION, Statements
 
 if TYPE_CHECKING:
     from asyncpg import Record
     from asyncpg.pool import PoolConnectionProxy
 
 INT8_MAX = 2**63 - 1
-EMPTY_ARRAY = ConversationArray(b"[]", 0, ABSENT)
 
 
-class ReadRequest(NamedTuple):
-    """One read of a batch: the conversation, its first position, and at most how many messages (``None``: all)."""
-
-    conversation_key: str
-    after: int
-    limit: int | None
+ReadRequest = tuple[str, int, int | None]  # one read of a batch: the key, after and limit (None: all)
 
 
-class ReadRow(NamedTuple):
-    """One read's answer: the conversation's message count, its version, and the messages asked for."""
-
-    message_count: int
-    version: str
-    messages: list[bytes]
-
-
-@dataclass(frozen=True, slots=True)
-class Batches:
+class Batches(NamedTuple):
     """The store's batchers of one event loop."""
 
-    reads: Batcher[ReadRequest, ReadRow | None]
+    reads: Batcher[ReadRequest, ConversationSlice]
     appends: Batcher[AppendMember, AppendOutcome]
 
 
 def _refused_alone(exc: Exception) -> bool:
-    """Whether a batch failed on one member's arguments (asyncpg's encoding of them, or the server's refusal before
-    it ran anything): the members then run one at a time."""
+    """Whether a batch failed on one member's arguments, refused by asyncpg or the server before anything ran."""
     import asyncpg
 
     cause = exc.__cause__ if isinstance(exc, StoreError) else exc
@@ -107,7 +75,6 @@ def _refused_alone(exc: Exception) -> bool:
 
 
 def _summary(row: Record) -> ConversationSummary:
-    """A summary from a row of the summary columns (``tags`` as JSON text)."""
     key, count, version, created_at, updated_at, title, tags = row
     return ConversationSummary(key, count, version, created_at, updated_at, title, json.loads(tags))
 
@@ -122,16 +89,8 @@ def _check_key(conversation_key: str) -> None:
 
 
 class PostgresChatHistoryStore(ChatHistoryStore):
-    """History in four tables of one PostgreSQL schema (created on first use).
-
-    ``url`` is a libpq-style URL (``postgresql://user@host:5432/db``, ``postgres://`` too); the extra query parameter
-    ``schema=NAME`` puts the tables in that schema (created if missing) instead of ``public``. ``timeout`` bounds
-    each operation on the client side, the waits for its batch and a connection included; ``statement_timeout``
-    (seconds, ``None`` for the server's) bounds each statement on the server, lock waits included. ``min_size`` and
-    ``max_size`` size each event loop's pool. ``read_statements`` and ``append_statements``: how many read and
-    append statements of one event loop may run at once (each takes a connection; the calls waiting meanwhile form
-    the next batch); ``max_batch``: at most this many calls share one statement.
-    """
+    """History in four tables of one PostgreSQL schema, created on first use: ``schema`` (or ``?schema=NAME`` in the
+    libpq ``url``), ``public`` by default. The other options (timeouts, pool sizes, batching): docs/stores.md."""
 
     schema_version = SCHEMA_VERSION
 
@@ -155,9 +114,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         conninfo, ours = split_url(url, CHATLAB_PARAMETERS)
         self.conninfo = conninfo
         self.schema = schema or ours.get("schema") or "public"
-        self.statement_timeout = statement_timeout
-        self.min_size = min_size
-        self.max_size = max_size
         self.read_statements = max(1, min(read_statements, max_size))
         self.append_statements = max(1, min(append_statements, max_size))
         self.max_batch = max_batch
@@ -165,12 +121,17 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         self.description = (
             f"Chat history is stored in PostgreSQL at {self.where} (schema {self.schema}) and exposed over HTTP."
         )
-        self.statements = statements_for(self.schema)
+        self.statements = Statements(self.schema)
         self._schema = Schema(self.statements, where=self.where, clock=lambda: self.clock())
-        settings = PoolSettings.of(
-            conninfo, min_size=min_size, max_size=max_size, statement_timeout=statement_timeout, timeout=timeout
+        self.connections = Connections(
+            conninfo,
+            where=self.where,
+            timeout=timeout,
+            min_size=min_size,
+            max_size=max_size,
+            statement_timeout=statement_timeout,
+            prepare=self._schema.ensure,
         )
-        self.connections = Connections(settings, where=self.where, timeout=timeout, prepare=self._schema.ensure)
         self._batches: dict[asyncio.AbstractEventLoop, Batches] = {}
 
     def __repr__(self) -> str:
@@ -178,7 +139,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
 
     @property
     def timeout(self) -> float:
-        """Seconds each operation may take (settable)."""
         return self.connections.timeout
 
     @timeout.setter
@@ -186,48 +146,35 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         self.connections.timeout = value
 
     def batches(self) -> Batches:
-        """The batchers of the running event loop (made on first use there)."""
+        """The running event loop's batchers."""
         loop = asyncio.get_running_loop()
         batches = self._batches.get(loop)
         if batches is None:
             for closed in [other for other in self._batches if other.is_closed()]:
                 del self._batches[closed]
-
-            def timeout() -> float:
-                return self.connections.timeout
-
-            late = self.connections.no_connection
+            batcher = partial(
+                Batcher,
+                timeout=lambda: self.connections.timeout,
+                late=self.connections.no_connection,
+                max_batch=self.max_batch,
+                alone=_refused_alone,
+            )
             batches = self._batches[loop] = Batches(
-                Batcher(
-                    self._read_many,
-                    timeout=timeout,
-                    late=late,
-                    statements=self.read_statements,
-                    max_batch=self.max_batch,
-                    alone=_refused_alone,
-                ),
-                Batcher(
-                    self._append_many,
-                    timeout=timeout,
-                    late=late,
-                    statements=self.append_statements,
-                    max_batch=self.max_batch,
-                    alone=_refused_alone,
-                ),
+                batcher(self._read_many, statements=self.read_statements),
+                batcher(self._append_many, statements=self.append_statements),
             )
         return batches
 
-    # -- batches' statements ------------------------------------------------------------
-
-    async def _read_many(self, requests: list[ReadRequest], deadline: float) -> list[ReadRow | None]:
+    async def _read_many(self, requests: list[ReadRequest], deadline: float) -> list[ConversationSlice]:
+        # positions past bigint read as far as any can
+        afters = [min(after, INT8_MAX) for _, after, _ in requests]
+        limits = [None if limit is None or limit > INT8_MAX else limit for _, _, limit in requests]
         async with self.connections.acquire(deadline) as conn:
-            rows = await conn.fetch(
-                self.statements.read,
-                [r.conversation_key for r in requests],
-                [r.after for r in requests],
-                [r.limit for r in requests],
-            )
-        return [None if count is None else ReadRow(count, version, messages) for count, version, messages in rows]
+            rows = await conn.fetch(self.statements.read, [key for key, _, _ in requests], afters, limits)
+        return [  # no such conversation: a NULL count, and no messages
+            ConversationSlice(messages, after, count or 0, ABSENT if count is None else version)
+            for (_, after, _), (count, version, messages) in zip(requests, rows, strict=True)
+        ]
 
     async def _append_many(self, members: list[AppendMember], deadline: float) -> list[AppendOutcome]:
         async with self.connections.acquire(deadline) as conn:
@@ -235,37 +182,16 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 raise StoreError(self._schema.appends_refused)
             return await append_many(conn, self.statements.append, members)
 
-    # -- the store interface ----------------------------------------------------------
-
-    async def _read(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ReadRow | None:
-        _check_key(conversation_key)
-        # positions past bigint read as far as any can: nothing after such an ``after``, no limit at such a limit
-        limit = None if limit is None or limit > INT8_MAX else limit
-        return await self.batches().reads.submit(ReadRequest(conversation_key, min(after, INT8_MAX), limit))
-
-    async def get(self, conversation_key: str) -> list[EncodedMessage]:
-        row = await self._read(conversation_key)
-        return [] if row is None else row.messages
-
     async def read(self, conversation_key: str) -> Conversation:
-        row = await self._read(conversation_key)
-        return Conversation([], ABSENT) if row is None else Conversation(row.messages, row.version)
-
-    async def read_array(self, conversation_key: str) -> ConversationArray:
-        row = await self._read(conversation_key)
-        if row is None:
-            return EMPTY_ARRAY
-        return ConversationArray(b"[" + b",".join(row.messages) + b"]", len(row.messages), row.version)
+        whole = await self.read_slice(conversation_key)
+        return Conversation(whole.messages, whole.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         check_slice(after, limit)
-        row = await self._read(conversation_key, after, limit)
-        if row is None:
-            return ConversationSlice([], after, 0, ABSENT)
-        return ConversationSlice(row.messages, after, row.message_count, row.version)
+        _check_key(conversation_key)
+        return await self.batches().reads.submit((conversation_key, after, limit))
 
     def _lock_key(self, conversation_key: str) -> str:
-        """The conversation's advisory lock key: every write to it, from any process, takes this lock first."""
         return f"chatlab:{self.schema}:{conversation_key}"
 
     async def append(
@@ -302,25 +228,19 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             raise VersionMismatch(outcome.before or ABSENT)
         return WriteResult(outcome.written)
 
-    async def _lock_and_check(
-        self, conn: PoolConnectionProxy, conversation_key: str, if_match: Collection[str] | None
-    ) -> None:
-        """Take the conversation's write lock (until commit), then check ``if_match``: a write that checks and
-        writes under one lock never undoes what another process wrote after the check."""
-        await conn.execute(self.statements.lock, self._lock_key(conversation_key))
-        await self._check(conn, conversation_key, if_match)
+    async def _lock(self, conn: PoolConnectionProxy, keys: list[str]) -> None:
+        """Take the conversations' write locks until commit (the append function takes the same ones)."""
+        await conn.execute(self.statements.lock_many, [self._lock_key(key) for key in keys])
 
     async def _check(self, conn: PoolConnectionProxy, conversation_key: str, if_match: Collection[str] | None) -> None:
-        """Check ``if_match`` against the stored version; the caller holds the conversation's write lock."""
-        current = await conn.fetchval(self.statements.current, conversation_key)
-        current = ABSENT if current is None else current
+        current = await conn.fetchval(self.statements.current, conversation_key) or ABSENT
         if not version_matches(current, if_match):
             raise VersionMismatch(current)
 
     async def _write_messages(self, conn: PoolConnectionProxy, conversation_key: str, messages: list[bytes]) -> None:
-        await conn.execute(self.statements.delete_messages, conversation_key)
+        await conn.execute(self.statements.delete_messages, [conversation_key])
         if messages:
-            await conn.execute(self.statements.insert_messages, conversation_key, 0, messages)
+            await conn.execute(self.statements.insert_messages, conversation_key, messages)
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
@@ -328,7 +248,8 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         _check_key(conversation_key)
         batch = [bytes(m) for m in messages]
         async with self.connections.acquire() as conn, conn.transaction():
-            await self._lock_and_check(conn, conversation_key, if_match)
+            await self._lock(conn, [conversation_key])
+            await self._check(conn, conversation_key, if_match)
             version = new_version(len(batch))
             now = self.clock()
             await conn.execute(self.statements.replace_count, conversation_key, len(batch), version, now, now)
@@ -338,9 +259,10 @@ class PostgresChatHistoryStore(ChatHistoryStore):
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
         _check_key(conversation_key)
         async with self.connections.acquire() as conn, conn.transaction():
-            await self._lock_and_check(conn, conversation_key, if_match)
+            await self._lock(conn, [conversation_key])
+            await self._check(conn, conversation_key, if_match)
             await conn.execute(self.statements.delete_conversation, conversation_key)
-            await conn.execute(self.statements.delete_messages, conversation_key)
+            await conn.execute(self.statements.delete_messages, [conversation_key])
 
     async def summaries(
         self,
@@ -351,6 +273,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         tags: Mapping[str, str] | None = None,
     ) -> list[ConversationSummary]:
         q = self.statements
+        # a page after ``after`` (itself skipped) or from the prefix on, up to the prefix's upper bound
         start, skip = (after, after) if after is not None and after >= prefix else (prefix, None)
         upper = prefix_upper_bound(prefix)
         args: list[object] = [start, skip, limit]
@@ -358,11 +281,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             args.append(upper)
         if tags:
             args.append(json.dumps(dict(tags)))
-        statement = (
-            (q.summaries_tagged_below if tags else q.summaries_below)
-            if upper is not None
-            else (q.summaries_tagged if tags else q.summaries)
-        )
+        statement = q.pages[upper is not None, bool(tags)]
         async with self.connections.acquire() as conn:
             if not tags:
                 rows = await conn.fetch(statement, *args)
@@ -376,7 +295,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
 
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
         """The row locked (``FOR UPDATE``) from the read to the write: concurrent changes apply one after the other,
-        and a delete either comes before (``None``) or waits. A refused change rolls the transaction back."""
+        and a delete either comes before (``None``) or waits."""
         _check_key(conversation_key)
         q = self.statements
         async with self.connections.acquire() as conn, conn.transaction():
@@ -389,31 +308,21 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         return replace_fields(before, title=title, tags=tags)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
-        """All records in one transaction: every lock first (in the one order of all takers of several), then each
-        record checked under its lock and written."""
+        """All records in one transaction: every lock first, then each record checked and written."""
         for record in records:
             _check_key(record.conversation_key)
         q = self.statements
         async with self.connections.acquire() as conn, conn.transaction():
-            await conn.execute(q.lock_many, [self._lock_key(r.conversation_key) for r in records])
+            await self._lock(conn, [r.conversation_key for r in records])
             for record in records:
                 key = record.conversation_key
                 await self._check(conn, key, [record.expected])
-                await conn.execute(
-                    q.restore_count,
-                    key,
-                    len(record.messages),
-                    record.version,
-                    record.created_at,
-                    record.updated_at,
-                    record.title,
-                    _tags_json(record.tags),
-                )
+                fields = (len(record.messages), record.version, record.created_at, record.updated_at, record.title)
+                await conn.execute(q.restore_count, key, *fields, _tags_json(record.tags))
                 await self._write_messages(conn, key, [bytes(m) for m in record.messages])
 
     async def sweep(self) -> int:
-        """Deletes what is due in transactions of up to ``SWEEP_BATCH`` conversations, each under its write lock and
-        only if still due (a write that came in between keeps its conversation)."""
+        """In transactions of up to ``SWEEP_BATCH`` conversations, each under its write lock and still due."""
         cutoff = self.cutoff()
         if cutoff is None:
             return 0
@@ -423,12 +332,11 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 due = [row[0] for row in await conn.fetch(q.due, cutoff)]
                 if not due:
                     return deleted
-                await conn.execute(q.lock_many, [self._lock_key(k) for k in due])
+                await self._lock(conn, due)
                 gone = [row[0] for row in await conn.fetch(q.sweep, due, cutoff)]
-                await conn.execute(q.delete_messages_many, gone)
+                await conn.execute(q.delete_messages, gone)
                 deleted += len(gone)
 
     async def close(self) -> None:
-        """Close the connection pools (a later call opens new ones)."""
         self._batches.clear()
         await self.connections.close()
