@@ -1,15 +1,10 @@
-"""The Redis store's clients: redis-py's own, one per event loop, and the pipelining of concurrent operations.
+"""The Redis store's clients (redis-py's, one per event loop) and the pipelining of its script calls.
 
-A single server gets a ``redis.asyncio.Redis`` over a ``BlockingConnectionPool``; a cluster (``redis+cluster://``)
-gets ``redis.asyncio.cluster.RedisCluster``, which finds the nodes and follows slot moves and failovers.
-
-Every operation of the store is one Lua script call, by ``EVALSHA``. On a single server the calls made in one
-turn of the event loop go to Redis as one pipeline (``pipeline(transaction=False)``): one round trip for all of
-them. redis-py's cluster pipelines refuse scripts, so on a cluster each call is its own command, sent concurrently
-over the pool of the node that holds its slot; as that pool refuses calls beyond its ``max_connections`` rather
-than queue them, the calls in flight are bounded to that many. A script Redis has not cached yet (a restarted
-server, a new primary after a failover) is loaded and the call run again: it had not run, so that is safe.
-Nothing else is retried: a script run again after its answer was lost would append twice.
+On a single server the ``EVALSHA`` calls made in one turn of the event loop go out as one pipeline. redis-py's
+cluster pipelines refuse scripts, so on a cluster each call is its own command, at most ``max_connections`` in
+flight (a node's pool refuses more rather than queue them). A script Redis has not cached (after a restart or a
+failover) is loaded and the call run again: it had not run. Nothing else is retried: a script run again after its
+answer was lost would append twice.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""Where the Redis store keeps what: the names of its keys (layout version 4, tabled in docs/stores.md).
+"""The names of the Redis store's keys (layout version 4, tabled in docs/stores.md).
 
-A conversation belongs to one of the store's *buckets* (a CRC-32 of its key, modulo the bucket count the store
-records when it creates its layout). Every key of a conversation, and its bucket's indexes, start with
-``{prefix}{N}:``, the bucket N as a Redis Cluster hash tag: so each script touches one hash slot, and the buckets
-spread the conversations over the cluster's nodes. A conversation upgraded from layout 1 has no version key and
-reads as ``unversioned`` until its next write. Its metadata hash has no expiry: retention's sweep deletes it, and
-so does a write that creates the conversation again after its other keys expired. The tag indexes are named in
-the scripts only (:mod:`chatlab.stores.redis.scripts`).
+A conversation belongs to one of the store's *buckets* (a CRC-32 of its key modulo the bucket count). Its keys,
+and its bucket's indexes, start with ``{prefix}{N}:``, the bucket as a Redis Cluster hash tag: so each script
+touches one hash slot, and the buckets spread the conversations over the nodes. The scripts name the tag indexes.
 """
 
 from __future__ import annotations

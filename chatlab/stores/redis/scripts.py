@@ -1,9 +1,7 @@
-"""The Lua scripts of the Redis store, one per operation, and the upgrades.
+"""The Lua scripts of the Redis store, one per operation (each one atomic step on one hash slot), and the upgrades.
 
-Redis runs a script as one atomic step, so a read is one snapshot and a write is its checks and its changes
-together. The append rules live here once for this backend (:data:`APPEND`: the ``If-Match`` check, the
-idempotency record and the count in the version). Each script touches the keys of one conversation, or of one
-bucket, so on Redis Cluster all its keys are in one hash slot (:mod:`chatlab.stores.redis.keys`).
+The append rules live here once for this backend (:data:`APPEND`: the ``If-Match`` check, the idempotency record
+and the count in the version).
 """
 
 from __future__ import annotations
@@ -276,14 +274,8 @@ for i = 5, #ARGV, 2 do
 end
 local result = {}
 while true do
-    local keys
-    local chunk = 0
-    if limit then
-        chunk = math.max(limit - #result, 16)
-        keys = redis.call('ZRANGEBYLEX', index, low, high, 'LIMIT', 0, chunk)
-    else
-        keys = redis.call('ZRANGEBYLEX', index, low, high)
-    end
+    local chunk = limit and math.max(limit - #result, 16) or -1
+    local keys = redis.call('ZRANGEBYLEX', index, low, high, 'LIMIT', 0, chunk)
     for _, key in ipairs(keys) do
         local carries = true
         for _, tag in ipairs(wanted) do
@@ -295,7 +287,7 @@ while true do
             if limit and #result >= limit then return result end
         end
     end
-    if not limit or #keys < chunk then return result end
+    if #keys < chunk or chunk < 0 then return result end
     low = '(' .. keys[#keys]
 end
 """,
@@ -312,23 +304,10 @@ return #due
 """,
 )
 
-# Layouts 1 and 2 to 3 (their keys: see chatlab.stores.redis.upgrade). KEYS: index, updated.
-# ARGV: now, prefix of times, offset, how many. Gives that many conversations times at most.
-UPGRADE_TIMES = _script(
-    """
-local keys = redis.call('ZRANGE', KEYS[1], ARGV[3], ARGV[3] + ARGV[4] - 1)
-for _, key in ipairs(keys) do
-    if redis.call('SET', ARGV[2] .. key, ARGV[1] .. ' ' .. ARGV[1], 'NX') then
-        redis.call('ZADD', KEYS[2], 'NX', ARGV[1], key)
-    end
-end
-return #keys
-"""
-)
-
-# Layout 3 to 4, one conversation (on a single server, where a script may touch any key).
-# KEYS: old index, old updated, old list, version, times; new index, updated, list, version, times.
-# ARGV: member. Renames keep each key's expiry; 0 when another process moved it first.
+# Layouts 1 to 3 to 4, one conversation (their keys: see chatlab.stores.redis.upgrade; on a single server, where a
+# script may touch any key). KEYS: old index, old updated, old list, version, times; new index, updated, list,
+# version, times. ARGV: member, now (layouts 1 and 2, which had no times; else ''). Renames keep each key's expiry;
+# 0 when another process moved it first.
 UPGRADE_MOVE = _script(
     """
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
@@ -336,6 +315,7 @@ for i = 3, 5 do
     if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('RENAME', KEYS[i], KEYS[i + 5]) end
 end
 local updated = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if ARGV[2] ~= '' and redis.call('SET', KEYS[10], ARGV[2] .. ' ' .. ARGV[2], 'NX') then updated = updated or ARGV[2] end
 if updated then redis.call('ZADD', KEYS[7], updated, ARGV[1]) end
 redis.call('ZADD', KEYS[6], 0, ARGV[1])
 redis.call('ZREM', KEYS[1], ARGV[1])

@@ -1,14 +1,9 @@
 """The Redis store: chat history in Redis, shared by any number of service processes.
 
-Every operation is one Lua script (:mod:`chatlab.stores.redis.scripts`), which Redis runs as one atomic step. So
-an append lands contiguously and in order, all or nothing, whatever other clients append meanwhile; a replace and
-a delete are whole too; an ``if_match`` condition or an idempotency record is checked in the same step as the
-write; and a read is one consistent snapshot. Listing reads a page from each bucket's index
-(:mod:`chatlab.stores.redis.keys`) and merges them in key order.
-
-Every operation ends within ``timeout`` seconds, connecting included, even when Redis or the network stops
-answering. Durability is Redis's own (docs/stores.md): an acknowledged write was in Redis before the service
-answered.
+Every operation is one Lua script (:mod:`chatlab.stores.redis.scripts`), which Redis runs as one atomic step: an
+append lands whole and in order whatever other clients append meanwhile, a condition or an idempotency record is
+checked in the same step as the write, and a read is one snapshot. Listing merges a page from each bucket
+(:mod:`chatlab.stores.redis.keys`). Every operation ends within ``timeout`` seconds, connecting included.
 """
 
 from __future__ import annotations
@@ -70,20 +65,16 @@ def _conditions(if_match: Collection[str] | None) -> list[str | int]:
 def _summary(key: bytes, count: int, version: bytes, times: bytes, metadata: list[bytes]) -> ConversationSummary:
     """One conversation as the scripts give it (see ``summary`` in the scripts)."""
     created, _, updated = times.decode().partition(" ")
-    title: str | None = None
-    tags: dict[str, str] = {}
-    for name, value in zip(metadata[::2], metadata[1::2], strict=True):
-        if name == b"title":
-            title = value.decode("utf-8")
-        elif name.startswith(b"tag:"):
-            tags[name[4:].decode("utf-8")] = value.decode("utf-8")
+    parts = [part.decode("utf-8") for part in metadata]
+    fields = dict(zip(parts[::2], parts[1::2], strict=True))
+    tags = {name[4:]: value for name, value in fields.items() if name.startswith("tag:")}
     return ConversationSummary(
         key.decode("utf-8"),
         int(count),
         version.decode(),
         float(created) if created else None,
         float(updated) if updated else None,
-        title,
+        fields.get("title"),
         tags,
     )
 
@@ -152,8 +143,6 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.where} prefix={self.prefix!r}>"
-
-    # -- connections and the layout ------------------------------------------------------
 
     async def _open_client(self) -> Calls:
         client = open_client(
@@ -246,24 +235,16 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
         return await self._guard(work)
 
-    # -- reads ---------------------------------------------------------------------------
-
-    async def _read(self, conversation_key: str, first: int | None, last: int) -> tuple[str, int, list[Any]]:
-        """Version, count and the messages from ``first`` to ``last`` (LRANGE's; ``first`` None: none)."""
-        args = ["" if first is None else first, last]
-        version, count, messages = await self._script(scripts.READ, conversation_key, args)
-        return version.decode(), int(count), messages
-
     async def read(self, conversation_key: str) -> Conversation:
-        version, _, messages = await self._read(conversation_key, 0, -1)
-        return Conversation(messages, version)
+        whole = await self.read_slice(conversation_key)
+        return Conversation(whole.messages, whole.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         check_slice(after, limit)
         # LRANGE walks from the nearer end of the list: the newest messages are cheap
-        last = -1 if limit is None else after + limit - 1
-        version, count, messages = await self._read(conversation_key, None if limit == 0 else after, last)
-        return ConversationSlice(messages, after, count, version)
+        args = ["" if limit == 0 else after, -1 if limit is None else after + limit - 1]
+        version, count, messages = await self._script(scripts.READ, conversation_key, args)
+        return ConversationSlice(messages, after, int(count), version.decode())
 
     async def summaries(
         self,
@@ -273,8 +254,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> list[ConversationSummary]:
-        """A merge of the buckets' pages, one script per bucket (one pipeline on a single server): see
-        :func:`_first`."""
+        """A merge of the buckets' pages, one script per bucket: see :func:`_first`."""
         if limit is not None and limit <= 0:
             return []
         low, high = _lex_range(prefix, after)
@@ -304,16 +284,9 @@ class RedisChatHistoryStore(ChatHistoryStore):
             raise TooManyTags(f"a conversation carries at most {MAX_TAGS} tags; this change would leave {int(value)}")
         return _summary(*value)
 
-    # -- writes --------------------------------------------------------------------------
-
-    def _expire_at(self, written: float) -> int:
-        """When the keys of a conversation written at ``written`` expire, in ms (0: never)."""
-        return 0 if self.retention is None else int((written + self.retention) * 1000)
-
-    def _write_times(self) -> list[str | int]:
-        """``now`` and ``expire at`` of a write happening now."""
-        now = self.clock()
-        return [repr(now), self._expire_at(now)]
+    def _stamps(self, written: float) -> list[str | int]:
+        """The time of a write, and when the keys it writes expire, in ms (0: never)."""
+        return [repr(written), 0 if self.retention is None else int((written + self.retention) * 1000)]
 
     async def append(
         self,
@@ -330,7 +303,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
             new_generation(),
             idempotency.fingerprint if idempotency else "",
             max(1, int(idempotency.ttl * 1000)) if idempotency else 0,
-            *self._write_times(),
+            *self._stamps(self.clock()),
             *_conditions(if_match),
             *batch,
         ]
@@ -342,7 +315,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
         batch = [bytes(m) for m in messages]
-        args = [new_version(len(batch)), *self._write_times(), *_conditions(if_match), *batch]
+        args = [new_version(len(batch)), *self._stamps(self.clock()), *_conditions(if_match), *batch]
         status, value = await self._script(scripts.REPLACE, conversation_key, args)
         return self._outcome(status, value, None)
 
@@ -358,8 +331,6 @@ class RedisChatHistoryStore(ChatHistoryStore):
             raise IdempotencyKeyReused(idempotency.key if idempotency else "")
         return WriteResult(value.decode(), replayed=status == b"replayed")
 
-    # -- migration and retention ---------------------------------------------------------
-
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         """Each record in its own script, in order; the first whose conversation is elsewhere stops the rest."""
 
@@ -367,12 +338,11 @@ class RedisChatHistoryStore(ChatHistoryStore):
             for record in records:
                 key = record.conversation_key
                 times = f"{record.created_at!r} {record.updated_at!r}"
-                args: list[Any] = [key.encode(), record.expected, record.version, times, repr(record.updated_at)]
-                args.append(str(self._expire_at(record.updated_at)))
-                args += [b"" if record.title is None else b"=" + record.title.encode("utf-8"), len(record.tags)]
-                for name, value in record.tags.items():
-                    args += [name.encode("utf-8"), value.encode("utf-8")]
-                current = await calls.script(scripts.RESTORE, layout.conversation(key), [*args, *record.messages])
+                title = b"" if record.title is None else b"=" + record.title.encode("utf-8")
+                tags = [part.encode("utf-8") for item in record.tags.items() for part in item]
+                args = [key.encode(), record.expected, record.version, times, *self._stamps(record.updated_at)]
+                args += [title, len(record.tags), *tags, *record.messages]
+                current = await calls.script(scripts.RESTORE, layout.conversation(key), args)
                 if current is not None:
                     raise VersionMismatch(current.decode())
 
@@ -412,10 +382,9 @@ async def _first(
     ``limit``-th row may hold more of the page, and only those are read again (twice as many). So a page reads
     about ``2 * limit`` rows in one round, however many conversations there are."""
     by_key = itemgetter(0)  # code point order, as UTF-8's byte order
-    if limit is None or buckets == 1:
-        parts = await asyncio.gather(*(read(b, low, limit) for b in range(buckets)))
-        rows = sorted((row for part in parts for row in part), key=by_key) if buckets > 1 else parts[0]
-        return rows if limit is None else rows[:limit]
+    if limit is None:
+        parts = await asyncio.gather(*(read(b, low, None) for b in range(buckets)))
+        return sorted((row for part in parts for row in part), key=by_key)
     size = dict.fromkeys(range(buckets), min(limit, -(-2 * limit // buckets) + 4))
     last: dict[int, bytes] = {}  # the last row read of each bucket that may hold more
     rows = []

@@ -1,10 +1,10 @@
 """Upgrading a Redis store written by an older chatlab, in place, on its first use.
 
 Layouts 1 to 3 kept every conversation's keys under the prefix with no hash tag (``{prefix}conversations``,
-``{prefix}messages:{key}``, ...); layout 1 had no versions, layouts 1 and 2 no times. The upgrade gives
-conversations times where they have none, then renames each conversation's keys into its bucket (a rename keeps a
-key's expiry), and the idempotency records too. Each step is idempotent, so processes that start together may all
-run it. Older layouts only ever ran on a single server, where a script may touch keys of any slot.
+``{prefix}messages:{key}``, ...); layout 1 had no versions, layouts 1 and 2 no times. The upgrade renames each
+conversation's keys into its bucket (a rename keeps a key's expiry), with times if it had none, then the
+idempotency records. Each step is idempotent, so processes that start together may all run it. Older layouts
+only ever ran on a single server, where a script may touch keys of any slot.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 
 from .connections import Calls
 from .keys import Layout
-from .scripts import UPGRADE_MOVE, UPGRADE_TIMES
+from .scripts import UPGRADE_MOVE
 
 #: Conversations one upgrade step handles: each step is one short script, so Redis keeps serving meanwhile.
 STEP = 500
@@ -24,17 +24,14 @@ async def upgrade(calls: Calls, layout: Layout, version: int, now: float) -> Non
     """Bring a store of layout ``version`` (1, 2 or 3) to layout 4 (the caller records it)."""
     prefix = layout.prefix.encode()
     index, updated = prefix + b"conversations", prefix + b"updated"
-    if version < 3:
-        offset, args = 0, [repr(now), prefix + b"times:"]
-        while count := int(await calls.script(UPGRADE_TIMES, [index, updated], [*args, offset, STEP])):
-            offset += count
+    stamp = repr(now) if version < 3 else ""
     while members := await calls.client.zrange(index, 0, STEP - 1):
         moves = []
         for member in members:
             old = [prefix + kind + member for kind in (b"messages:", b"version:", b"times:")]
             new = layout.conversation(member.decode("utf-8"))
             keys = [index, updated, *old, new.conversations, new.updated, new.messages, new.version, new.times]
-            moves.append(calls.script(UPGRADE_MOVE, keys, [member]))
+            moves.append(calls.script(UPGRADE_MOVE, keys, [member, stamp]))
         await asyncio.gather(*moves)
     # the idempotency records (one that expires meanwhile is skipped)
     start = prefix + b"idempotency:"
