@@ -53,10 +53,6 @@ local function clear_metadata(base, member)
     end
     redis.call('DEL', metadata)
 end
-local function set_tag(base, member, name, value)
-    redis.call('HSET', base .. 'metadata:' .. member, 'tag:' .. name, value)
-    redis.call('ZADD', tag_index(base, name, value), 0, member)
-end
 local function summary(base, member)
     local count = redis.call('LLEN', base .. 'messages:' .. member)
     local version = redis.call('GET', base .. 'version:' .. member)
@@ -109,6 +105,25 @@ local function stamp(times, updated, expire_at)
     redis.call('ZADD', KEYS[5], updated, member)
     for i = 2, 4 do
         if expire_at ~= '0' then redis.call('PEXPIREAT', KEYS[i], expire_at) else redis.call('PERSIST', KEYS[i]) end
+    end
+end
+-- The title ARGV[at] ('': unchanged, '-': removed, else '=' and the title), then up to ARGV[last] each tag's name
+-- and '-' (removed) or '=' and its value, given the tags the conversation has.
+local function patch(at, last, tags)
+    if ARGV[at] == '-' then
+        redis.call('HDEL', KEYS[6], 'title')
+    elseif ARGV[at] ~= '' then
+        redis.call('HSET', KEYS[6], 'title', string.sub(ARGV[at], 2))
+    end
+    for i = at + 1, last, 2 do
+        local name, old = ARGV[i], tags[ARGV[i]]
+        if old then redis.call('ZREM', tag_index(base, name, old), member) end
+        if ARGV[i + 1] == '-' then
+            redis.call('HDEL', KEYS[6], 'tag:' .. name)
+        else
+            redis.call('HSET', KEYS[6], 'tag:' .. name, string.sub(ARGV[i + 1], 2))
+            redis.call('ZADD', tag_index(base, name, string.sub(ARGV[i + 1], 2)), 0, member)
+        end
     end
 end
 local function touch(now, expire_at)
@@ -200,27 +215,25 @@ return {'ok', 'ABSENT'}
 """,
 )
 
-# ARGV: key, expected version, version, "created updated", updated, expire at (ms, '0': never), title ('': none,
-# else '=' and the title), tag count n, n tag names and values in turn, messages...
+# ARGV: key, expected version, version, "created updated", updated, expire at (ms, '0': never), tag count n, the
+# metadata as set_metadata's patch (title, n tags), messages...
 # false when written (the metadata replacing the conversation's), else the conversation's version.
 RESTORE = _script(
     _CONVERSATION,
     """
 if current ~= ARGV[2] then return current end
-local tags = tonumber(ARGV[8])
-write(9 + 2 * tags, true)
+local last = 8 + 2 * tonumber(ARGV[7])
+write(last + 1, true)
 redis.call('SET', KEYS[3], ARGV[3])
 stamp(ARGV[4], ARGV[5], ARGV[6])
 clear_metadata(base, member)
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[6], 'title', string.sub(ARGV[7], 2)) end
-for i = 9, 8 + 2 * tags, 2 do set_tag(base, member, ARGV[i], ARGV[i + 1]) end
+patch(8, last, {})
 return false
 """,
 )
 
 # The merge patch of set_metadata (chatlab.stores.metadata.MetadataChange.applied). ARGV: key, the most tags a
-# conversation may carry, the title ('': unchanged, '-': removed, else '=' and the title), then each tag's name
-# and '-' (removed) or '=' and its value.
+# conversation may carry, the patch (see ``patch``).
 # false (nothing written) when the conversation does not exist; {'too_many', how many} (nothing written) when
 # the result would carry too many tags; else {'ok', the conversation as SUMMARIES gives one}.
 SET_METADATA = _script(
@@ -236,20 +249,7 @@ for i = 4, #ARGV, 2 do
     end
 end
 if count > tonumber(ARGV[2]) then return {'too_many', count} end
-if ARGV[3] == '-' then
-    redis.call('HDEL', KEYS[6], 'title')
-elseif ARGV[3] ~= '' then
-    redis.call('HSET', KEYS[6], 'title', string.sub(ARGV[3], 2))
-end
-for i = 4, #ARGV, 2 do
-    local name, old = ARGV[i], tags[ARGV[i]]
-    if old then redis.call('ZREM', tag_index(base, name, old), member) end
-    if ARGV[i + 1] == '-' then
-        redis.call('HDEL', KEYS[6], 'tag:' .. name)
-    else
-        set_tag(base, member, name, string.sub(ARGV[i + 1], 2))
-    end
-end
+patch(3, #ARGV, tags)
 return {'ok', summary(base, member)}
 """,
 )

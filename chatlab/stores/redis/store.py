@@ -62,6 +62,14 @@ def _conditions(if_match: Collection[str] | None) -> list[str | int]:
     return [-1] if if_match is None else [len(if_match), *if_match]
 
 
+def _patch(sets_title: bool, title: str | None, tags: Mapping[str, str | None]) -> list[bytes]:
+    """A metadata change as the scripts' ``patch`` reads it: ``-`` removes, ``=`` and a value sets."""
+    parts = [b"" if not sets_title else b"-" if title is None else b"=" + title.encode("utf-8")]
+    for name, value in tags.items():
+        parts += [name.encode("utf-8"), b"-" if value is None else b"=" + value.encode("utf-8")]
+    return parts
+
+
 def _summary(key: bytes, count: int, version: bytes, times: bytes, metadata: list[bytes]) -> ConversationSummary:
     """One conversation as the scripts give it (see ``summary`` in the scripts)."""
     created, _, updated = times.decode().partition(" ")
@@ -272,10 +280,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         return await self._guard(work)
 
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-        title = "" if not change.sets_title else "-" if change.title is None else "=" + change.title
-        args: list[Any] = [MAX_TAGS, title.encode("utf-8")]
-        for name, value in change.tags.items():
-            args += [name.encode("utf-8"), b"-" if value is None else b"=" + value.encode("utf-8")]
+        args = [MAX_TAGS, *_patch(change.sets_title, change.title, change.tags)]
         reply: list[Any] | None = await self._script(scripts.SET_METADATA, conversation_key, args)
         if reply is None:
             return None
@@ -338,11 +343,9 @@ class RedisChatHistoryStore(ChatHistoryStore):
             for record in records:
                 key = record.conversation_key
                 times = f"{record.created_at!r} {record.updated_at!r}"
-                title = b"" if record.title is None else b"=" + record.title.encode("utf-8")
-                tags = [part.encode("utf-8") for item in record.tags.items() for part in item]
                 args = [key.encode(), record.expected, record.version, times, *self._stamps(record.updated_at)]
-                args += [title, len(record.tags), *tags, *record.messages]
-                current = await calls.script(scripts.RESTORE, layout.conversation(key), args)
+                args += [len(record.tags), *_patch(record.title is not None, record.title, record.tags)]
+                current = await calls.script(scripts.RESTORE, layout.conversation(key), [*args, *record.messages])
                 if current is not None:
                     raise VersionMismatch(current.decode())
 
