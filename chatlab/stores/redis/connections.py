@@ -10,6 +10,7 @@ answer was lost would append twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,33 +34,30 @@ def redacted(url: str) -> str:
     return f"{where}/{parts.path.lstrip('/') or '0'}"
 
 
-def open_client(url: str, *, cluster: bool, timeout: float, max_connections: int) -> Any:
+async def open_calls(url: str, *, cluster: bool, timeout: float, max_connections: int) -> Calls:
     """redis-py's client for ``url``: no retries, every socket wait bounded by ``timeout``."""
     import redis.asyncio
     from redis.asyncio.cluster import RedisCluster
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
 
-    options: dict[str, Any] = {
-        "socket_timeout": timeout,
-        "socket_connect_timeout": timeout,
-        "retry": Retry(NoBackoff(), 0),
-    }
-    try:  # redis-py 7 and later: with maintenance notifications on ("auto"), a pool hands out a connection
-        # the server closed without noticing; off, it checks and reconnects (nothing else uses them here)
+    no_retries = Retry(NoBackoff(), 0)
+    options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout, "retry": no_retries}
+    with contextlib.suppress(ImportError):  # redis-py 7 and later: with maintenance notifications on ("auto"), a
+        # pool hands out a connection the server closed without noticing; off, it checks and reconnects
         from redis.maint_notifications import MaintNotificationsConfig
 
         options["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
-    except ImportError:  # pragma: no cover - older redis-py has no such notifications
-        pass
-    if cluster:
-        scheme, rest = url.split("://", 1)
-        plain = f"{CLUSTER_SCHEMES.get(scheme, scheme)}://{rest}"
-        return RedisCluster.from_url(plain, max_connections=max_connections, **options)
-    pool = redis.asyncio.BlockingConnectionPool.from_url(
-        url, max_connections=max_connections, timeout=timeout, **options
-    )
-    return redis.asyncio.Redis(connection_pool=pool)
+    if not cluster:
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=timeout, **options
+        )
+        return Calls(redis.asyncio.Redis(connection_pool=pool), cluster=False, limit=max_connections)
+    scheme, rest = url.split("://", 1)
+    plain = f"{CLUSTER_SCHEMES.get(scheme, scheme)}://{rest}"
+    client = RedisCluster.from_url(plain, max_connections=max_connections, **options)
+    await client.initialize()  # the slot map, once for the concurrent first calls
+    return Calls(client, cluster=True, limit=max_connections)
 
 
 class Calls:

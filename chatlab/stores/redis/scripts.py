@@ -23,9 +23,17 @@ class Script:
     sha: str
 
 
-def _script(*parts: str) -> Script:
-    text = "".join(parts).replace("ABSENT", ABSENT).replace("UNVERSIONED", UNVERSIONED)
+def _script(text: str) -> Script:
+    text = text.replace("ABSENT", ABSENT).replace("UNVERSIONED", UNVERSIONED)
     return Script(text, hashlib.sha1(text.encode()).hexdigest())
+
+
+def _on_bucket(text: str) -> Script:
+    return _script(_BUCKET + text)
+
+
+def _on_conversation(text: str) -> Script:
+    return _script(_BUCKET + _CONVERSATION + text)
 
 
 # Helpers that name a conversation's keys from its bucket's ``base`` (``{prefix}{N}:``) and its key, as
@@ -72,9 +80,7 @@ end
 # (chatlab.stores.redis.keys.ConversationKeys). ARGV[1]: the conversation's key. ``current`` is its version:
 # its version key, else 'UNVERSIONED' when it has messages and is indexed (layout 1), else 'ABSENT' (never
 # written, deleted, or its keys expired).
-_CONVERSATION = (
-    _BUCKET
-    + """
+_CONVERSATION = """
 local member = ARGV[1]
 local base = string.sub(KEYS[6], 1, #KEYS[6] - #member - #'metadata:')
 local current = redis.call('GET', KEYS[3])
@@ -131,27 +137,21 @@ local function touch(now, expire_at)
     stamp((old and string.match(old, '^(%S+)') or now) .. ' ' .. now, now, expire_at)
 end
 """
-)
 
 # KEYS: meta. ARGV: the layout version and bucket count a new store gets. The layout version and bucket count.
-SCHEMA = _script(
-    """
+SCHEMA = _script("""
 if redis.call('HSETNX', KEYS[1], 'schema_version', ARGV[1]) == 1 then
     redis.call('HSET', KEYS[1], 'buckets', ARGV[2])
 end
 return redis.call('HMGET', KEYS[1], 'schema_version', 'buckets')
-"""
-)
+""")
 
 # ARGV: key, first, last ('' '': no messages). {version, count, messages from first to last (LRANGE's)}.
-READ = _script(
-    _CONVERSATION,
-    """
+READ = _on_conversation("""
 local messages = {}
 if ARGV[2] ~= '' then messages = redis.call('LRANGE', KEYS[2], ARGV[2], ARGV[3]) end
 return {current, redis.call('LLEN', KEYS[2]), messages}
-""",
-)
+""")
 
 # The append rules. KEYS: the conversation's, then the idempotency record (with a fingerprint only).
 # ARGV: key, a new generation, fingerprint ('' for none), ttl ms, now, expire at (ms, '0': never),
@@ -160,9 +160,7 @@ return {current, redis.call('LLEN', KEYS[2]), messages}
 # else the If-Match check; then the messages, and the version after them: the conversation's generation
 # (the new one if it had none), '.', its length. A conversation it creates starts with no metadata (what a
 # conversation whose keys expired before the sweep left is dropped).
-APPEND = _script(
-    _CONVERSATION,
-    """
+APPEND = _on_conversation("""
 if ARGV[3] ~= '' then
     local record = redis.call('GET', KEYS[7])
     if record then
@@ -188,39 +186,30 @@ if ARGV[3] ~= '' then
     redis.call('SET', KEYS[7], ARGV[3] .. ' ' .. version, 'PX', ARGV[4])
 end
 return {'ok', version}
-""",
-)
+""")
 
 # ARGV: key, new version, now, expire at, condition count (-1: none), conditions..., messages...
 # The metadata stays (a conversation it creates starts with none).
-REPLACE = _script(
-    _CONVERSATION,
-    """
+REPLACE = _on_conversation("""
 local first = checked(5)
 if not first then return {'mismatch', current} end
 write(first, true)
 redis.call('SET', KEYS[3], ARGV[2])
 touch(ARGV[3], ARGV[4])
 return {'ok', ARGV[2]}
-""",
-)
+""")
 
 # ARGV: key, condition count (-1: none), conditions...
-DELETE = _script(
-    _CONVERSATION,
-    """
+DELETE = _on_conversation("""
 if not checked(2) then return {'mismatch', current} end
 drop(base, member)
 return {'ok', 'ABSENT'}
-""",
-)
+""")
 
 # ARGV: key, expected version, version, "created updated", updated, expire at (ms, '0': never), tag count n, the
 # metadata as set_metadata's patch (title, n tags), messages...
 # false when written (the metadata replacing the conversation's), else the conversation's version.
-RESTORE = _script(
-    _CONVERSATION,
-    """
+RESTORE = _on_conversation("""
 if current ~= ARGV[2] then return current end
 local last = 8 + 2 * tonumber(ARGV[7])
 write(last + 1, true)
@@ -229,16 +218,13 @@ stamp(ARGV[4], ARGV[5], ARGV[6])
 clear_metadata(base, member)
 patch(8, last, {})
 return false
-""",
-)
+""")
 
 # The merge patch of set_metadata (chatlab.stores.metadata.MetadataChange.applied). ARGV: key, the most tags a
 # conversation may carry, the patch (see ``patch``).
 # false (nothing written) when the conversation does not exist; {'too_many', how many} (nothing written) when
 # the result would carry too many tags; else {'ok', the conversation as SUMMARIES gives one}.
-SET_METADATA = _script(
-    _CONVERSATION,
-    """
+SET_METADATA = _on_conversation("""
 if current == 'ABSENT' then return false end
 local tags, count = tags_of(redis.call('HGETALL', KEYS[6]))
 for i = 4, #ARGV, 2 do
@@ -251,8 +237,7 @@ end
 if count > tonumber(ARGV[2]) then return {'too_many', count} end
 patch(3, #ARGV, tags)
 return {'ok', summary(base, member)}
-""",
-)
+""")
 
 # A page of one bucket's conversations. KEYS: the bucket's index. ARGV: the bucket's base, the lex range ("-" "+"
 # for all: every member has score 0, so the lex range is the key order; "(after" starts past a page's last key),
@@ -260,9 +245,7 @@ return {'ok', summary(base, member)}
 # smallest of those tags' indexes, and the other tags are checked in the metadata hash; so the script reads a
 # page's worth of index entries, and more only for those it leaves out (other tags, or keys that expired by
 # retention and are not swept yet). Five values per conversation (see ``summary``).
-SUMMARIES = _script(
-    _BUCKET,
-    """
+SUMMARIES = _on_bucket("""
 local base, low, high, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local index, least = KEYS[1], nil
 local wanted = {}
@@ -290,26 +273,21 @@ while true do
     if #keys < chunk or chunk < 0 then return result end
     low = '(' .. keys[#keys]
 end
-""",
-)
+""")
 
 # KEYS: a bucket's index and updated. ARGV: cutoff, the bucket's base, how many at most.
 # Deletes that many due conversations of the bucket at most, metadata included; how many it deleted.
-SWEEP = _script(
-    _BUCKET,
-    """
+SWEEP = _on_bucket("""
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, key in ipairs(due) do drop(ARGV[2], key) end
 return #due
-""",
-)
+""")
 
 # Layouts 1 to 3 to 4, one conversation (their keys: see chatlab.stores.redis.upgrade; on a single server, where a
 # script may touch any key). KEYS: old index, old updated, old list, version, times; new index, updated, list,
 # version, times. ARGV: member, now (layouts 1 and 2, which had no times; else ''). Renames keep each key's expiry;
 # 0 when another process moved it first.
-UPGRADE_MOVE = _script(
-    """
+UPGRADE_MOVE = _script("""
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 for i = 3, 5 do
     if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('RENAME', KEYS[i], KEYS[i + 5]) end
@@ -321,5 +299,4 @@ redis.call('ZADD', KEYS[6], 0, ARGV[1])
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 return 1
-"""
-)
+""")

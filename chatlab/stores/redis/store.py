@@ -37,7 +37,7 @@ from ..base import (
 )
 from ..metadata import MAX_TAGS, MetadataChange, TooManyTags
 from . import scripts
-from .connections import CLUSTER_SCHEMES, Calls, open_client, redacted
+from .connections import CLUSTER_SCHEMES, Calls, open_calls, redacted
 from .keys import Layout
 from .scripts import Script
 from .upgrade import STEP, upgrade
@@ -153,12 +153,9 @@ class RedisChatHistoryStore(ChatHistoryStore):
         return f"<{type(self).__name__} {self.where} prefix={self.prefix!r}>"
 
     async def _open_client(self) -> Calls:
-        client = open_client(
+        return await open_calls(
             self.client_url, cluster=self.cluster, timeout=self.timeout, max_connections=self.max_connections
         )
-        if self.cluster:  # the slot map, once for the concurrent first calls
-            await client.initialize()
-        return Calls(client, cluster=self.cluster, limit=self.max_connections)
 
     async def _check_layout(self, calls: Calls) -> Layout:
         """Create the layout, or upgrade an older one, or refuse one this chatlab does not know."""
