@@ -36,10 +36,9 @@ def _on_conversation(text: str) -> Script:
     return _script(_BUCKET + _CONVERSATION + text)
 
 
-# Helpers that name a conversation's keys from its bucket's ``base`` (``{prefix}{N}:``) and its key, as
-# chatlab.stores.redis.keys does. A tag is in the metadata hash (``tag:{name}``) exactly when the conversation is in
-# that tag's index. ``summary`` gives a conversation as the listing answers it: key, count, version, "created
-# updated" ('' when unknown), the metadata hash as HGETALL gives it; nil if it is absent.
+# Helpers naming a conversation's keys from its bucket's base (``{prefix}{N}:``) as chatlab.stores.redis.keys does.
+# A tag is in the metadata hash (``tag:{name}``) exactly when the conversation is in that tag's index. ``summary``:
+# key, count, version, "created updated" ('' when unknown), the metadata hash's fields and values; nil if absent.
 _BUCKET = """
 local function tag_index(base, name, value)
     return base .. 'tag:' .. #name .. ':' .. name .. ':' .. value
@@ -76,10 +75,8 @@ local function drop(base, member)
 end
 """
 
-# The start of every script on one conversation. KEYS: index, list, version, times, updated, metadata
-# (chatlab.stores.redis.keys.ConversationKeys). ARGV[1]: the conversation's key. ``current`` is its version:
-# its version key, else 'UNVERSIONED' when it has messages and is indexed (layout 1), else 'ABSENT' (never
-# written, deleted, or its keys expired).
+# The start of every script on one conversation. KEYS: chatlab.stores.redis.keys.ConversationKeys. ARGV[1]: its key.
+# ``current``: its version key, else 'UNVERSIONED' when it has messages and is indexed (layout 1), else 'ABSENT'.
 _CONVERSATION = """
 local member = ARGV[1]
 local base = string.sub(KEYS[6], 1, #KEYS[6] - #member - #'metadata:')
@@ -97,7 +94,7 @@ local function checked(at)
     end
     return nil
 end
--- Indexes the conversation and pushes ARGV[first] on after its messages (or instead of them: replacing).
+-- Indexes the conversation (dropping what an expired one left) and pushes ARGV[first] on (replacing: alone).
 local function write(first, replacing)
     if current == 'ABSENT' then clear_metadata(base, member) end
     redis.call('ZADD', KEYS[1], 0, member)
@@ -153,13 +150,11 @@ if ARGV[2] ~= '' then messages = redis.call('LRANGE', KEYS[2], ARGV[2], ARGV[3])
 return {current, redis.call('LLEN', KEYS[2]), messages}
 """)
 
-# The append rules. KEYS: the conversation's, then the idempotency record (with a fingerprint only).
-# ARGV: key, a new generation, fingerprint ('' for none), ttl ms, now, expire at (ms, '0': never),
-# condition count (-1: none), conditions..., messages...
-# An idempotency record seen before answers what it recorded ('replayed') or 'reused' (another fingerprint);
-# else the If-Match check; then the messages, and the version after them: the conversation's generation
-# (the new one if it had none), '.', its length. A conversation it creates starts with no metadata (what a
-# conversation whose keys expired before the sweep left is dropped).
+# The append rules. KEYS: the conversation's, then the idempotency record (with a fingerprint only). ARGV: key, a new
+# generation, fingerprint ('' for none), ttl ms, now, expire at (ms, '0': never), condition count (-1: none),
+# conditions..., messages... A record seen before answers what it recorded ('replayed') or 'reused' (another
+# fingerprint); else the If-Match check; then the messages, and the version after them: the conversation's
+# generation (the new one if it had none), '.', its length.
 APPEND = _on_conversation("""
 if ARGV[3] ~= '' then
     local record = redis.call('GET', KEYS[7])
@@ -188,8 +183,7 @@ end
 return {'ok', version}
 """)
 
-# ARGV: key, new version, now, expire at, condition count (-1: none), conditions..., messages...
-# The metadata stays (a conversation it creates starts with none).
+# ARGV: key, new version, now, expire at, condition count (-1: none), conditions..., messages... The metadata stays.
 REPLACE = _on_conversation("""
 local first = checked(5)
 if not first then return {'mismatch', current} end
@@ -206,9 +200,8 @@ drop(base, member)
 return {'ok', 'ABSENT'}
 """)
 
-# ARGV: key, expected version, version, "created updated", updated, expire at (ms, '0': never), tag count n, the
-# metadata as set_metadata's patch (title, n tags), messages...
-# false when written (the metadata replacing the conversation's), else the conversation's version.
+# ARGV: key, expected version, version, "created updated", updated, expire at, tag count n, a ``patch`` of the
+# title and n tags, messages... false when written (its metadata replacing the conversation's), else the version.
 RESTORE = _on_conversation("""
 if current ~= ARGV[2] then return current end
 local last = 8 + 2 * tonumber(ARGV[7])
@@ -221,9 +214,8 @@ return false
 """)
 
 # The merge patch of set_metadata (chatlab.stores.metadata.MetadataChange.applied). ARGV: key, the most tags a
-# conversation may carry, the patch (see ``patch``).
-# false (nothing written) when the conversation does not exist; {'too_many', how many} (nothing written) when
-# the result would carry too many tags; else {'ok', the conversation as SUMMARIES gives one}.
+# conversation may carry, the ``patch``. false when the conversation does not exist; {'too_many', how many} when
+# the result would carry too many tags (nothing written either way); else {'ok', its ``summary``}.
 SET_METADATA = _on_conversation("""
 if current == 'ABSENT' then return false end
 local tags, count = tags_of(redis.call('HGETALL', KEYS[6]))
@@ -239,12 +231,10 @@ patch(3, #ARGV, tags)
 return {'ok', summary(base, member)}
 """)
 
-# A page of one bucket's conversations. KEYS: the bucket's index. ARGV: the bucket's base, the lex range ("-" "+"
-# for all: every member has score 0, so the lex range is the key order; "(after" starts past a page's last key),
-# how many at most ('': all), then the name and value of each tag wanted. With tags, the keys come from the
-# smallest of those tags' indexes, and the other tags are checked in the metadata hash; so the script reads a
-# page's worth of index entries, and more only for those it leaves out (other tags, or keys that expired by
-# retention and are not swept yet). Five values per conversation (see ``summary``).
+# A page of one bucket's ``summary``s. KEYS: the bucket's index. ARGV: its base, the lex range (members have score
+# 0, so it is the key order), how many at most ('': all), then the name and value of each tag wanted. With tags,
+# the keys come from the smallest of those tags' indexes and the other tags are checked in the metadata hash; so it
+# reads a page's worth of entries, and more only for those it leaves out (or that expired, not yet swept).
 SUMMARIES = _on_bucket("""
 local base, low, high, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local index, least = KEYS[1], nil
@@ -283,10 +273,9 @@ for _, key in ipairs(due) do drop(ARGV[2], key) end
 return #due
 """)
 
-# Layouts 1 to 3 to 4, one conversation (their keys: see chatlab.stores.redis.upgrade; on a single server, where a
-# script may touch any key). KEYS: old index, old updated, old list, version, times; new index, updated, list,
-# version, times. ARGV: member, now (layouts 1 and 2, which had no times; else ''). Renames keep each key's expiry;
-# 0 when another process moved it first.
+# Layouts 1 to 3 to 4, one conversation (chatlab.stores.redis.upgrade). KEYS: old index, old updated, old list,
+# version, times; new index, updated, list, version, times. ARGV: member, now (layouts 1 and 2, which had no times;
+# else ''). 0 when another process moved it first.
 UPGRADE_MOVE = _script("""
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 for i = 3, 5 do

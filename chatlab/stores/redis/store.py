@@ -72,18 +72,12 @@ def _patch(sets_title: bool, title: str | None, tags: Mapping[str, str | None]) 
 
 def _summary(key: bytes, count: int, version: bytes, times: bytes, metadata: list[bytes]) -> ConversationSummary:
     """One conversation as the scripts give it (see ``summary`` in the scripts)."""
-    created, _, updated = times.decode().partition(" ")
+    created, updated = (float(time) if time else None for time in times.decode().partition(" ")[::2])
     parts = [part.decode("utf-8") for part in metadata]
     fields = dict(zip(parts[::2], parts[1::2], strict=True))
     tags = {name[4:]: value for name, value in fields.items() if name.startswith("tag:")}
     return ConversationSummary(
-        key.decode("utf-8"),
-        int(count),
-        version.decode(),
-        float(created) if created else None,
-        float(updated) if updated else None,
-        fields.get("title"),
-        tags,
+        key.decode("utf-8"), int(count), version.decode(), created, updated, fields.get("title"), tags
     )
 
 
@@ -390,8 +384,7 @@ async def _first(
     rows = []
     asking = list(range(buckets))
     while asking:
-        starts = [low if b not in last else b"(" + last[b] for b in asking]
-        parts = await asyncio.gather(*(read(b, start, size[b]) for b, start in zip(asking, starts, strict=True)))
+        parts = await asyncio.gather(*(read(b, b"(" + last[b] if b in last else low, size[b]) for b in asking))
         for bucket, part in zip(asking, parts, strict=True):
             rows += part
             if len(part) < size[bucket]:
