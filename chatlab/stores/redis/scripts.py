@@ -220,11 +220,8 @@ SET_METADATA = _on_conversation("""
 if current == 'ABSENT' then return false end
 local tags, count = tags_of(redis.call('HGETALL', KEYS[6]))
 for i = 4, #ARGV, 2 do
-    if ARGV[i + 1] == '-' then
-        if tags[ARGV[i]] then count = count - 1 end
-    elseif not tags[ARGV[i]] then
-        count = count + 1
-    end
+    local had, has = tags[ARGV[i]] and 1 or 0, ARGV[i + 1] == '-' and 0 or 1
+    count = count + has - had
 end
 if count > tonumber(ARGV[2]) then return {'too_many', count} end
 patch(3, #ARGV, tags)
@@ -274,16 +271,16 @@ return #due
 """)
 
 # Layouts 1 to 3 to 4, one conversation (chatlab.stores.redis.upgrade). KEYS: old index, old updated, old list,
-# version, times; new index, updated, list, version, times. ARGV: member, now (layouts 1 and 2, which had no times;
-# else ''). 0 when another process moved it first.
+# version, times, then the new ConversationKeys. ARGV: member, now (layouts 1 and 2, which had no times; else '').
+# 0 when another process moved it first.
 UPGRADE_MOVE = _script("""
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 for i = 3, 5 do
-    if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('RENAME', KEYS[i], KEYS[i + 5]) end
+    if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('RENAME', KEYS[i], KEYS[i + 4]) end
 end
 local updated = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if ARGV[2] ~= '' and redis.call('SET', KEYS[10], ARGV[2] .. ' ' .. ARGV[2], 'NX') then updated = updated or ARGV[2] end
-if updated then redis.call('ZADD', KEYS[7], updated, ARGV[1]) end
+if ARGV[2] ~= '' and redis.call('SET', KEYS[9], ARGV[2] .. ' ' .. ARGV[2], 'NX') then updated = updated or ARGV[2] end
+if updated then redis.call('ZADD', KEYS[10], updated, ARGV[1]) end
 redis.call('ZADD', KEYS[6], 0, ARGV[1])
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])

@@ -62,6 +62,15 @@ def _conditions(if_match: Collection[str] | None) -> list[str | int]:
     return [-1] if if_match is None else [len(if_match), *if_match]
 
 
+def _outcome(reply: list[bytes], idempotency: Idempotency | None = None) -> WriteResult:
+    status, value = reply
+    if status == b"mismatch":
+        raise VersionMismatch(value.decode())
+    if status == b"reused":
+        raise IdempotencyKeyReused(idempotency.key if idempotency else "")
+    return WriteResult(value.decode(), replayed=status == b"replayed")
+
+
 def _patch(sets_title: bool, title: str | None, tags: Mapping[str, str | None]) -> list[bytes]:
     """A metadata change as the scripts' ``patch`` reads it: ``-`` removes, ``=`` and a value sets."""
     parts = [b"" if not sets_title else b"-" if title is None else b"=" + title.encode("utf-8")]
@@ -192,10 +201,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 calls = await self._clients.get()  # no I/O: connections open on first use
                 layout = self._layout or await self._check_layout(calls)
                 return await work(calls, layout)
-        except StoreError:
-            raise
         except Exception as exc:
-            message = self._failure(exc)
+            message = None if isinstance(exc, StoreError) else self._failure(exc)
             if message is None:
                 raise
         log.warning("%s", message)
@@ -295,37 +302,20 @@ class RedisChatHistoryStore(ChatHistoryStore):
         batch = [bytes(m) for m in messages]
         if not batch and if_match is None and idempotency is None:
             return WriteResult(await self.version(conversation_key))
-        args: list[Any] = [
-            new_generation(),
-            idempotency.fingerprint if idempotency else "",
-            max(1, int(idempotency.ttl * 1000)) if idempotency else 0,
-            *self._stamps(self.clock()),
-            *_conditions(if_match),
-            *batch,
-        ]
-        record = idempotency.key if idempotency else None
-        status, value = await self._script(scripts.APPEND, conversation_key, args, record)
-        return self._outcome(status, value, idempotency)
+        record = [idempotency.fingerprint, max(1, int(idempotency.ttl * 1000))] if idempotency else ["", 0]
+        args = [new_generation(), *record, *self._stamps(self.clock()), *_conditions(if_match), *batch]
+        key = idempotency.key if idempotency else None
+        return _outcome(await self._script(scripts.APPEND, conversation_key, args, key), idempotency)
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
         batch = [bytes(m) for m in messages]
         args = [new_version(len(batch)), *self._stamps(self.clock()), *_conditions(if_match), *batch]
-        status, value = await self._script(scripts.REPLACE, conversation_key, args)
-        return self._outcome(status, value, None)
+        return _outcome(await self._script(scripts.REPLACE, conversation_key, args))
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
-        status, value = await self._script(scripts.DELETE, conversation_key, _conditions(if_match))
-        self._outcome(status, value, None)
-
-    @staticmethod
-    def _outcome(status: bytes, value: bytes, idempotency: Idempotency | None) -> WriteResult:
-        if status == b"mismatch":
-            raise VersionMismatch(value.decode())
-        if status == b"reused":
-            raise IdempotencyKeyReused(idempotency.key if idempotency else "")
-        return WriteResult(value.decode(), replayed=status == b"replayed")
+        _outcome(await self._script(scripts.DELETE, conversation_key, _conditions(if_match)))
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         """Each record in its own script, in order; the first whose conversation is elsewhere stops the rest."""

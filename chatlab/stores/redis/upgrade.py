@@ -29,19 +29,14 @@ async def upgrade(calls: Calls, layout: Layout, version: int, now: float) -> Non
         moves = []
         for member in members:
             old = [prefix + kind + member for kind in (b"messages:", b"version:", b"times:")]
-            new = layout.conversation(member.decode("utf-8"))
-            keys = [index, updated, *old, new.conversations, new.updated, new.messages, new.version, new.times]
+            keys = [index, updated, *old, *layout.conversation(member.decode("utf-8"))]
             moves.append(calls.script(UPGRADE_MOVE, keys, [member, stamp]))
         await asyncio.gather(*moves)
     # the idempotency records (one that expires meanwhile is skipped)
     start = prefix + b"idempotency:"
-    renames: list[tuple[bytes, bytes]] = []
+    renames = calls.client.pipeline(transaction=False)
     async for name in calls.client.scan_iter(match=re.sub(rb"([*?\[\]\\])", rb"\\\1", start) + b"*", count=STEP):
         length, _, rest = name[len(start) :].decode("utf-8").partition(":")
         if length.isdigit():
-            renames.append((name, layout.idempotency(rest[: int(length)], rest[int(length) + 1 :])))
-    for first in range(0, len(renames), STEP):
-        pipe = calls.client.pipeline(transaction=False)
-        for old_name, new_name in renames[first : first + STEP]:
-            pipe.rename(old_name, new_name)
-        await pipe.execute(raise_on_error=False)
+            renames.rename(name, layout.idempotency(rest[: int(length)], rest[int(length) + 1 :]))
+    await renames.execute(raise_on_error=False)
