@@ -43,8 +43,7 @@ async def open_calls(url: str, *, cluster: bool, timeout: float, max_connections
 
     no_retries = Retry(NoBackoff(), 0)
     options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout, "retry": no_retries}
-    with contextlib.suppress(ImportError):  # redis-py 7 and later: with maintenance notifications on ("auto"), a
-        # pool hands out a connection the server closed without noticing; off, it checks and reconnects
+    with contextlib.suppress(ImportError):  # redis-py 7+: with these on, a pool hands out connections the server closed
         from redis.maint_notifications import MaintNotificationsConfig
 
         options["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)

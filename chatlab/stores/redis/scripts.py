@@ -135,7 +135,7 @@ local function touch(now, expire_at)
 end
 """
 
-# KEYS: meta. ARGV: the layout version and bucket count a new store gets. The layout version and bucket count.
+# KEYS: meta. ARGV: the layout version and bucket count a new store gets. The store's layout version and count.
 SCHEMA = _script("""
 if redis.call('HSETNX', KEYS[1], 'schema_version', ARGV[1]) == 1 then
     redis.call('HSET', KEYS[1], 'buckets', ARGV[2])
@@ -156,13 +156,11 @@ return {current, redis.call('LLEN', KEYS[2]), messages}
 # fingerprint); else the If-Match check; then the messages, and the version after them: the conversation's
 # generation (the new one if it had none), '.', its length.
 APPEND = _on_conversation("""
-if ARGV[3] ~= '' then
-    local record = redis.call('GET', KEYS[7])
-    if record then
-        local space = string.find(record, ' ', 1, true)
-        if string.sub(record, 1, space - 1) ~= ARGV[3] then return {'reused', ''} end
-        return {'replayed', string.sub(record, space + 1)}
-    end
+local record = ARGV[3] ~= '' and redis.call('GET', KEYS[7])
+if record then
+    local fingerprint, recorded = string.match(record, '^(.-) (.*)$')
+    if fingerprint ~= ARGV[3] then return {'reused', ''} end
+    return {'replayed', recorded}
 end
 local first = checked(7)
 if not first then return {'mismatch', current} end
@@ -177,9 +175,7 @@ if #ARGV >= first then
     redis.call('SET', KEYS[3], version)
     touch(ARGV[5], ARGV[6])
 end
-if ARGV[3] ~= '' then
-    redis.call('SET', KEYS[7], ARGV[3] .. ' ' .. version, 'PX', ARGV[4])
-end
+if ARGV[3] ~= '' then redis.call('SET', KEYS[7], ARGV[3] .. ' ' .. version, 'PX', ARGV[4]) end
 return {'ok', version}
 """)
 
@@ -234,8 +230,7 @@ return {'ok', summary(base, member)}
 # reads a page's worth of entries, and more only for those it leaves out (or that expired, not yet swept).
 SUMMARIES = _on_bucket("""
 local base, low, high, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local index, least = KEYS[1], nil
-local wanted = {}
+local index, least, wanted = KEYS[1], nil, {}
 for i = 5, #ARGV, 2 do
     table.insert(wanted, {'tag:' .. ARGV[i], ARGV[i + 1]})
     local candidate = tag_index(base, ARGV[i], ARGV[i + 1])

@@ -43,11 +43,9 @@ from .scripts import Script
 from .upgrade import STEP, upgrade
 
 R = TypeVar("R")
-
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 4
-
 DEFAULT_PREFIX = "chatlab:"
 
 #: Query parameters of a store URL that chatlab reads itself (redis-py would refuse them).
@@ -92,14 +90,11 @@ def _summary(key: bytes, count: int, version: bytes, times: bytes, metadata: lis
 
 def _lex_range(prefix: str, after: str | None) -> tuple[bytes, bytes]:
     """The ``ZRANGEBYLEX`` bounds of the keys that start with ``prefix`` and come after ``after``."""
-    low, high = b"-", b"+"
-    if prefix:
-        upper = prefix_upper_bound(prefix)
-        low = b"[" + prefix.encode("utf-8")
-        high = b"(" + upper.encode("utf-8") if upper is not None else b"+"
+    upper = prefix_upper_bound(prefix)
+    high = b"+" if upper is None else b"(" + upper.encode("utf-8")
     if after is not None and after >= prefix:  # code point order, as UTF-8's byte order
-        low = b"(" + after.encode("utf-8")
-    return low, high
+        return b"(" + after.encode("utf-8"), high
+    return b"[" + prefix.encode("utf-8"), high
 
 
 class RedisChatHistoryStore(ChatHistoryStore):
@@ -128,9 +123,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
             import redis.asyncio
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("the Redis store needs redis-py: pip install 'chatlab[redis]'") from exc
-        client_url, ours = split_url(url, CHATLAB_PARAMETERS)
-        self.client_url = client_url
-        self.cluster = client_url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
+        self.client_url, ours = split_url(url, CHATLAB_PARAMETERS)
+        self.cluster = self.client_url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
         if self.cluster and int(redis.__version__.split(".", 1)[0]) < 8:
             # before 8, its cluster client follows a failover only when it retries calls, which this store must not
             raise ImportError(
@@ -145,7 +139,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         self.buckets = buckets
         self.timeout = timeout
         self.max_connections = max_connections
-        self.where = redacted(client_url)
+        self.where = redacted(self.client_url)
         self.description = (
             f"Chat history is stored in Redis at {self.where} (key prefix {self.prefix!r}) and exposed over HTTP."
         )
@@ -358,13 +352,10 @@ class RedisChatHistoryStore(ChatHistoryStore):
 async def _first(
     read: Callable[[int, bytes, int | None], Awaitable[list[Any]]], buckets: int, low: bytes, limit: int | None
 ) -> list[Any]:
-    """The first ``limit`` rows (``None``: all) of the buckets together, in key order (each row's key first);
-    ``read(bucket, low, count)`` reads at most ``count`` rows of one bucket from ``low`` on.
-
-    A page holds about ``limit / buckets`` rows of each bucket (CRC-32 spreads the keys), so each bucket is
-    asked for twice that and a few more, all at once; only a bucket whose last row comes before the page's
-    ``limit``-th row may hold more of the page, and only those are read again (twice as many). So a page reads
-    about ``2 * limit`` rows in one round, however many conversations there are."""
+    """The first ``limit`` rows (``None``: all) of the buckets in key order (a row's key first), from ``read(bucket,
+    low, count)``. A page holds about ``limit / buckets`` rows of each bucket, so each is asked for twice that, all at
+    once; only a bucket whose last row comes before the page's last may hold more, and is read again (twice as
+    many). So a page reads about ``2 * limit`` rows in one round, however many conversations there are."""
     by_key = itemgetter(0)  # code point order, as UTF-8's byte order
     if limit is None:
         parts = await asyncio.gather(*(read(b, low, None) for b in range(buckets)))

@@ -1,10 +1,8 @@
-"""Upgrading a Redis store written by an older chatlab, in place, on its first use.
+"""Upgrading a Redis store written by an older chatlab, in place, on its first use (see docs/stores.md).
 
-Layouts 1 to 3 kept every conversation's keys under the prefix with no hash tag (``{prefix}conversations``,
-``{prefix}messages:{key}``, ...); layout 1 had no versions, layouts 1 and 2 no times. The upgrade renames each
-conversation's keys into its bucket (a rename keeps a key's expiry), with times if it had none, then the
-idempotency records. Each step is idempotent, so processes that start together may all run it. Older layouts
-only ever ran on a single server, where a script may touch keys of any slot.
+Layouts 1 to 3 kept the keys under the prefix with no hash tag (``{prefix}messages:{key}``, ...) and only ran on a
+single server, where a script may touch any key. Each step is idempotent: processes that start together may all
+run it.
 """
 
 from __future__ import annotations
