@@ -103,12 +103,17 @@ local function write(first, replacing)
         redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
     end
 end
+-- The times ("created updated"; touch keeps created), the updated index, the expiry (ms, '0': none) of KEYS[2..4].
 local function stamp(times, updated, expire_at)
     redis.call('SET', KEYS[4], times)
     redis.call('ZADD', KEYS[5], updated, member)
     for i = 2, 4 do
         if expire_at ~= '0' then redis.call('PEXPIREAT', KEYS[i], expire_at) else redis.call('PERSIST', KEYS[i]) end
     end
+end
+local function touch(now, expire_at)
+    local old = current ~= 'ABSENT' and redis.call('GET', KEYS[4])
+    stamp((old and string.match(old, '^(%S+)') or now) .. ' ' .. now, now, expire_at)
 end
 -- The title ARGV[at] ('': unchanged, '-': removed, else '=' and the title), then up to ARGV[last] each tag's name
 -- and '-' (removed) or '=' and its value, given the tags the conversation has.
@@ -128,10 +133,6 @@ local function patch(at, last, tags)
             redis.call('ZADD', tag_index(base, name, string.sub(ARGV[i + 1], 2)), 0, member)
         end
     end
-end
-local function touch(now, expire_at)
-    local old = current ~= 'ABSENT' and redis.call('GET', KEYS[4])
-    stamp((old and string.match(old, '^(%S+)') or now) .. ' ' .. now, now, expire_at)
 end
 """
 
