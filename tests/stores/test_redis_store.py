@@ -84,7 +84,7 @@ def test_reads_tell_absent_unversioned_and_versioned_conversations_apart(redis_u
             written = await store.append("new", [b"1", b"2", b"3"])
             with redis.Redis.from_url(split_url(redis_url, CHATLAB_PARAMETERS)[0]) as admin:
                 old, stray = layout.conversation("old"), layout.conversation("stray")
-                admin.zadd(old.index, {"old": 0})  # upgraded from layout 1: indexed, messages, no version
+                admin.zadd(old.conversations, {"old": 0})  # upgraded from layout 1: indexed, messages, no version
                 admin.rpush(old.messages, b"1", b"2")
                 admin.rpush(stray.messages, b"1")  # not in the index: not a conversation
             for key, version, messages in [

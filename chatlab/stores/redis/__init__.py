@@ -1,10 +1,7 @@
 """Chat history in Redis (``pip install 'chatlab[redis]'``: redis-py with hiredis), on one server or a cluster.
 
-* :mod:`~chatlab.stores.redis.store`: :class:`RedisChatHistoryStore`, the store interface;
-* :mod:`~chatlab.stores.redis.keys`: the key layout (a conversation's keys in one hash slot);
-* :mod:`~chatlab.stores.redis.scripts`: the Lua scripts, one per operation (the append rules among them);
-* :mod:`~chatlab.stores.redis.connections`: redis-py's clients and the pipelining of concurrent calls;
-* :mod:`~chatlab.stores.redis.upgrade`: older layouts upgraded in place.
+:class:`RedisChatHistoryStore` (``store``) over its key layout (``keys``), its Lua scripts, one per operation
+(``scripts``), redis-py's clients and their pipelining (``connections``), and the upgrade of older layouts.
 """
 
 from __future__ import annotations

@@ -1,33 +1,26 @@
-"""The Redis store's clients: redis-py's own, one per event loop, and the pipelining of concurrent operations.
+"""The Redis store's clients (redis-py's, one per event loop) and the pipelining of its script calls.
 
-redis-py reads the URL (TLS, sockets, credentials, database), connects, says hello and parses replies (with
-hiredis, which the ``chatlab[redis]`` extra installs). A single server gets a ``redis.asyncio.Redis`` over a
-``BlockingConnectionPool``; a cluster (``redis+cluster://``) gets
-``redis.asyncio.cluster.RedisCluster``, which finds the nodes and follows slot moves and failovers.
-
-Every operation of the store is one Lua script call, by ``EVALSHA``. On a single server the calls made in one
-turn of the event loop go to Redis as one pipeline (``pipeline(transaction=False)``): one round trip for all of
-them. redis-py's cluster pipelines refuse scripts, so on a cluster each call is its own command, sent concurrently
-over the pool of the node that holds its slot; as that pool refuses calls beyond its ``max_connections`` rather
-than queue them, the calls in flight are bounded to that many (the rest wait their turn within their deadline).
-A script Redis has not cached yet (a restarted server, a new primary after a failover) is loaded and the call run
-again: it had not run, so that is safe. Nothing else is retried: a script run again after its answer was lost
-would append twice (chatlab's client retries with an ``Idempotency-Key`` instead).
+On a single server the ``EVALSHA`` calls made in one turn of the event loop go out as one pipeline. redis-py's
+cluster pipelines refuse scripts, so on a cluster each call is its own command, at most ``max_connections`` in
+flight (a node's pool refuses more rather than queue them). A script Redis has not cached (after a restart or a
+failover) is loaded and the call run again: it had not run. Nothing else is retried: a script run again after its
+answer was lost would append twice.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
+import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-log = logging.getLogger(__name__)
+from .scripts import Script
 
 #: URL schemes of a cluster, as redis-py's own (``redis://``, ``rediss://``) with ``+cluster``.
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+_Call = tuple[Script, Sequence[Any], Sequence[Any], asyncio.Future[Any]]
 
 
 def redacted(url: str) -> str:
@@ -35,66 +28,35 @@ def redacted(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme == "unix":
         return f"unix:{parts.path}"
-    host = parts.hostname or "localhost"
-    port = parts.port or 6379
+    where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
     if parts.scheme in CLUSTER_SCHEMES:
-        return f"cluster {host}:{port}"
-    database = parts.path.lstrip("/") or "0"
-    return f"{host}:{port}/{database}"
+        return f"cluster {where}"
+    return f"{where}/{parts.path.lstrip('/') or '0'}"
 
 
-def check_cluster_support() -> None:
-    """Refuse a redis-py too old for the cluster store: before 8, its cluster client follows a failover only when
-    it retries calls, which this store must not do."""
-    import redis
-
-    if int(redis.__version__.split(".", 1)[0]) < 8:
-        raise ImportError(
-            f"the Redis store on Redis Cluster needs redis-py 8 or later; this is {redis.__version__}: "
-            "pip install -U 'redis[hiredis]>=8'"
-        )
-
-
-def open_client(url: str, *, cluster: bool, timeout: float, max_connections: int) -> Any:
+async def open_calls(url: str, *, cluster: bool, timeout: float, max_connections: int) -> Calls:
     """redis-py's client for ``url``: no retries, every socket wait bounded by ``timeout``."""
     import redis.asyncio
     from redis.asyncio.cluster import RedisCluster
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
 
-    options: dict[str, Any] = {
-        "socket_timeout": timeout,
-        "socket_connect_timeout": timeout,
-        "retry": Retry(NoBackoff(), 0),
-    }
-    try:  # redis-py 7 and later: with maintenance notifications on ("auto"), a pool hands out a connection
-        # the server closed without noticing; off, it checks and reconnects (nothing else uses them here)
+    no_retries = Retry(NoBackoff(), 0)
+    options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout, "retry": no_retries}
+    with contextlib.suppress(ImportError):  # redis-py 7+: with these on, a pool hands out connections the server closed
         from redis.maint_notifications import MaintNotificationsConfig
 
         options["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
-    except ImportError:  # pragma: no cover - older redis-py has no such notifications
-        pass
-    if cluster:
-        scheme, rest = url.split("://", 1)
-        plain = f"{CLUSTER_SCHEMES.get(scheme, scheme)}://{rest}"
-        return RedisCluster.from_url(plain, max_connections=max_connections, **options)
-    pool = redis.asyncio.BlockingConnectionPool.from_url(
-        url, max_connections=max_connections, timeout=timeout, **options
-    )
-    return redis.asyncio.Redis(connection_pool=pool)
-
-
-@dataclass(frozen=True, slots=True)
-class Script:
-    """A Lua script and its SHA-1 digest (what ``EVALSHA`` names it by)."""
-
-    text: str
-    sha: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        import hashlib
-
-        object.__setattr__(self, "sha", hashlib.sha1(self.text.encode()).hexdigest())
+    if not cluster:
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=timeout, **options
+        )
+        return Calls(redis.asyncio.Redis(connection_pool=pool), cluster=False, limit=max_connections)
+    scheme, rest = url.split("://", 1)
+    plain = f"{CLUSTER_SCHEMES.get(scheme, scheme)}://{rest}"
+    client = RedisCluster.from_url(plain, max_connections=max_connections, **options)
+    await client.initialize()  # the slot map, once for the concurrent first calls
+    return Calls(client, cluster=True, limit=max_connections)
 
 
 class Calls:
@@ -108,7 +70,7 @@ class Calls:
         self._turns = asyncio.Semaphore(limit)
         self._no_script = NoScriptError
         self._loop = asyncio.get_running_loop()
-        self._waiting: list[tuple[Script, Sequence[Any], Sequence[Any], asyncio.Future[Any]]] = []
+        self._waiting: list[_Call] = []
         self._running: set[asyncio.Task[None]] = set()
 
     async def script(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
@@ -132,21 +94,17 @@ class Calls:
         self._running.add(task)
         task.add_done_callback(self._running.discard)
 
-    async def _run(self, calls: list[tuple[Script, Sequence[Any], Sequence[Any], asyncio.Future[Any]]]) -> None:
+    async def _run(self, calls: list[_Call]) -> None:
         try:
             replies = await self._pipeline(calls)
             missing = [i for i, reply in enumerate(replies) if isinstance(reply, self._no_script)]
             if missing:  # not run: load the scripts and run those calls again
                 for text in {calls[i][0].text for i in missing}:
                     await self.client.script_load(text)
-                again = await self._pipeline([calls[i] for i in missing])
-                for i, reply in zip(missing, again, strict=True):
+                for i, reply in zip(missing, await self._pipeline([calls[i] for i in missing]), strict=True):
                     replies[i] = reply
         except Exception as exc:  # every call of the pipeline failed with it
-            for *_, future in calls:
-                if not future.done():
-                    future.set_exception(exc)
-            return
+            replies = [exc] * len(calls)
         except BaseException:  # cancelled (the store closed)
             for *_, future in calls:
                 future.cancel()
@@ -159,7 +117,7 @@ class Calls:
             else:
                 future.set_result(reply)
 
-    async def _pipeline(self, calls: Sequence[tuple[Script, Sequence[Any], Sequence[Any], Any]]) -> list[Any]:
+    async def _pipeline(self, calls: Sequence[_Call]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
         for script, keys, args, _ in calls:
             pipe.evalsha(script.sha, len(keys), *keys, *args)

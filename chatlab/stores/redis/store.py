@@ -1,17 +1,9 @@
 """The Redis store: chat history in Redis, shared by any number of service processes.
 
-Guarantees: every operation is one Lua script (:mod:`chatlab.stores.redis.scripts`), which Redis runs as one
-atomic step. So an append (``ZADD`` + ``RPUSH`` of the whole batch) lands contiguously and in order, all or
-nothing, whatever other clients (other service processes included) append meanwhile; a replace and a delete are
-whole too; an ``if_match`` condition or an idempotency record is checked in the same step as the write and the
-record; and a read is one consistent snapshot. Listing reads a page from each bucket's index in one script
-(:mod:`chatlab.stores.redis.keys`), all buckets in one pipeline, and merges them in key order; setting metadata
-is one script that checks, merges and updates the tag indexes together.
-
-Every operation ends within ``timeout`` seconds, connecting included, even when Redis or the network stops
-answering (:mod:`chatlab.stores.redis.connections`). Durability is Redis's own: see docs/stores.md for
-``appendonly yes`` and replicas. A crash of the chatlab service process never loses an acknowledged write: it
-was in Redis before the service answered.
+Every operation is one Lua script (:mod:`chatlab.stores.redis.scripts`), which Redis runs as one atomic step: an
+append lands whole and in order whatever other clients append meanwhile, a condition or an idempotency record is
+checked in the same step as the write, and a read is one snapshot. Listing merges a page from each bucket
+(:mod:`chatlab.stores.redis.keys`). Every operation ends within ``timeout`` seconds, connecting included.
 """
 
 from __future__ import annotations
@@ -21,6 +13,7 @@ import logging
 import os
 import traceback
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from .._loops import PerLoop
@@ -44,16 +37,15 @@ from ..base import (
 )
 from ..metadata import MAX_TAGS, MetadataChange, TooManyTags
 from . import scripts
-from .connections import CLUSTER_SCHEMES, Calls, Script, check_cluster_support, open_client, redacted
-from .keys import ConversationKeys, Layout
+from .connections import CLUSTER_SCHEMES, Calls, open_calls, redacted
+from .keys import Layout
+from .scripts import Script
 from .upgrade import STEP, upgrade
 
 R = TypeVar("R")
-
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 4
-
 DEFAULT_PREFIX = "chatlab:"
 
 #: Query parameters of a store URL that chatlab reads itself (redis-py would refuse them).
@@ -63,48 +55,46 @@ CHATLAB_PARAMETERS: tuple[str, ...] = ("prefix", "buckets")
 #: the conversations over a few primaries, few enough that listing every bucket stays one short pipeline.
 CLUSTER_BUCKETS = 64
 
-_SCHEMA, _READ = Script(scripts.SCHEMA), Script(scripts.READ)
-_APPEND, _REPLACE, _DELETE = Script(scripts.APPEND), Script(scripts.REPLACE), Script(scripts.DELETE)
-_RESTORE, _SUMMARIES, _SWEEP = Script(scripts.RESTORE), Script(scripts.SUMMARIES), Script(scripts.SWEEP)
-_SET_METADATA = Script(scripts.SET_METADATA)
-
 
 def _conditions(if_match: Collection[str] | None) -> list[str | int]:
     return [-1] if if_match is None else [len(if_match), *if_match]
 
 
+def _outcome(reply: list[bytes], idempotency: Idempotency | None = None) -> WriteResult:
+    status, value = reply
+    if status == b"mismatch":
+        raise VersionMismatch(value.decode())
+    if status == b"reused":
+        raise IdempotencyKeyReused(idempotency.key if idempotency else "")
+    return WriteResult(value.decode(), replayed=status == b"replayed")
+
+
+def _patch(sets_title: bool, title: str | None, tags: Mapping[str, str | None]) -> list[bytes]:
+    """A metadata change as the scripts' ``patch`` reads it: ``-`` removes, ``=`` and a value sets."""
+    parts = [b"" if not sets_title else b"-" if title is None else b"=" + title.encode("utf-8")]
+    for name, value in tags.items():
+        parts += [name.encode("utf-8"), b"-" if value is None else b"=" + value.encode("utf-8")]
+    return parts
+
+
 def _summary(key: bytes, count: int, version: bytes, times: bytes, metadata: list[bytes]) -> ConversationSummary:
-    """One conversation as the scripts give it: key, count, version, ``"created updated"`` (``""``: unknown), and
-    its metadata hash's fields and values in turn (``title``, ``tag:{name}``)."""
-    created, _, updated = times.decode().partition(" ")
-    title: str | None = None
-    tags: dict[str, str] = {}
-    for name, value in zip(metadata[::2], metadata[1::2], strict=True):
-        if name == b"title":
-            title = value.decode("utf-8")
-        elif name.startswith(b"tag:"):
-            tags[name[4:].decode("utf-8")] = value.decode("utf-8")
+    """One conversation as the scripts give it (see ``summary`` in the scripts)."""
+    created, updated = (float(time) if time else None for time in times.decode().partition(" ")[::2])
+    parts = [part.decode("utf-8") for part in metadata]
+    fields = dict(zip(parts[::2], parts[1::2], strict=True))
+    tags = {name[4:]: value for name, value in fields.items() if name.startswith("tag:")}
     return ConversationSummary(
-        key.decode("utf-8"),
-        int(count),
-        version.decode(),
-        float(created) if created else None,
-        float(updated) if updated else None,
-        title,
-        tags,
+        key.decode("utf-8"), int(count), version.decode(), created, updated, fields.get("title"), tags
     )
 
 
 def _lex_range(prefix: str, after: str | None) -> tuple[bytes, bytes]:
     """The ``ZRANGEBYLEX`` bounds of the keys that start with ``prefix`` and come after ``after``."""
-    low, high = b"-", b"+"
-    if prefix:
-        upper = prefix_upper_bound(prefix)
-        low = b"[" + prefix.encode("utf-8")
-        high = b"(" + upper.encode("utf-8") if upper is not None else b"+"
+    upper = prefix_upper_bound(prefix)
+    high = b"+" if upper is None else b"(" + upper.encode("utf-8")
     if after is not None and after >= prefix:  # code point order, as UTF-8's byte order
-        low = b"(" + after.encode("utf-8")
-    return low, high
+        return b"(" + after.encode("utf-8"), high
+    return b"[" + prefix.encode("utf-8"), high
 
 
 class RedisChatHistoryStore(ChatHistoryStore):
@@ -130,14 +120,17 @@ class RedisChatHistoryStore(ChatHistoryStore):
         buckets: int | None = None,
     ) -> None:
         try:
-            import redis.asyncio  # noqa: F401
+            import redis.asyncio
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("the Redis store needs redis-py: pip install 'chatlab[redis]'") from exc
-        client_url, ours = split_url(url, CHATLAB_PARAMETERS)
-        self.client_url = client_url
-        self.cluster = client_url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
-        if self.cluster:
-            check_cluster_support()
+        self.client_url, ours = split_url(url, CHATLAB_PARAMETERS)
+        self.cluster = self.client_url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
+        if self.cluster and int(redis.__version__.split(".", 1)[0]) < 8:
+            # before 8, its cluster client follows a failover only when it retries calls, which this store must not
+            raise ImportError(
+                f"the Redis store on Redis Cluster needs redis-py 8 or later; this is {redis.__version__}: "
+                "pip install -U 'redis[hiredis]>=8'"
+            )
         self.prefix = prefix if prefix is not None else ours.get("prefix", DEFAULT_PREFIX)
         if buckets is None and "buckets" in ours:
             if not ours["buckets"].isdigit() or int(ours["buckets"]) < 1:
@@ -146,35 +139,26 @@ class RedisChatHistoryStore(ChatHistoryStore):
         self.buckets = buckets
         self.timeout = timeout
         self.max_connections = max_connections
-        self.where = redacted(client_url)
+        self.where = redacted(self.client_url)
         self.description = (
             f"Chat history is stored in Redis at {self.where} (key prefix {self.prefix!r}) and exposed over HTTP."
         )
-        self._clients: PerLoop[Calls] = PerLoop(self._open_client, self._close_client)
+        self._clients: PerLoop[Calls] = PerLoop(self._open_client, Calls.close)
         self._layout: Layout | None = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.where} prefix={self.prefix!r}>"
 
-    # -- connections and the layout ------------------------------------------------------
-
     async def _open_client(self) -> Calls:
-        client = open_client(
+        return await open_calls(
             self.client_url, cluster=self.cluster, timeout=self.timeout, max_connections=self.max_connections
         )
-        if self.cluster:  # the slot map, once for the concurrent first calls
-            await client.initialize()
-        return Calls(client, cluster=self.cluster, limit=self.max_connections)
-
-    @staticmethod
-    async def _close_client(calls: Calls) -> None:
-        await calls.close()
 
     async def _check_layout(self, calls: Calls) -> Layout:
         """Create the layout, or upgrade an older one, or refuse one this chatlab does not know."""
         wanted = self.buckets or (CLUSTER_BUCKETS if self.cluster else 1)
         meta = f"{self.prefix}meta".encode()
-        version, buckets = await calls.script(_SCHEMA, [meta], [SCHEMA_VERSION, wanted])
+        version, buckets = await calls.script(scripts.SCHEMA, [meta], [SCHEMA_VERSION, wanted])
         if version is not None and int(version) in (1, 2, 3):
             if self.cluster:
                 raise StoreError(
@@ -211,10 +195,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 calls = await self._clients.get()  # no I/O: connections open on first use
                 layout = self._layout or await self._check_layout(calls)
                 return await work(calls, layout)
-        except StoreError:
-            raise
         except Exception as exc:
-            message = self._failure(exc)
+            message = None if isinstance(exc, StoreError) else self._failure(exc)
             if message is None:
                 raise
         log.warning("%s", message)
@@ -232,36 +214,37 @@ class RedisChatHistoryStore(ChatHistoryStore):
             return f"Redis at {self.where} is unreachable: {exc}"
         if isinstance(exc, (redis.exceptions.RedisError, OSError)):
             return f"Redis at {self.where} failed: {exc}"
-        if isinstance(exc, AttributeError) and _raised_inside(exc, redis.__file__):
+        frames = traceback.extract_tb(exc.__traceback__)
+        inside_redis = bool(frames) and frames[-1].filename.startswith(os.path.dirname(redis.__file__) + os.sep)
+        if isinstance(exc, AttributeError) and inside_redis:
             # redis-py's cluster client, when a failing node's connection is closed under a command that is being
             # sent on it (its stream writer gone): the node is unreachable, as a ConnectionError would have said
             return f"Redis at {self.where} is unreachable: a connection closed while a command was sent ({exc})"
         return None
 
-    # -- reads ---------------------------------------------------------------------------
+    async def _script(
+        self, script: Script, conversation_key: str, args: Sequence[Any], idempotency_key: str | None = None
+    ) -> Any:
+        """A script's reply on one conversation: its keys (then the idempotency record) as KEYS, its key ARGV[1]."""
 
-    async def _read(self, conversation_key: str, first: int | None, last: int) -> tuple[str, int, list[Any]]:
-        """Version, count and the messages from ``first`` to ``last`` (LRANGE's; ``first`` None: none)."""
+        async def work(calls: Calls, layout: Layout) -> Any:
+            keys = [*layout.conversation(conversation_key)]
+            if idempotency_key is not None:
+                keys.append(layout.idempotency(conversation_key, idempotency_key))
+            return await calls.script(script, keys, [conversation_key.encode("utf-8"), *args])
 
-        async def work(calls: Calls, layout: Layout) -> list[Any]:
-            keys = layout.conversation(conversation_key)
-            args = [conversation_key.encode("utf-8"), "" if first is None else first, last]
-            reply: list[Any] = await calls.script(_READ, [keys.index, keys.messages, keys.version], args)
-            return reply
-
-        version, count, messages = await self._guard(work)
-        return version.decode(), int(count), messages
+        return await self._guard(work)
 
     async def read(self, conversation_key: str) -> Conversation:
-        version, _, messages = await self._read(conversation_key, 0, -1)
-        return Conversation(messages, version)
+        whole = await self.read_slice(conversation_key)
+        return Conversation(whole.messages, whole.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         check_slice(after, limit)
         # LRANGE walks from the nearer end of the list: the newest messages are cheap
-        last = -1 if limit is None else after + limit - 1
-        version, count, messages = await self._read(conversation_key, None if limit == 0 else after, last)
-        return ConversationSlice(messages, after, count, version)
+        args = ["" if limit == 0 else after, -1 if limit is None else after + limit - 1]
+        version, count, messages = await self._script(scripts.READ, conversation_key, args)
+        return ConversationSlice(messages, after, int(count), version.decode())
 
     async def summaries(
         self,
@@ -271,8 +254,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> list[ConversationSummary]:
-        """A merge of the buckets' pages: one script per bucket (one pipeline on a single server) reads its next
-        matching conversations from its index; see :func:`_first`."""
+        """A merge of the buckets' pages, one script per bucket: see :func:`_first`."""
         if limit is not None and limit <= 0:
             return []
         low, high = _lex_range(prefix, after)
@@ -280,9 +262,9 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
         async def work(calls: Calls, layout: Layout) -> list[ConversationSummary]:
             async def read(bucket: int, start: bytes, count: int | None) -> list[Any]:
-                keys = layout.of_bucket(bucket)
-                args = [keys.base, start, high, "" if count is None else count, *wanted]
-                rows: list[Any] = await calls.script(_SUMMARIES, [keys.index], args)
+                base = layout.bases[bucket]
+                args = [base, start, high, "" if count is None else count, *wanted]
+                rows: list[Any] = await calls.script(scripts.SUMMARIES, [base + b"conversations"], args)
                 return rows
 
             return [_summary(*row) for row in await _first(read, layout.buckets, low, limit)]
@@ -290,16 +272,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
         return await self._guard(work)
 
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-        title = "" if not change.sets_title else "-" if change.title is None else "=" + change.title
-        args: list[Any] = [conversation_key.encode("utf-8"), MAX_TAGS, title.encode("utf-8")]
-        for name, value in change.tags.items():
-            args += [name.encode("utf-8"), b"-" if value is None else b"=" + value.encode("utf-8")]
-
-        def keys(layout: Layout) -> list[bytes]:
-            k = layout.conversation(conversation_key)
-            return [k.index, k.messages, k.version, k.times, k.metadata]
-
-        reply: list[Any] | None = await self._write(_SET_METADATA, keys, args)
+        args = [MAX_TAGS, *_patch(change.sets_title, change.title, change.tags)]
+        reply: list[Any] | None = await self._script(scripts.SET_METADATA, conversation_key, args)
         if reply is None:
             return None
         status, value = reply
@@ -307,27 +281,9 @@ class RedisChatHistoryStore(ChatHistoryStore):
             raise TooManyTags(f"a conversation carries at most {MAX_TAGS} tags; this change would leave {int(value)}")
         return _summary(*value)
 
-    # -- writes --------------------------------------------------------------------------
-
-    def _expire_at(self, written: float) -> int:
-        """When the keys of a conversation written at ``written`` expire, in ms (0: never)."""
-        return 0 if self.retention is None else int((written + self.retention) * 1000)
-
-    def _write_times(self) -> list[str | int]:
-        """``now`` and ``expire at`` of a write happening now."""
-        now = self.clock()
-        return [repr(now), self._expire_at(now)]
-
-    @staticmethod
-    def _whole(keys: ConversationKeys) -> list[bytes]:
-        """KEYS of the replace, delete and restore scripts."""
-        return [keys.index, keys.messages, keys.version, keys.times, keys.updated, keys.metadata]
-
-    async def _write(self, script: Script, keys: Callable[[Layout], list[bytes]], args: list[Any]) -> Any:
-        async def work(calls: Calls, layout: Layout) -> Any:
-            return await calls.script(script, keys(layout), args)
-
-        return await self._guard(work)
+    def _stamps(self, written: float) -> list[str | int]:
+        """The time of a write, and when the keys it writes expire, in ms (0: never)."""
+        return [repr(written), 0 if self.retention is None else int((written + self.retention) * 1000)]
 
     async def append(
         self,
@@ -340,56 +296,20 @@ class RedisChatHistoryStore(ChatHistoryStore):
         batch = [bytes(m) for m in messages]
         if not batch and if_match is None and idempotency is None:
             return WriteResult(await self.version(conversation_key))
-
-        def keys(layout: Layout) -> list[bytes]:
-            k = layout.conversation(conversation_key)
-            record = layout.idempotency(conversation_key, idempotency.key) if idempotency else k.messages
-            return [k.index, k.messages, k.version, record, k.times, k.updated, k.metadata]
-
-        args: list[Any] = [
-            conversation_key.encode("utf-8"),
-            new_generation(),
-            idempotency.fingerprint if idempotency else "",
-            max(1, int(idempotency.ttl * 1000)) if idempotency else 0,
-            *self._write_times(),
-            *_conditions(if_match),
-            *batch,
-        ]
-        status, value = await self._write(_APPEND, keys, args)
-        return self._outcome(status, value, idempotency)
+        record = [idempotency.fingerprint, max(1, int(idempotency.ttl * 1000))] if idempotency else ["", 0]
+        args = [new_generation(), *record, *self._stamps(self.clock()), *_conditions(if_match), *batch]
+        key = idempotency.key if idempotency else None
+        return _outcome(await self._script(scripts.APPEND, conversation_key, args, key), idempotency)
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
         batch = [bytes(m) for m in messages]
-        args: list[Any] = [
-            conversation_key.encode("utf-8"),
-            new_version(len(batch)),
-            *self._write_times(),
-            *_conditions(if_match),
-            *batch,
-        ]
-        status, value = await self._write(
-            _REPLACE, lambda layout: self._whole(layout.conversation(conversation_key)), args
-        )
-        return self._outcome(status, value, None)
+        args = [new_version(len(batch)), *self._stamps(self.clock()), *_conditions(if_match), *batch]
+        return _outcome(await self._script(scripts.REPLACE, conversation_key, args))
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
-        args: list[Any] = [conversation_key.encode("utf-8"), *_conditions(if_match)]
-        status, value = await self._write(
-            _DELETE, lambda layout: self._whole(layout.conversation(conversation_key)), args
-        )
-        self._outcome(status, value, None)
-
-    @staticmethod
-    def _outcome(status: bytes, value: bytes, idempotency: Idempotency | None) -> WriteResult:
-        if status == b"mismatch":
-            raise VersionMismatch(value.decode())
-        if status == b"reused":
-            raise IdempotencyKeyReused(idempotency.key if idempotency else "")
-        return WriteResult(value.decode(), replayed=status == b"replayed")
-
-    # -- migration and retention ---------------------------------------------------------
+        _outcome(await self._script(scripts.DELETE, conversation_key, _conditions(if_match)))
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         """Each record in its own script, in order; the first whose conversation is elsewhere stops the rest."""
@@ -398,12 +318,9 @@ class RedisChatHistoryStore(ChatHistoryStore):
             for record in records:
                 key = record.conversation_key
                 times = f"{record.created_at!r} {record.updated_at!r}"
-                args: list[Any] = [key.encode(), record.expected, record.version, times, repr(record.updated_at)]
-                args.append(str(self._expire_at(record.updated_at)))
-                args += [b"" if record.title is None else b"=" + record.title.encode("utf-8"), len(record.tags)]
-                for name, value in record.tags.items():
-                    args += [name.encode("utf-8"), value.encode("utf-8")]
-                current = await calls.script(_RESTORE, self._whole(layout.conversation(key)), [*args, *record.messages])
+                args = [key.encode(), record.expected, record.version, times, *self._stamps(record.updated_at)]
+                args += [len(record.tags), *_patch(record.title is not None, record.title, record.tags)]
+                current = await calls.script(scripts.RESTORE, layout.conversation(key), [*args, *record.messages])
                 if current is not None:
                     raise VersionMismatch(current.decode())
 
@@ -415,16 +332,15 @@ class RedisChatHistoryStore(ChatHistoryStore):
         if cutoff is None:
             return 0
 
-        async def one(calls: Calls, layout: Layout, bucket: int) -> int:
-            keys = layout.of_bucket(bucket)
-            args = [cutoff, keys.base, STEP]
+        async def one(calls: Calls, base: bytes) -> int:
+            keys = [base + b"conversations", base + b"updated"]
             deleted = 0
-            while count := int(await calls.script(_SWEEP, [keys.index, keys.updated], args)):
+            while count := int(await calls.script(scripts.SWEEP, keys, [cutoff, base, STEP])):
                 deleted += count
             return deleted
 
         async def work(calls: Calls, layout: Layout) -> int:
-            return sum(await asyncio.gather(*(one(calls, layout, b) for b in range(layout.buckets))))
+            return sum(await asyncio.gather(*(one(calls, base) for base in layout.bases)))
 
         return await self._guard(work)
 
@@ -436,44 +352,27 @@ class RedisChatHistoryStore(ChatHistoryStore):
 async def _first(
     read: Callable[[int, bytes, int | None], Awaitable[list[Any]]], buckets: int, low: bytes, limit: int | None
 ) -> list[Any]:
-    """The first ``limit`` rows (``None``: all) of the buckets together, in key order, as the summaries script
-    gives them, each row's key first; ``read(bucket, low, count)`` reads at most ``count`` rows of one bucket
-    from ``low`` on.
-
-    A page holds about ``limit / buckets`` rows of each bucket (CRC-32 spreads the keys), so each bucket is
-    asked for twice that and a few more, all at once; a bucket whose last row comes before the page's
-    ``limit``-th row may hold more of the page, and only those are read again (from their last row, twice as
+    """The first ``limit`` rows (``None``: all) of the buckets in key order (a row's key first), from ``read(bucket,
+    low, count)``. A page holds about ``limit / buckets`` rows of each bucket, so each is asked for twice that, all at
+    once; only a bucket whose last row comes before the page's last may hold more, and is read again (twice as
     many). So a page reads about ``2 * limit`` rows in one round, however many conversations there are."""
-    if limit is None or buckets == 1:
-        parts = await asyncio.gather(*(read(b, low, limit) for b in range(buckets)))
-        rows = sorted((row for part in parts for row in part), key=_key) if buckets > 1 else parts[0]
-        return rows if limit is None else rows[:limit]
+    by_key = itemgetter(0)  # code point order, as UTF-8's byte order
+    if limit is None:
+        parts = await asyncio.gather(*(read(b, low, None) for b in range(buckets)))
+        return sorted((row for part in parts for row in part), key=by_key)
     size = dict.fromkeys(range(buckets), min(limit, -(-2 * limit // buckets) + 4))
     last: dict[int, bytes] = {}  # the last row read of each bucket that may hold more
     rows = []
     asking = list(range(buckets))
     while asking:
-        starts = [low if b not in last else b"(" + last[b] for b in asking]
-        parts = await asyncio.gather(*(read(b, start, size[b]) for b, start in zip(asking, starts, strict=True)))
+        parts = await asyncio.gather(*(read(b, b"(" + last[b] if b in last else low, size[b]) for b in asking))
         for bucket, part in zip(asking, parts, strict=True):
             rows += part
             if len(part) < size[bucket]:
                 last.pop(bucket, None)  # read to its end
             else:
                 last[bucket], size[bucket] = part[-1][0], size[bucket] * 2
-        rows.sort(key=_key)  # code point order, as UTF-8's byte order
-        rows = rows[:limit]
+        rows = sorted(rows, key=by_key)[:limit]
         edge = rows[-1][0] if len(rows) == limit else None
         asking = [b for b, key in last.items() if edge is None or key < edge]
     return rows
-
-
-def _key(row: list[Any]) -> bytes:
-    key: bytes = row[0]
-    return key
-
-
-def _raised_inside(exc: BaseException, package_file: str) -> bool:
-    """Whether ``exc`` was raised in the package whose ``__init__`` is ``package_file`` (not in chatlab's code)."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    return bool(frames) and frames[-1].filename.startswith(os.path.dirname(package_file) + os.sep)
