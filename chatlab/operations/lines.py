@@ -122,10 +122,8 @@ def _metadata(document: dict[str, object], number: int) -> tuple[str | None, dic
 
 
 def numbered_lines(source: BinaryIO | Iterable[bytes], limit: int) -> Iterator[tuple[int, bytes | None]]:
-    """Each line of ``source`` with its number (from 1), without its line break; ``None`` for one over ``limit``.
-
-    A file is read with ``readline`` bounded by the limit (the rest of a long line too, while it is skipped), so
-    no more than the limit is ever held. A UTF-8 byte-order mark at the very start is dropped.
+    """Each line of ``source`` with its number (from 1), without its line break; ``None`` for one over ``limit``,
+    never held whole (a file is read with a bounded ``readline``). A UTF-8 byte-order mark at the start is dropped.
     """
     lines = _bounded(source, limit) if isinstance(source, _Readable) else iter(source)
     for number, line in enumerate(lines, 1):
@@ -143,18 +141,14 @@ class _Readable(Protocol):
 def _bounded(stream: _Readable, limit: int) -> Iterator[bytes | None]:
     """The lines of ``stream``; ``None`` for one longer than ``limit`` (and a mark and a line break), not kept."""
     most = limit + len(BOM) + 2
-    while True:
-        line = stream.readline(most)
-        if not line:
-            return
+    for line in iter(lambda: stream.readline(most), b""):
         if len(line) == most and not line.endswith(b"\n"):
-            while True:  # the rest of the long line, a chunk at a time, dropped
+            rest = line
+            while rest and not rest.endswith(b"\n"):  # the rest of the long line, a chunk at a time, dropped
                 rest = stream.readline(most)
-                if not rest or rest.endswith(b"\n"):
-                    break
             yield None
-            continue
-        yield line
+        else:
+            yield line
 
 
 def split_array(body: bytes) -> list[bytes]:

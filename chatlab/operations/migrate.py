@@ -88,13 +88,10 @@ async def migrate(
     page: int = PAGE,
 ) -> MigrationReport:
     """Copy every conversation of ``source_url`` into ``target_url``; ``progress(done, total)`` after each batch.
-
-    ``merge``: a conversation written in both places becomes the source's messages followed by the target's
-    own; with ``merge=False`` such a conversation is refused at the start and left as it is when it appears
-    during the copy. ``overwrite=True`` (an old name) merges too. ``page``: conversations listed at a time.
-    Raises :class:`MigrationConflict` (nothing written) or :class:`MigrationStopped` (a store failed
-    part-way; running it again finishes the job).
-    """
+    ``merge``: a conversation written in both places becomes the source's messages followed by the target's own
+    (``overwrite``, an old name, too); with ``merge=False`` one is refused at the start, left as it is when it
+    appears during the copy. Raises :class:`MigrationConflict` (nothing written) or :class:`MigrationStopped` (a
+    store failed part-way; running it again finishes the job)."""
     for url in (source_url, target_url):
         if url.strip() in ("", "memory", "memory://"):
             raise ValueError(
@@ -348,7 +345,6 @@ def _same(source: ConversationSummary, target: ConversationSummary) -> bool:
 
 
 def _starts(whole: Sequence[bytes], start: Sequence[bytes]) -> bool:
-    """Whether ``whole`` starts with ``start``."""
     return len(start) <= len(whole) and list(whole[: len(start)]) == list(start)
 
 

@@ -177,11 +177,9 @@ class ServicePlace:
     async def _find(self, key: str, after: str | None) -> ConversationSummary | None:
         async with aclosing(self._listing(100, after)) as pages:
             async for listed in pages:
-                for summary in listed:
-                    if summary.conversation_key == key:
-                        return summary
-                    if summary.conversation_key > key:
-                        return None
+                first = next((summary for summary in listed if summary.conversation_key >= key), None)
+                if first is not None:  # the listing is in key order: ``key`` is here or nowhere
+                    return first if first.conversation_key == key else None
         return None
 
     async def set_metadata(self, key: str, change: MetadataChange) -> None:
