@@ -201,13 +201,15 @@ class Migration:
         self.progress(report.already + report.copied, report.total)
 
     async def _settle_all(self, keys: Sequence[str], *, into_copied: bool = False) -> None:
-        for key, outcome in zip(keys, await _gather(self._settle, keys), strict=True):
-            if into_copied and outcome in ("copied", "already"):
-                self.report.copied += 1
-                continue
-            before = self.outcomes.get(key)
-            if before is None or _RANK.index(outcome) > _RANK.index(before) or before in ("diverged", "busy"):
-                self.outcomes[key] = outcome
+        for start in range(0, len(keys), _AT_ONCE):  # each chunk counted as soon as it is settled
+            chunk = keys[start : start + _AT_ONCE]
+            for key, outcome in zip(chunk, await asyncio.gather(*map(self._settle, chunk)), strict=True):
+                if into_copied and outcome in ("copied", "already"):
+                    self.report.copied += 1
+                    continue
+                before = self.outcomes.get(key)
+                if before is None or _RANK.index(outcome) > _RANK.index(before) or before in ("diverged", "busy"):
+                    self.outcomes[key] = outcome
         self.report.settled = Counter(o for o in self.outcomes.values() if o != "already")
         self.report.diverged = sorted(k for k, o in self.outcomes.items() if o == "diverged")
 
