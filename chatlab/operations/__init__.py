@@ -1,12 +1,5 @@
-"""Operating the history: back it up, restore it, move it between stores.
-
-* :mod:`.lines`: the JSON Lines format, one conversation a line, each message's bytes as stored, its title and tags;
-* :mod:`.places`: where conversations come from and go to: a store (by URL) or a running service (HTTP);
-* :mod:`.exporter`: ``chatlab export``; :mod:`.importer`: ``chatlab import``;
-* :mod:`.migrate`: ``chatlab migrate --from URL --to URL``, resumable, keeping concurrent writes, verified;
-* :mod:`.commands`: the command-line side of the three.
-
-See docs/operations.md.
+"""Operating the history: back it up and restore it (``chatlab export`` and ``import``, as JSON Lines, from and
+into a store or a running service) and move it between stores (``chatlab migrate``). See docs/operations.md.
 """
 
 from .exporter import export_conversations

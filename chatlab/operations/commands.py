@@ -13,8 +13,9 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from ..vocabulary import API_KEY_VARIABLE
@@ -24,16 +25,11 @@ INTERRUPTED = 130
 
 
 def _where(parser: argparse.ArgumentParser, verb: str) -> None:
-    parser.add_argument(
-        "--store", default=None, metavar="URL", help=f"{verb} a store directly (sqlite, postgresql, redis)"
-    )
-    parser.add_argument("--url", default=None, help=f"{verb} a running service, e.g. http://localhost:5000")
-    parser.add_argument(
-        "--api-key", default=None, help=f"the service's API key, when it has keys on (default: {API_KEY_VARIABLE})"
-    )
+    parser.add_argument("--store", metavar="URL", help=f"{verb} a store directly (sqlite, postgresql, redis)")
+    parser.add_argument("--url", help=f"{verb} a running service, e.g. http://localhost:5000")
+    parser.add_argument("--api-key", help=f"the service's API key, when it has keys on (default: {API_KEY_VARIABLE})")
     parser.add_argument(
         "--namespace",
-        default=None,
         metavar="NAME",
         help="with --store: the conversations of one API key namespace, keys as its clients send them "
         "(default: the conversations outside any namespace)",
@@ -53,15 +49,36 @@ def _say(text: str) -> None:
 @contextmanager
 def _terminated_as_interrupt() -> Iterator[None]:
     """``kill`` (SIGTERM) ends the command like Ctrl+C, so it can still say how far it got."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _progress(seen: list[int], every: float = 2.0) -> Iterator[Callable[[int, int], None]]:
+    """Progress on stderr, the latest figures kept in ``seen``: a bar (rich) on a terminal; otherwise a line at
+    most every ``every`` seconds, so a log shows how far a run got even when it is killed."""
+    last, bar = [0.0], None
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        columns = TextColumn("migrating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()
+        bar = Progress(*columns, console=Console(stderr=True))
+        task = bar.add_task("migrate", total=None)
+
+    def update(done: int, total: int) -> None:
+        seen[:] = [done, total]
+        if bar is not None:
+            bar.update(task, completed=done, total=total)
+        elif time.monotonic() - last[0] >= every or done == total:
+            last[0] = time.monotonic()
+            _say(f"migrate: {done} of {total} conversations in the target")
+
+    with bar if bar is not None else nullcontext():
+        yield update
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -71,12 +88,8 @@ def _export(args: argparse.Namespace) -> int:
     async def run() -> tuple[int, tuple[int, list[str]]]:
         place = _place(args)
         try:
-            left_out: tuple[int, list[str]] = (0, [])
-            if isinstance(place, StorePlace) and args.key is None:
-                left_out = await place.left_out()
-            if args.output == "-":
-                return await export_conversations(place, sys.stdout.buffer, args.key), left_out
-            with open(args.output, "wb") as out:
+            left_out = await place.left_out() if isinstance(place, StorePlace) and args.key is None else (0, [])
+            with open(args.output, "wb") if args.output != "-" else nullcontext(sys.stdout.buffer) as out:
                 return await export_conversations(place, out, args.key), left_out
         finally:
             await place.close()
@@ -110,10 +123,8 @@ def _import(args: argparse.Namespace) -> int:
 
     async def run() -> ImportReport:
         place = _place(args)
-        try:
-            if args.file == "-":
-                return await import_conversations(place, sys.stdin.buffer, args.existing, limit=limit)
-            with open(args.file, "rb") as lines:
+        try:  # not --strict with standard input (refused above)
+            with open(args.file, "rb") if args.file != "-" else nullcontext(sys.stdin.buffer) as lines:
                 return await import_conversations(place, lines, args.existing, limit=limit, strict=args.strict)
         finally:
             await place.close()
@@ -142,33 +153,24 @@ def _import(args: argparse.Namespace) -> int:
 
 def _migrate(args: argparse.Namespace) -> int:
     from ..stores import describe_url
-    from .migrate import MigrationStopped, migrate, terminal_progress
+    from .migrate import MigrationStopped, migrate
 
     where = f"from {describe_url(args.source)} to {describe_url(args.target)}"
     _say(f"migrate: {where}; if it is interrupted, run the same command again: it finishes the job")
     seen = [0, 0]
-    update, stop = terminal_progress()
-
-    def progress(done: int, total: int) -> None:
-        seen[:] = [done, total]
-        update(done, total)
-
-    merge = not args.no_merge
-    try:
-        with _terminated_as_interrupt():
-            report = asyncio.run(migrate(args.source, args.target, batch=args.batch, merge=merge, progress=progress))
+    try:  # the progress bar is gone before anything below is said
+        with _terminated_as_interrupt(), _progress(seen) as progress:
+            work = migrate(args.source, args.target, batch=args.batch, merge=not args.no_merge, progress=progress)
+            report = asyncio.run(work)
     except MigrationStopped as exc:
-        stop()
         _say(f"error: {exc}")
         return STOPPED
     except KeyboardInterrupt:
-        stop()
         _say(
             f"migrate: interrupted with at least {seen[0]} of {seen[1]} conversations in the target, each whole; "
             "run the same command again to finish"
         )
         return INTERRUPTED
-    stop()
     _say(f"migrate: {report}")
     behind = [key for key in report.mismatches if key not in set(report.diverged)]
     for key in behind[:20]:
@@ -190,7 +192,7 @@ def add_commands(commands: Any) -> None:
         "export", help="write conversations as JSON Lines (a backup), from a store or a service"
     )
     _where(export, "read")
-    export.add_argument("--key", action="append", default=None, help="only this conversation (repeatable)")
+    export.add_argument("--key", action="append", help="only this conversation (repeatable)")
     export.add_argument("-o", "--output", default="-", metavar="FILE", help="where to write (default: stdout)")
     export.set_defaults(run=_export)
 
@@ -208,7 +210,6 @@ def add_commands(commands: Any) -> None:
     load.add_argument(
         "--max-line-bytes",
         type=int,
-        default=None,
         metavar="N",
         help="longest line taken (default: the service's request limit, CHATLAB_MAX_BODY_BYTES or 8 MiB); "
         "a longer one is reported and skipped, never read whole",

@@ -1,29 +1,10 @@
 """``chatlab import``: conversations from JSON Lines into a store or a service, safe to run again.
 
-What happens to a conversation that already exists is the caller's choice (``existing``):
-
-* ``skip`` (the default): it is left as it is;
-* ``replace``: it becomes the file's messages (unchanged when it already holds exactly them);
-* ``append``: the file's messages go after its own, unless it already holds them, one after another in the
-  file's order, anywhere (an earlier import of the same line, with whatever was written after it).
-
-A line's title and tags (:mod:`.lines`) go with its messages: a conversation created gets them; ``replace``
-makes the conversation's title and tags the line's (a line without them leaves it with none); ``append``
-sets the line's title, when it has one, and its tags over the conversation's own (the others stay); ``skip``
-leaves them as they are, except on a conversation that holds exactly the line's messages and no title or
-tags at all, which gets the line's (an import stopped between a conversation's messages and its metadata,
-finished by running it again). A write of the metadata alone is the outcome ``metadata``.
-
-So running the same import twice changes nothing the second time, whichever the choice, also after
-later writes to those conversations. Each conversation is one write with the version read just before
-(``if_match`` / ``If-Match``): a conversation written by someone else meanwhile is read again and
-decided again, never overwritten blind, and never left half-imported.
-
-A bad line (not a conversation, a key the service refuses, longer than the limit, refused by the
-place) is reported with its number, nothing of it is written, and the import goes on; with
-``strict`` every line is checked first and nothing at all is written when one is bad. When the place
-itself fails (unreachable, a wrong API key, the store down) the import stops there and the report
-says which line it stopped at: a rerun finishes the job.
+docs/operations.md says what each ``existing`` choice does to a conversation's messages, title and tags, and
+why a second run changes nothing. Each conversation is one write guarded by the version read just before it
+(``if_match``), then its metadata if that changes: one written meanwhile is read again and decided again,
+never overwritten blind. A bad line is reported and skipped (``strict``: nothing is written if one is bad);
+when the place itself fails the import stops at that line, and the same import run again finishes the job.
 """
 
 from __future__ import annotations
@@ -94,12 +75,9 @@ async def import_conversations(
     limit: int | None = None,
     strict: bool = False,
 ) -> ImportReport:
-    """Import each line of ``lines`` (a binary file, or lines as bytes) into ``place``.
-
-    ``limit``: the longest line taken (default: the service's request limit); a longer one is a bad line and
-    is never held whole. ``strict``: check every line first (``lines`` must then be a seekable file, or a
-    list) and write nothing if one is bad.
-    """
+    """Import each line of ``lines`` (a binary file, or lines as bytes) into ``place``. ``limit``: the longest
+    line taken (default: the service's request limit), a longer one is a bad line, never held whole. ``strict``:
+    check every line first (``lines`` must then be a seekable file, or a list) and write nothing if one is bad."""
     if existing not in EXISTING_CHOICES:
         raise ValueError(f"existing must be one of {', '.join(EXISTING_CHOICES)}, not {existing!r}")
     limit = default_line_limit() if limit is None else limit
@@ -149,11 +127,8 @@ def _checked(place: Place, number: int, raw: bytes | None, limit: int, report: I
     try:
         line = parse_conversation(raw, number)
         place.check_key(line.conversation_key)
-    except BadLine as bad:
-        report.bad_lines.append(bad)
-        return None
-    except PlaceError as exc:
-        report.bad_lines.append(BadLine(number, str(exc)))
+    except (BadLine, PlaceError) as exc:
+        report.bad_lines.append(exc if isinstance(exc, BadLine) else BadLine(number, str(exc)))
         return None
     return line
 
@@ -175,21 +150,16 @@ async def _import_one(place: Place, line: Line, existing: str) -> str:
                     await place.set_metadata(key, MetadataChange.setting(line.title, line.tags))
                     return "metadata"
                 return "skipped"
-            summary = await place.summary(key)
-            if existing == "replace":
-                change = _replacing(summary, line)
-                if current != messages:
-                    await place.replace(key, messages, version)
-                if change is not None:
-                    await place.set_metadata(key, change)
-                return "replaced" if current != messages else "metadata" if change is not None else "unchanged"
-            change = _merging(summary, line)
-            held = holds_run(current, messages)
+            summary, replacing = await place.summary(key), existing == "replace"
+            change = _replacing(summary, line) if replacing else _merging(summary, line)
+            held = current == messages if replacing else holds_run(current, messages)
             if not held:
-                await place.append(key, messages, version)
+                await (place.replace if replacing else place.append)(key, messages, version)
             if change is not None:
                 await place.set_metadata(key, change)
-            return "appended" if not held else "metadata" if change is not None else "unchanged"
+            if not held:
+                return "replaced" if replacing else "appended"
+            return "metadata" if change is not None else "unchanged"
         except VersionMismatch:
             continue  # written meanwhile: read it again and decide again
     raise PlaceError(f"conversation {key!r} kept changing while it was imported ({ATTEMPTS} attempts)")
@@ -212,9 +182,9 @@ def _replacing(summary: ConversationSummary | None, line: Line) -> MetadataChang
 def _merging(summary: ConversationSummary | None, line: Line) -> MetadataChange | None:
     """The change that sets the line's title (if it has one) and tags over the conversation's own (``None``:
     it already carries them); :class:`PlaceError` before anything is written if they would be too many."""
-    title, tags = (summary.title, dict(summary.tags)) if summary is not None else (None, {})
     if not line.has_metadata:
         return None
+    title, tags = (summary.title, dict(summary.tags)) if summary is not None else (None, {})
     change = MetadataChange.setting(line.title, line.tags)
     try:
         if change.applied(title, tags) == (title, tags):

@@ -1,19 +1,10 @@
-"""The export format: JSON Lines, one conversation a line, ``{"conversationKey": ..., "messages": [...]}``.
+"""The export format: JSON Lines, one conversation a line, ``{"conversationKey": ..., "messages": [...]}``, with
+``"title"`` and ``"tags"`` only when it has them (so a line without them is a conversation without any).
 
-A conversation with metadata also carries ``"title"`` (a string) and ``"tags"`` (an object of strings), written
-only when it has them: ``{"conversationKey": ..., "title": ..., "tags": {...}, "messages": [...]}``. A line
-without them (every line of a file written before conversations had metadata) is a conversation without any.
-
-Each message is written as the bytes the store holds (compact JSON, so never a line break). A line
-read back is checked as the service checks a request and its messages encoded by the service's own
-encoder (:func:`chatlab.service.schema.decode_messages_body`), so an import stores what an API write
-of the same messages would: an export of what the service stored comes back byte for byte, and a
-hand-written file with spaces is stored compact. A bad line is refused with its number and what is
-wrong, and nothing of it is written.
-
-Lines are read in a bounded way (:func:`numbered_lines`): a line longer than the limit is reported,
-never held whole, so a huge line costs at most the limit in memory. A UTF-8 byte-order mark before
-the first line is skipped.
+Each message is written as the bytes the store holds (compact JSON, never a line break). A line read back is
+checked as the service checks a request and its messages encoded by the service's own encoder
+(:func:`chatlab.service.schema.decode_messages_body`), so an import stores what an API write of the same
+messages would. Lines are read bounded (:func:`numbered_lines`): a line over the limit is never held whole.
 """
 
 from __future__ import annotations
@@ -68,10 +59,7 @@ def _text(value: str) -> bytes:
 
 
 def encode_line(
-    conversation_key: str,
-    messages: Sequence[bytes],
-    title: str | None = None,
-    tags: Mapping[str, str] | None = None,
+    conversation_key: str, messages: Sequence[bytes], title: str | None = None, tags: Mapping[str, str] | None = None
 ) -> bytes:
     """One conversation as a line (with its ``\\n``), the messages joined as they are; the title and the tags
     (ordered by name) only when it has them."""
@@ -84,10 +72,7 @@ def encode_line(
 
 
 def parse_line(raw: bytes, number: int) -> tuple[str, list[bytes]]:
-    """The conversation key and the messages (compact, as the service stores them) of line ``number``.
-
-    :class:`BadLine` if it is not a conversation the service would take.
-    """
+    """The key and the messages of line ``number`` (:func:`parse_conversation` without its metadata)."""
     line = parse_conversation(raw, number)
     return line.conversation_key, line.messages
 
@@ -96,7 +81,7 @@ def parse_conversation(raw: bytes, number: int) -> Line:
     """Line ``number`` as a conversation: key, messages and metadata; :class:`BadLine` if it is not one the
     service would take (its messages, or a title or tags the service would refuse)."""
     try:
-        raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadLine(number, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
@@ -106,7 +91,7 @@ def parse_conversation(raw: bytes, number: int) -> Line:
     except (ValueError, RecursionError) as exc:  # a parser's own limit (nesting, say): still just this line
         raise BadLine(number, f"not a conversation the service would take ({type(exc).__name__}: {exc})") from None
     try:
-        document = _DECODER.decode(raw.decode("utf-8"))
+        document = _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise BadLine(number, f"not valid JSON ({exc})") from None
     key = document.get("conversationKey") if isinstance(document, dict) else None
@@ -137,10 +122,8 @@ def _metadata(document: dict[str, object], number: int) -> tuple[str | None, dic
 
 
 def numbered_lines(source: BinaryIO | Iterable[bytes], limit: int) -> Iterator[tuple[int, bytes | None]]:
-    """Each line of ``source`` with its number (from 1), without its line break; ``None`` for one over ``limit``.
-
-    A file is read with ``readline`` bounded by the limit (the rest of a long line too, while it is skipped), so
-    no more than the limit is ever held. A UTF-8 byte-order mark at the very start is dropped.
+    """Each line of ``source`` with its number (from 1), without its line break; ``None`` for one over ``limit``,
+    never held whole (a file is read with a bounded ``readline``). A UTF-8 byte-order mark at the start is dropped.
     """
     lines = _bounded(source, limit) if isinstance(source, _Readable) else iter(source)
     for number, line in enumerate(lines, 1):
@@ -158,18 +141,14 @@ class _Readable(Protocol):
 def _bounded(stream: _Readable, limit: int) -> Iterator[bytes | None]:
     """The lines of ``stream``; ``None`` for one longer than ``limit`` (and a mark and a line break), not kept."""
     most = limit + len(BOM) + 2
-    while True:
-        line = stream.readline(most)
-        if not line:
-            return
+    for line in iter(lambda: stream.readline(most), b""):
         if len(line) == most and not line.endswith(b"\n"):
-            while True:  # the rest of the long line, a chunk at a time, dropped
+            rest = line
+            while rest and not rest.endswith(b"\n"):  # the rest of the long line, a chunk at a time, dropped
                 rest = stream.readline(most)
-                if not rest or rest.endswith(b"\n"):
-                    break
             yield None
-            continue
-        yield line
+        else:
+            yield line
 
 
 def split_array(body: bytes) -> list[bytes]:

@@ -1,51 +1,27 @@
 """``chatlab migrate --from URL --to URL``: copy every conversation to another store, resumably, keeping every write.
 
-The protocol (docs/operations.md says what it guarantees):
-
-Both stores are listed a page at a time (``summaries(after=..., limit=...)``, :data:`PAGE` a page), side by
-side in key order, so a migration holds a page of each, never a whole list. Each conversation's title and tags
-go with it: copied whole with it, and compared in steps 3 and 4 (the source's title, when it has one, and its
-tags are set over the target's; a tag only the target carries is kept).
-
-1. **Check.** Both stores are listed. A target conversation that holds messages the source lacks *and*
-   lacks some the source holds (written in both places) is never overwritten; with ``merge=False``
-   (``--no-merge``) the migration refuses to start when there is one, and nothing is written.
-2. **Copy.** Each conversation absent from the target is copied whole with its own version and
-   timestamps (:meth:`~chatlab.stores.ChatHistoryStore.restore`), so a client's ``ETag`` stays valid and
-   retention counts from the same last write; in batches (one transaction each in the SQL stores), each
-   write guarded by the version the target was at (absent). A batch that meets a conversation written
-   in the target meanwhile is settled one conversation at a time (step 3's rule).
-3. **Catch up.** Both stores are listed again, and every conversation whose count or version differs
-   is settled on its own, each write guarded by the target's version (``if_match``; on a mismatch it is
-   read again and decided again): absent from the target, it is copied; the target holds the start of
-   the source's messages (the source was written during the copy), it is brought up to the source's;
-   the target holds all the source's messages and more (written in the target after its copy), it is
-   kept as it is; written in both, it becomes the source's messages followed by those only the target
-   holds (a new version), or with ``merge=False`` is left as it is and reported. Nothing the target
-   holds is ever discarded.
-4. **Verify.** Both stores are listed a last time: every source conversation's messages must be the
-   start of (or all of) the target's. Those that are not are reported; the exit status is then 1.
-
-Interrupted (Ctrl+C, a crash, ``kill -9``), the same command run again finishes the job: conversations
-already in the target at their source version are done. Writes to the source after the catch-up are
-not copied (the verification reports them): stop the source's writers first, or run it again.
+The protocol and what it guarantees are in docs/operations.md: check, copy (whole, with versions and times, by
+:meth:`~chatlab.stores.ChatHistoryStore.restore`), catch up (each conversation that changed is settled on its own,
+every write guarded by the target's version, nothing the target holds discarded), verify. Both stores are listed
+side by side in key order, a page of each at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
-import time
 from collections import Counter
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from itertools import compress
+from typing import TypeVar
 
 from ..stores import ChatHistoryStore, open_store
 from ..stores.base import ABSENT, Conversation, ConversationRecord, ConversationSummary, VersionMismatch
 from ..stores.metadata import MAX_TAGS, MetadataChange
-from .places import PAGE
+from .places import PAGE, summary_of, walk
 
+T = TypeVar("T")
 BATCH = 200
 ATTEMPTS = 5
 #: Conversations read at once while settling or checking them one by one.
@@ -66,15 +42,14 @@ class MigrationStopped(RuntimeError):
 
 @dataclass
 class MigrationReport:
-    """What a migration did: how many conversations there were, copied now, there already, settled how,
-    and which still differ at the end (``mismatches``)."""
+    """What a migration did; ``settled``: how the conversations that differed were settled, by outcome;
+    ``diverged``: those written in both places and left as they were (``merge=False``); ``mismatches``: those
+    that still differ at the end."""
 
     total: int = 0
     copied: int = 0
     already: int = 0
-    #: How the conversations that differed (before or during the copy) were settled, by outcome.
     settled: Counter[str] = field(default_factory=Counter)
-    #: Conversations written in both places and left as they were (``merge=False``).
     diverged: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
 
@@ -86,45 +61,20 @@ class MigrationReport:
         return f"{self.total} {noun}: {self.copied} copied, {self.already} already there{changed}; {verified}"
 
 
-#: Each outcome of settling one conversation, in words.
+#: Each outcome of settling one conversation, in words, from the least telling to the most (a conversation
+#: settled in several passes is reported by its most telling outcome).
 SETTLED = {
-    "copied": "copied in the catch-up",
-    "caught up": "brought up to the source's newer messages",
-    "kept": "kept as the target had them (it holds the source's messages and newer ones)",
-    "merged": "merged (the source's messages, then the target's own)",
+    "already": "already the same",
+    "busy": "kept changing and were left (run again)",
     "diverged": "written in both places and left as they were (run again without --no-merge)",
     "gone": "deleted in the source meanwhile (the target's left as it is)",
     "metadata": "given the source's title and tags (changed after they were copied)",
-    "busy": "kept changing and were left (run again)",
-    "already": "already the same",
+    "copied": "copied in the catch-up",
+    "kept": "kept as the target had them (it holds the source's messages and newer ones)",
+    "caught up": "brought up to the source's newer messages",
+    "merged": "merged (the source's messages, then the target's own)",
 }
-
-
-_RANK = {
-    "already": 0,
-    "busy": 1,
-    "diverged": 1,
-    "gone": 2,
-    "metadata": 3,
-    "copied": 4,
-    "kept": 5,
-    "caught up": 6,
-    "merged": 7,
-}
-
-
-def _check_urls(source: str, target: str) -> None:
-    for url in (source, target):
-        if url.strip() in ("", "memory", "memory://"):
-            raise ValueError(
-                "memory:// holds only one process's conversations: migrate between sqlite, "
-                "postgresql and redis stores (export a running service with `chatlab export --url`)"
-            )
-    if source.strip() == target.strip():
-        raise ValueError(
-            "--from and --to name the same store: give --to the store to copy into (another SQLite file, "
-            "PostgreSQL database or schema, or Redis database or prefix)"
-        )
+_RANK = list(SETTLED)
 
 
 async def migrate(
@@ -138,15 +88,21 @@ async def migrate(
     page: int = PAGE,
 ) -> MigrationReport:
     """Copy every conversation of ``source_url`` into ``target_url``; ``progress(done, total)`` after each batch.
-
-    ``merge``: a conversation written in both places becomes the source's messages followed by the target's
-    own; with ``merge=False`` such a conversation is refused at the start and left as it is when it appears
-    during the copy. ``overwrite=True``, which once replaced such conversations, now merges them too. ``page``:
-    how many conversations each listing reads at a time.
-    Raises :class:`MigrationConflict` (nothing written) or :class:`MigrationStopped` (a store failed
-    part-way; running it again finishes the job).
-    """
-    _check_urls(source_url, target_url)
+    ``merge``: a conversation written in both places becomes the source's messages followed by the target's own
+    (``overwrite``, an old name, too); with ``merge=False`` one is refused at the start, left as it is when it
+    appears during the copy. Raises :class:`MigrationConflict` (nothing written) or :class:`MigrationStopped` (a
+    store failed part-way; running it again finishes the job)."""
+    for url in (source_url, target_url):
+        if url.strip() in ("", "memory", "memory://"):
+            raise ValueError(
+                "memory:// holds only one process's conversations: migrate between sqlite, "
+                "postgresql and redis stores (export a running service with `chatlab export --url`)"
+            )
+    if source_url.strip() == target_url.strip():
+        raise ValueError(
+            "--from and --to name the same store: give --to the store to copy into (another SQLite file, "
+            "PostgreSQL database or schema, or Redis database or prefix)"
+        )
     if batch < 1:
         raise ValueError(f"--batch must be 1 or more, not {batch}")
     source, target = open_store(source_url), open_store(target_url)
@@ -180,7 +136,7 @@ class Migration:
     async def run(self) -> MigrationReport:
         try:
             await self._copy()
-            await self._catch_up()
+            await _each_differing(self.source, self.target, self.page, self._settle_all)  # the catch-up
             self.report.mismatches = await verify(self.source, self.target, self.page)
         except (MigrationConflict, MigrationStopped):
             raise
@@ -199,10 +155,11 @@ class Migration:
         return self.report
 
     async def _copy(self) -> None:
+        """The check (a pass that only lists), then what the target lacks copied a batch at a time."""
         report = self.report
         total, absent, differing = 0, 0, list[str]()
         async with aclosing(paired(self.source, self.target, self.page)) as pairs:
-            async for mine, there in pairs:  # the check: a pass that only lists
+            async for mine, there in pairs:
                 total += 1
                 if there is None:
                     absent += 1
@@ -210,7 +167,7 @@ class Migration:
                     differing.append(mine.conversation_key)
         report.total, report.already = total, total - absent - len(differing)
         if differing and not self.merge:
-            both = [key for key, state in zip(differing, await self._states(differing), strict=True) if state]
+            both = list(compress(differing, await _gather(self._both, differing)))
             if both:
                 named = ", ".join(map(repr, both[:5])) + (", ..." if len(both) > 5 else "")
                 raise MigrationConflict(
@@ -222,7 +179,7 @@ class Migration:
         self.progress(report.already, report.total)
         chunk: list[ConversationSummary] = []
         async with aclosing(paired(self.source, self.target, self.page)) as pairs:
-            async for mine, there in pairs:  # the copy: what the target lacks, a batch at a time
+            async for mine, there in pairs:
                 if there is None:
                     chunk.append(mine)
                 if len(chunk) == self.batch:
@@ -230,7 +187,7 @@ class Migration:
                     chunk = []
         if chunk:
             await self._copy_batch(chunk)
-        await self._settle_all(differing, into_copied=False)
+        await self._settle_all(differing)
 
     async def _copy_batch(self, chunk: list[ConversationSummary]) -> None:
         report = self.report
@@ -243,43 +200,23 @@ class Migration:
         report.total = max(report.total, report.already + report.copied)  # some created since the check
         self.progress(report.already + report.copied, report.total)
 
-    async def _catch_up(self) -> None:
-        """The final pass: every conversation that changed since it was listed is settled on its own."""
-        keys: list[str] = []
-        async with aclosing(paired(self.source, self.target, self.page)) as pairs:
-            async for mine, there in pairs:
-                if there is None or not _same(mine, there):
-                    keys.append(mine.conversation_key)
-                if len(keys) == _AT_ONCE:
-                    await self._settle_all(keys, into_copied=False)
-                    keys = []
-        await self._settle_all(keys, into_copied=False)
-
-    async def _settle_all(self, keys: Sequence[str], *, into_copied: bool) -> None:
-        for start in range(0, len(keys), _AT_ONCE):
+    async def _settle_all(self, keys: Sequence[str], *, into_copied: bool = False) -> None:
+        for start in range(0, len(keys), _AT_ONCE):  # each chunk counted as soon as it is settled
             chunk = keys[start : start + _AT_ONCE]
-            for key, outcome in zip(chunk, await asyncio.gather(*(self._settle(k) for k in chunk)), strict=True):
+            for key, outcome in zip(chunk, await asyncio.gather(*map(self._settle, chunk)), strict=True):
                 if into_copied and outcome in ("copied", "already"):
                     self.report.copied += 1
                     continue
                 before = self.outcomes.get(key)
-                if before is None or _RANK[outcome] > _RANK[before] or before in ("diverged", "busy"):
+                if before is None or _RANK.index(outcome) > _RANK.index(before) or before in ("diverged", "busy"):
                     self.outcomes[key] = outcome
-        report = self.report
-        report.settled = Counter(o for o in self.outcomes.values() if o != "already")
-        report.diverged = sorted(k for k, o in self.outcomes.items() if o == "diverged")
+        self.report.settled = Counter(o for o in self.outcomes.values() if o != "already")
+        self.report.diverged = sorted(k for k, o in self.outcomes.items() if o == "diverged")
 
-    async def _states(self, keys: Sequence[str]) -> list[bool]:
-        """For each key: whether it was written in both places (neither holds all the other's messages)."""
-
-        async def both(key: str) -> bool:
-            source, target = await self.source.read(key), await self.target.read(key)
-            return not (_starts(source.messages, target.messages) or _starts(target.messages, source.messages))
-
-        states: list[bool] = []
-        for start in range(0, len(keys), _AT_ONCE):
-            states += await asyncio.gather(*(both(k) for k in keys[start : start + _AT_ONCE]))
-        return states
+    async def _both(self, key: str) -> bool:
+        """Whether a conversation was written in both places (neither holds all the other's messages)."""
+        source, target = await self.source.read(key), await self.target.read(key)
+        return not (_starts(source.messages, target.messages) or _starts(target.messages, source.messages))
 
     async def _settle(self, key: str) -> str:
         """Bring one conversation of the target up to the source's without discarding any of the target's
@@ -326,49 +263,33 @@ class Migration:
     def _whole(
         self,
         key: str,
-        conversation: Conversation,
+        held: Conversation,
         expected: str,
         mine: ConversationSummary | None,
         there: ConversationSummary | None,
     ) -> ConversationRecord:
-        """``conversation`` as a record of the source, with its timestamps and metadata (over the target's
-        ``there``), to be written over ``expected``."""
+        """``held`` as a record of the source, with its timestamps and metadata (over the target's ``there``),
+        to be written over ``expected``."""
         now = self.source.clock()
         created = mine.created_at if mine is not None and mine.created_at is not None else now
         updated = mine.updated_at if mine is not None and mine.updated_at is not None else now
         title, tags = combined(mine, there) if mine is not None else (None, {})
-        return ConversationRecord(
-            key, conversation.messages, conversation.version, created, updated, expected, title, tags
-        )
+        return ConversationRecord(key, held.messages, held.version, created, updated, expected, title, tags)
 
     async def _record(self, summary: ConversationSummary) -> ConversationRecord | None:
         """The whole conversation as the source holds it now (``None`` if deleted since it was listed)."""
         conversation = await self.source.read(summary.conversation_key)
         if conversation.version == ABSENT:
             return None
-        now = self.source.clock()
-        return ConversationRecord(
-            summary.conversation_key,
-            conversation.messages,
-            conversation.version,
-            summary.created_at if summary.created_at is not None else now,
-            summary.updated_at if summary.updated_at is not None else now,
-            ABSENT,
-            summary.title,
-            dict(summary.tags),
-        )
+        return self._whole(summary.conversation_key, conversation, ABSENT, summary, None)
 
 
-async def walk(store: ChatHistoryStore, page: int = PAGE) -> AsyncGenerator[ConversationSummary, None]:
-    """Every conversation of ``store`` in key order, listed ``page`` at a time."""
-    after: str | None = None
-    while True:
-        listed = await store.summaries(after=after, limit=page)
-        for summary in listed:
-            yield summary
-        if len(listed) < page:
-            return
-        after = listed[-1].conversation_key
+async def _gather(work: Callable[[str], Awaitable[T]], keys: Sequence[str]) -> list[T]:
+    """``work`` done for each key, :data:`_AT_ONCE` at a time."""
+    done: list[T] = []
+    for start in range(0, len(keys), _AT_ONCE):
+        done += await asyncio.gather(*(work(key) for key in keys[start : start + _AT_ONCE]))
+    return done
 
 
 async def paired(
@@ -376,20 +297,28 @@ async def paired(
 ) -> AsyncGenerator[tuple[ConversationSummary, ConversationSummary | None], None]:
     """Each conversation of ``source`` with the target's of the same key (``None``: the target has none),
     both stores walked side by side in key order, a page of each at a time."""
-    async with aclosing(walk(target, page)) as theirs:
+    async with aclosing(walk(target, page=page)) as theirs:
         there = await anext(theirs, None)
-        async for mine in walk(source, page):
+        async for mine in walk(source, page=page):
             key = mine.conversation_key
             while there is not None and there.conversation_key < key:
                 there = await anext(theirs, None)
             yield mine, (there if there is not None and there.conversation_key == key else None)
 
 
-async def summary_of(store: ChatHistoryStore, key: str) -> ConversationSummary | None:
-    """One conversation's summary (``None``: no such conversation): the first key that starts with ``key`` is
-    ``key`` itself when it exists, so one row is read."""
-    listed = await store.summaries(key, limit=1)
-    return listed[0] if listed and listed[0].conversation_key == key else None
+async def _each_differing(
+    source: ChatHistoryStore, target: ChatHistoryStore, page: int, handle: Callable[[list[str]], Awaitable[None]]
+) -> None:
+    """``handle`` the keys whose conversation the target lacks or holds otherwise, :data:`_AT_ONCE` at a time."""
+    keys: list[str] = []
+    async with aclosing(paired(source, target, page)) as pairs:
+        async for mine, there in pairs:
+            if there is None or not _same(mine, there):
+                keys.append(mine.conversation_key)
+            if len(keys) == _AT_ONCE:
+                await handle(keys)
+                keys = []
+    await handle(keys)
 
 
 def combined(mine: ConversationSummary, there: ConversationSummary | None) -> tuple[str | None, dict[str, str]]:
@@ -418,7 +347,6 @@ def _same(source: ConversationSummary, target: ConversationSummary) -> bool:
 
 
 def _starts(whole: Sequence[bytes], start: Sequence[bytes]) -> bool:
-    """Whether ``whole`` starts with ``start``."""
     return len(start) <= len(whole) and list(whole[: len(start)]) == list(start)
 
 
@@ -433,6 +361,7 @@ def _common(one: Sequence[bytes], other: Sequence[bytes]) -> int:
 async def verify(source: ChatHistoryStore, target: ChatHistoryStore, page: int = PAGE) -> list[str]:
     """The source's keys whose messages are not the start of (or all of) the target's (missing ones included),
     or whose title or tags the target lacks."""
+    mismatches: list[str] = []
 
     async def lacks(key: str) -> bool:
         held, copy = await source.read(key), await target.read(key)
@@ -443,45 +372,8 @@ async def verify(source: ChatHistoryStore, target: ChatHistoryStore, page: int =
         mine, there = await summary_of(source, key), await summary_of(target, key)
         return mine is not None and (there is None or not _holds_metadata(there, mine))
 
-    async def check(keys: list[str]) -> list[str]:
-        return [k for k, bad in zip(keys, await asyncio.gather(*(lacks(k) for k in keys)), strict=True) if bad]
+    async def check(keys: list[str]) -> None:
+        mismatches.extend(compress(keys, await _gather(lacks, keys)))
 
-    mismatches: list[str] = []
-    differing: list[str] = []
-    async with aclosing(paired(source, target, page)) as pairs:
-        async for mine, there in pairs:
-            if there is None or not _same(mine, there):
-                differing.append(mine.conversation_key)
-            if len(differing) == _AT_ONCE:
-                mismatches += await check(differing)
-                differing = []
-    return mismatches + await check(differing)
-
-
-def terminal_progress(every: float = 2.0) -> tuple[Callable[[int, int], None], Callable[[], None]]:
-    """Progress on stderr: a bar (rich) on a terminal; otherwise a line at most every ``every`` seconds,
-    so a log shows how far a run got even when it is killed. Returns (update, stop)."""
-    if not sys.stderr.isatty():
-        last = [0.0]
-
-        def line(done: int, total: int) -> None:
-            now = time.monotonic()
-            if now - last[0] >= every or done == total:
-                last[0] = now
-                print(f"migrate: {done} of {total} conversations in the target", file=sys.stderr, flush=True)
-
-        return line, lambda: None
-
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    bar = Progress(
-        TextColumn("migrating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=Console(stderr=True)
-    )
-    task = bar.add_task("migrate", total=None)
-    bar.start()
-
-    def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    return update, bar.stop
+    await _each_differing(source, target, page, check)
+    return mismatches

@@ -1,15 +1,9 @@
-"""Where conversations come from and go to: a store opened by URL, or a running service over HTTP.
+"""Where conversations come from and go to (:data:`Place`): a store opened by URL, or a running service over HTTP.
 
-Both give the same operations, each with the conversation's version, so the importer can write
-only over what it read (``if_match``; ``If-Match`` over HTTP) and never half a conversation (each
-write is one atomic store call, or one request). Failures come in two kinds: :class:`PlaceError`,
-this conversation was refused (a bad key, too large: the next one may go through), and
-:class:`PlaceUnavailable`, the place cannot go on (unreachable, a wrong API key, a store that is
-down): the caller stops and says where.
-
-Listings go a page at a time (:data:`PAGE` conversations; a store's ``summaries(after=..., limit=...)``, a
-service's ``GET /chat-history?limit=N`` following its ``Link: <...>; rel="next"``), so walking a place of any
-size holds one page, never the whole list.
+Both read and write with the conversation's version, so the importer writes only over what it read
+(``if_match``; ``If-Match`` over HTTP), each write one atomic store call or one request. :class:`PlaceError`:
+this conversation was refused (the next may go through); :class:`PlaceUnavailable`: the place cannot go on
+(unreachable, a wrong API key, the store down). Listings go a page at a time (:data:`PAGE` conversations).
 """
 
 from __future__ import annotations
@@ -17,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from contextlib import aclosing
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeAlias, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -57,38 +51,6 @@ class PlaceUnavailable(RuntimeError):
     """The place cannot go on (no answer, 5xx, a wrong API key, the store down): what happened."""
 
 
-class Place(Protocol):
-    """Conversations somewhere, read and written with their versions."""
-
-    def check_key(self, key: str) -> None: ...
-
-    def summaries(self, page: int = PAGE) -> AsyncIterator[ConversationSummary]:
-        """Every conversation in key order with its metadata, listed ``page`` at a time."""
-        ...
-
-    async def summary(self, key: str) -> ConversationSummary | None:
-        """One conversation's summary (its title and tags), ``None`` if there is no such conversation."""
-        ...
-
-    async def read(self, key: str) -> tuple[list[bytes], str]: ...
-
-    async def replace(self, key: str, messages: Sequence[bytes], if_match: str) -> None: ...
-
-    async def append(self, key: str, messages: Sequence[bytes], if_match: str) -> None: ...
-
-    async def set_metadata(self, key: str, change: MetadataChange) -> None:
-        """Make ``change`` to a conversation's title and tags (nothing if it is gone)."""
-        ...
-
-    async def close(self) -> None: ...
-
-
-def service_key_check(settings: ServiceSettings | None = None) -> Callable[[str], str]:
-    """The service's own conversation-key check (its pattern and length, ``CHATLAB_KEY_*``, and whatever else it
-    refuses); raises ``Refused``. Taken from the service, never copied."""
-    return conversation_key_check(settings or ServiceSettings())
-
-
 class StorePlace:
     """A store, used directly (the service need not run); ``namespace``: the conversations of one API key's
     namespace, their keys as its clients send them (the store keeps ``namespace/key``)."""
@@ -100,7 +62,7 @@ class StorePlace:
             raise ValueError(f"--namespace {namespace!r}: a namespace is 1 to 64 letters, digits, '_' or '-'")
         self.store = store
         self.caller = Caller(namespace, "chatlab operations")
-        self._check = service_key_check(settings)
+        self._check = conversation_key_check(settings or ServiceSettings())  # the service's own, never copied
 
     def check_key(self, key: str) -> None:
         """Refuse a key the service would refuse, so that what is imported can be reached through it."""
@@ -135,22 +97,13 @@ class StorePlace:
                 yield _unprefixed(summary, len(prefix))
 
     async def _pages(self, prefix: str, page: int) -> AsyncIterator[ConversationSummary]:
-        after: str | None = None
-        while True:
-            listed = await self._call(self.store.summaries(prefix, after=after, limit=page))
-            for summary in listed:
-                yield summary
-            if len(listed) < page:
-                return
-            after = listed[-1].conversation_key
+        listing = walk(self.store, prefix, page)
+        while (summary := await self._call(anext(listing, None))) is not None:
+            yield summary
 
     async def summary(self, key: str) -> ConversationSummary | None:
-        stored = self.caller.stored_key(key)
-        # the first key starting with ``stored`` is ``stored`` itself, when it exists: one row read
-        listed = await self._call(self.store.summaries(stored, limit=1))
-        if not listed or listed[0].conversation_key != stored:
-            return None
-        return _unprefixed(listed[0], len(self.caller.prefix))
+        found = await self._call(summary_of(self.store, self.caller.stored_key(key)))
+        return None if found is None else _unprefixed(found, len(self.caller.prefix))
 
     async def set_metadata(self, key: str, change: MetadataChange) -> None:
         await self._call(self.store.set_metadata(self.caller.stored_key(key), change))
@@ -196,9 +149,8 @@ class ServicePlace:
                 yield summary
 
     async def _listing(self, page: int, after: str | None) -> AsyncGenerator[list[ConversationSummary], None]:
-        """``GET /chat-history?limit=page`` (from ``after``), then each ``Link: <...>; rel="next"`` it gives.
-
-        A service that does not page answers every conversation at once, without a ``Link``: one page."""
+        """``GET /chat-history?limit=page`` (from ``after``), then each ``Link: <...>; rel="next"`` it gives (a
+        service that does not page answers everything at once, without one)."""
         params = {"limit": str(page)} | ({"after": after} if after else {})
         response = await self._request("GET", "/chat-history", params=params)
         while True:
@@ -225,11 +177,9 @@ class ServicePlace:
     async def _find(self, key: str, after: str | None) -> ConversationSummary | None:
         async with aclosing(self._listing(100, after)) as pages:
             async for listed in pages:
-                for summary in listed:
-                    if summary.conversation_key == key:
-                        return summary
-                    if summary.conversation_key > key:
-                        return None
+                first = next((summary for summary in listed if summary.conversation_key >= key), None)
+                if first is not None:  # the listing is in key order: ``key`` is here or nowhere
+                    return first if first.conversation_key == key else None
         return None
 
     async def set_metadata(self, key: str, change: MetadataChange) -> None:
@@ -278,24 +228,46 @@ class ServicePlace:
             except httpx.HTTPError as exc:
                 problem = f"no answer from {self.url} ({type(exc).__name__}: {exc})"
                 continue
-            if response.status_code == 429 or response.status_code >= 500:
-                problem = f"{self.url} answered {response.status_code}: {_detail(response)}"
+            status = response.status_code
+            if status == 429 or status >= 500:
+                problem = f"{self.url} answered {status}: {_detail(response)}"
                 continue
-            return self._checked(response)
+            if status == 412:
+                raise VersionMismatch(str(Version.from_etag(response.headers.get("etag")) or ABSENT))
+            if status in (401, 403):
+                raise PlaceUnavailable(f"{self.url} answered {status}: {_detail(response)} (check --api-key)")
+            if status >= 400:
+                raise PlaceError(f"{self.url} answered {status}: {_detail(response)}", status)
+            return response
         raise PlaceUnavailable(f"{problem} ({TRIES} tries)")
-
-    def _checked(self, response: httpx.Response) -> httpx.Response:
-        status = response.status_code
-        if status == 412:
-            raise VersionMismatch(str(Version.from_etag(response.headers.get("etag")) or ABSENT))
-        if status in (401, 403):
-            raise PlaceUnavailable(f"{self.url} answered {status}: {_detail(response)} (check --api-key)")
-        if status >= 400:
-            raise PlaceError(f"{self.url} answered {status}: {_detail(response)}", status)
-        return response
 
     async def close(self) -> None:
         await self.http.aclose()
+
+
+async def walk(
+    store: ChatHistoryStore, prefix: str = "", page: int = PAGE
+) -> AsyncGenerator[ConversationSummary, None]:
+    """Every conversation of ``store`` whose key starts with ``prefix``, in key order, listed ``page`` at a time."""
+    after: str | None = None
+    while True:
+        listed = await store.summaries(prefix, after=after, limit=page)
+        for summary in listed:
+            yield summary
+        if len(listed) < page:
+            return
+        after = listed[-1].conversation_key
+
+
+async def summary_of(store: ChatHistoryStore, key: str) -> ConversationSummary | None:
+    """One conversation's summary (``None``: no such conversation): the first key that starts with ``key`` is
+    ``key`` itself when it exists, so one row is read."""
+    listed = await store.summaries(key, limit=1)
+    return listed[0] if listed and listed[0].conversation_key == key else None
+
+
+#: Where an export reads and an import writes.
+Place: TypeAlias = StorePlace | ServicePlace
 
 
 def _unprefixed(summary: ConversationSummary, length: int) -> ConversationSummary:
