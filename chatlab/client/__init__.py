@@ -5,8 +5,7 @@
 * :mod:`.provider`: :class:`RemoteChatHistoryProvider`, the article's provider, built on the async client;
 * :mod:`.cache`: what the provider already loaded, so a turn reads only what is new;
 * :mod:`.window`: the end of a long conversation that is handed to the model;
-* :mod:`.codec`: MAF ``Message`` <-> the service's JSON (Microsoft.Extensions.AI's ``ChatMessage``), with
-  :mod:`.extras` carrying what one side lacks in the other's extra properties (lossless both ways);
+* :mod:`.codec`: MAF ``Message`` <-> the service's JSON (Microsoft.Extensions.AI's ``ChatMessage``), lossless;
 * :mod:`.retry`: retrying transient failures with backoff;
 * :mod:`.errors`: the errors the client raises, each saying what to do;
 * :mod:`.keys`: new conversation keys; :mod:`.console`: the provider's calls printed as the article does.

@@ -1,13 +1,10 @@
 """Typed clients for the chat history service: :class:`AsyncChatHistoryClient` and :class:`ChatHistoryClient`.
 
-Each method is one operation of the service, returning what it means (the messages as the
-service's JSON, a :class:`~chatlab.vocabulary.Version`, summaries) or raising the package's
-errors (:mod:`chatlab.client.errors`), each saying what to do. Both clients send the API key,
-check the service's TLS certificate, and retry transient failures (:mod:`chatlab.client.retry`);
-an append carries an ``Idempotency-Key`` kept across its retries, so it is stored once.
-
-They hold their HTTP client as MAF's own history providers hold theirs: created from the
-options and closed with the client, or given (``http_client=``) and left open::
+Each method is one operation of the service, returning what its answer means or raising the package's errors
+(:mod:`chatlab.client.errors`). Requests are built and answers read once (:mod:`chatlab.client.operations`); the two
+classes differ only in how they send. Both send the API key, check the service's TLS certificate and retry transient
+failures (:mod:`chatlab.client.retry`); an append keeps its ``Idempotency-Key`` across retries, so it is stored once.
+An HTTP client they create is closed with them; one given (``http_client=``) is left open, as MAF's providers do::
 
     async with AsyncChatHistoryClient("http://localhost:5000") as client:
         version = await client.append("my-key", [{"role": "user", "contents": [{"$type": "text", "text": "hi"}]}])
@@ -15,9 +12,6 @@ options and closed with the client, or given (``http_client=``) and left open::
 
     with ChatHistoryClient() as client:  # CHAT_HISTORY_SERVICE_URL, else http://localhost:5000
         print(client.summaries())
-
-Requests and answers are built and read once (:mod:`chatlab.client.operations`); the two
-classes differ only in how they send.
 """
 
 from __future__ import annotations
@@ -25,7 +19,7 @@ from __future__ import annotations
 import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -36,6 +30,7 @@ from .retry import NO_RETRIES, RetryPolicy
 __all__ = ["AsyncChatHistoryClient", "ChatHistoryClient", "Verify", "service_url"]
 
 T = TypeVar("T")
+H = TypeVar("H", httpx.Client, httpx.AsyncClient)
 
 Verify = bool | str | os.PathLike[str] | ssl.SSLContext
 """How the service's TLS certificate is checked: ``True`` (httpx's default CAs, certifi's, or
@@ -48,17 +43,18 @@ def service_url(url: str | None = None) -> str:
     return (url or os.environ.get(SERVICE_URL_VARIABLE) or DEFAULT_SERVICE_URL).rstrip("/")
 
 
-class _Client:
-    """What both clients hold: the service's requests, the API key and the retry policy."""
+class _Client(Generic[H]):
+    """What both clients hold: the HTTP client, the service's requests, the API key and the retry policy."""
 
     def __init__(
         self,
-        url: str | None,
-        http_client: httpx.Client | httpx.AsyncClient | None,
+        url: str | None = None,
         *,
-        api_key: str | None,
-        verify: Verify | None,
-        retry: RetryPolicy | None,
+        http_client: H | None = None,
+        api_key: str | None = None,
+        verify: Verify | None = None,
+        timeout: float | httpx.Timeout = 60.0,
+        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - immutable
     ) -> None:
         if http_client is not None and verify is not None:
             raise ValueError("verify applies to the HTTP client created here: set it on your http_client instead")
@@ -70,12 +66,18 @@ class _Client:
         key = api_key if api_key is not None else os.environ.get(API_KEY_VARIABLE) or None
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._owns_http = http_client is None
+        if isinstance(verify, (str, os.PathLike)):  # a CA bundle: httpx takes it as an SSL context
+            verify = ssl.create_default_context(cafile=os.fspath(verify))
+        self.http: H = http_client or self._new_http(timeout, True if verify is None else verify)
+
+    def _new_http(self, timeout: float | httpx.Timeout, verify: bool | ssl.SSLContext) -> H:
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"
 
 
-class AsyncChatHistoryClient(_Client):
+class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
     """The chat history service, from async code (an agent, a notebook cell).
 
     Args:
@@ -88,18 +90,8 @@ class AsyncChatHistoryClient(_Client):
         retry: how transient failures (no answer, 429, 502-504) are retried; ``None`` never retries.
     """
 
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        http_client: httpx.AsyncClient | None = None,
-        api_key: str | None = None,
-        verify: Verify | None = None,
-        timeout: float | httpx.Timeout = 60.0,
-        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - immutable
-    ) -> None:
-        super().__init__(url, http_client, api_key=api_key, verify=verify, retry=retry)
-        self.http = http_client or httpx.AsyncClient(timeout=timeout, verify=_ssl_verify(verify))
+    def _new_http(self, timeout: float | httpx.Timeout, verify: bool | ssl.SSLContext) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=timeout, verify=verify)
 
     async def read(self, key: str) -> MessagesPage:
         """Every message of conversation ``key`` (``[]`` if it does not exist) and its version."""
@@ -199,25 +191,15 @@ class AsyncChatHistoryClient(_Client):
         return request.answer(response)
 
 
-class ChatHistoryClient(_Client):
+class ChatHistoryClient(_Client[httpx.Client]):
     """The chat history service, from blocking code (a script, a test): :class:`AsyncChatHistoryClient`'s methods.
 
     The arguments are :class:`AsyncChatHistoryClient`'s, with an ``httpx.Client`` as ``http_client``;
     retries wait with the policy's ``sleep_sync``. Never call it from a running event loop.
     """
 
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        http_client: httpx.Client | None = None,
-        api_key: str | None = None,
-        verify: Verify | None = None,
-        timeout: float | httpx.Timeout = 60.0,
-        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - immutable
-    ) -> None:
-        super().__init__(url, http_client, api_key=api_key, verify=verify, retry=retry)
-        self.http = http_client or httpx.Client(timeout=timeout, verify=_ssl_verify(verify))
+    def _new_http(self, timeout: float | httpx.Timeout, verify: bool | ssl.SSLContext) -> httpx.Client:
+        return httpx.Client(timeout=timeout, verify=verify)
 
     def read(self, key: str) -> MessagesPage:
         """Every message of conversation ``key`` and its version (:meth:`AsyncChatHistoryClient.read`)."""
@@ -303,12 +285,3 @@ class ChatHistoryClient(_Client):
         except httpx.HTTPError as exc:
             raise request.unanswered(exc) from exc
         return request.answer(response)
-
-
-def _ssl_verify(verify: Verify | None) -> bool | ssl.SSLContext:
-    """httpx's ``verify``: a CA bundle path becomes an SSL context."""
-    if verify is None:
-        return True
-    if isinstance(verify, (str, os.PathLike)):
-        return ssl.create_default_context(cafile=os.fspath(verify))
-    return verify

@@ -58,42 +58,40 @@ class RetryPolicy:
 
     async def send(self, send: Callable[[], Awaitable[httpx.Response]], what: str) -> httpx.Response:
         """``await send()`` until a final answer or the attempts are spent (then the last answer, or its error)."""
-        for attempt in range(1, self.attempts + 1):
+        for attempt in range(1, self.attempts):
+            wait: float | None
             try:
                 response = await send()
             except httpx.TransportError as exc:
                 wait = self._wait_after_error(attempt, exc, what)
-                if wait is None:
-                    raise
             else:
                 wait = self._wait_after_answer(attempt, response, what)
                 if wait is None:
                     return response
                 await response.aclose()
             await self.sleep(wait)
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await send()
 
     def send_sync(self, send: Callable[[], httpx.Response], what: str) -> httpx.Response:
         """:meth:`send` for a blocking client: the same decisions, waiting with ``sleep_sync``."""
-        for attempt in range(1, self.attempts + 1):
+        for attempt in range(1, self.attempts):
+            wait: float | None
             try:
                 response = send()
             except httpx.TransportError as exc:
                 wait = self._wait_after_error(attempt, exc, what)
-                if wait is None:
-                    raise
             else:
                 wait = self._wait_after_answer(attempt, response, what)
                 if wait is None:
                     return response
                 response.close()
             self.sleep_sync(wait)
-        raise AssertionError("unreachable")  # pragma: no cover
+        return send()
 
-    def _wait_after_error(self, attempt: int, exc: httpx.TransportError, what: str) -> float | None:
-        """How long to wait before retrying after no answer; ``None``: give up (raise it)."""
-        if attempt == self.attempts or not is_transient(exc):
-            return None
+    def _wait_after_error(self, attempt: int, exc: httpx.TransportError, what: str) -> float:
+        """How long to wait before retrying after no answer; ``exc`` again if it will not pass."""
+        if not is_transient(exc):
+            raise exc
         wait = self.delay(attempt)
         log.info(
             "%s: no answer (%s); retry %d of %d in %.2f s", what, type(exc).__name__, attempt, self.attempts - 1, wait
@@ -102,7 +100,7 @@ class RetryPolicy:
 
     def _wait_after_answer(self, attempt: int, response: httpx.Response, what: str) -> float | None:
         """How long to wait before retrying after ``response``; ``None``: it is the final answer."""
-        if response.status_code not in RETRY_STATUSES or attempt == self.attempts:
+        if response.status_code not in RETRY_STATUSES:
             return None
         asked = retry_after_seconds(response.headers.get("retry-after"))
         if asked is not None and asked > self.max_retry_after:
