@@ -141,10 +141,7 @@ def _encode_raw(content: Content) -> dict[str, Any]:
         value = _to_meai(attribute, getattr(content, attribute))
         if value is not None or content.type == "text":  # a text always has its text
             out[key] = value
-    ap = {k: v for k, v in content.additional_properties.items() if k != MEAI_EXTRA_KEY}
-    if ap:
-        out["additionalProperties"] = ap
-    return _overlay_meai_extra(out, content.additional_properties.get(MEAI_EXTRA_KEY))
+    return _with_properties(out, content.additional_properties)
 
 
 def _decode_raw(item: Mapping[str, Any]) -> Content:
@@ -205,10 +202,7 @@ def _encode_message_raw(message: Message, contents: list[dict[str, Any]]) -> dic
     out["role"] = message.role
     out["contents"] = contents
     _put(out, "messageId", message.message_id)
-    ap = {k: v for k, v in message.additional_properties.items() if k != MEAI_EXTRA_KEY}
-    if ap:
-        out["additionalProperties"] = ap
-    return _overlay_meai_extra(out, message.additional_properties.get(MEAI_EXTRA_KEY))
+    return _with_properties(out, message.additional_properties)
 
 
 def _decode_message_full(item: Mapping[str, Any], *, contents_of: list[Content]) -> Message:
@@ -278,12 +272,16 @@ def _meai_diff(original: Mapping[str, Any], back: Mapping[str, Any], skip: tuple
     return extra
 
 
-def _overlay_meai_extra(out: dict[str, Any], extra: Any) -> dict[str, Any]:
-    if not isinstance(extra, Mapping):
-        return out
-    out.update((k, v) for k, v in extra.items() if k != _ABSENT)
-    for k in extra.get(_ABSENT) or ():
-        out.pop(k, None)
+def _with_properties(out: dict[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
+    """``out`` with MAF's additional properties, then the MEAI-only fields recorded under ``chatlab.meai``."""
+    ap = {k: v for k, v in properties.items() if k != MEAI_EXTRA_KEY}
+    if ap:
+        out["additionalProperties"] = ap
+    extra = properties.get(MEAI_EXTRA_KEY)
+    if isinstance(extra, Mapping):
+        out.update((k, v) for k, v in extra.items() if k != _ABSENT)
+        for k in extra.get(_ABSENT) or ():
+            out.pop(k, None)
     return out
 
 
@@ -318,15 +316,12 @@ def _str(value: Any) -> str | None:
 
 def _arguments_to_meai(arguments: Any) -> dict[str, Any] | None:
     """MEAI wants an object; MAF may hold the model's JSON text (kept verbatim by the diff)."""
-    if isinstance(arguments, Mapping):
-        return dict(arguments)
     if isinstance(arguments, str):
         try:
-            parsed = json.loads(arguments)
+            arguments = json.loads(arguments)
         except ValueError:
             return None
-        return parsed if isinstance(parsed, dict) else None
-    return None
+    return dict(arguments) if isinstance(arguments, Mapping) else None
 
 
 def _result_items(result: Any) -> list[Content]:
@@ -337,21 +332,14 @@ def _result_items(result: Any) -> list[Content]:
 def _data_uri_media_type(uri: str | None) -> str | None:
     if not uri or not uri.startswith("data:"):
         return None
-    head = uri[5:].split(",", 1)[0]
-    media_type = head.split(";", 1)[0]
-    return media_type or None
+    return uri[5:].split(",", 1)[0].split(";", 1)[0] or None
 
 
 def _usage_to_meai(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if usage is None:
         return None
-    out: dict[str, Any] = {}
-    additional: dict[str, Any] = {}
-    for k, v in usage.items():
-        if k in _USAGE_KEYS_BACK:
-            _put(out, _USAGE_KEYS_BACK[k], v)
-        elif v is not None:
-            additional[k] = v
+    out = {_USAGE_KEYS_BACK[k]: v for k, v in usage.items() if k in _USAGE_KEYS_BACK and v is not None}
+    additional = {k: v for k, v in usage.items() if k not in _USAGE_KEYS_BACK and v is not None}
     if additional:
         out["additionalCounts"] = additional
     return out
@@ -360,13 +348,9 @@ def _usage_to_meai(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def _usage_from_meai(details: Any) -> dict[str, Any] | None:
     if not isinstance(details, Mapping):
         return None
-    usage: dict[str, Any] = {}
     counts = details.get("additionalCounts")
-    if isinstance(counts, Mapping):
-        usage.update({k: v for k, v in counts.items() if k not in _USAGE_KEYS_BACK})
-    for meai_key, maf_key in _USAGE_KEYS.items():
-        if details.get(meai_key) is not None:
-            usage[maf_key] = details[meai_key]
+    usage = {k: v for k, v in counts.items() if k not in _USAGE_KEYS_BACK} if isinstance(counts, Mapping) else {}
+    usage.update({maf: details[meai] for meai, maf in _USAGE_KEYS.items() if details.get(meai) is not None})
     return usage
 
 

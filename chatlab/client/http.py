@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 import httpx
@@ -33,9 +33,8 @@ T = TypeVar("T")
 H = TypeVar("H", httpx.Client, httpx.AsyncClient)
 
 Verify = bool | str | os.PathLike[str] | ssl.SSLContext
-"""How the service's TLS certificate is checked: ``True`` (httpx's default CAs, certifi's, or
-``SSL_CERT_FILE``), a CA bundle path (a private CA), an ``ssl.SSLContext``, or ``False`` (no check:
-only for experiments)."""
+"""How the service's TLS certificate is checked: ``True`` (httpx's default CAs, certifi's, or ``SSL_CERT_FILE``), a
+CA bundle path (a private CA), an ``ssl.SSLContext``, or ``False`` (no check: only for experiments)."""
 
 
 def service_url(url: str | None = None) -> str:
@@ -81,8 +80,8 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
     """The chat history service, from async code (an agent, a notebook cell).
 
     Args:
-        url: the service; default ``CHAT_HISTORY_SERVICE_URL``, else ``http://localhost:5000`` (or
-            the ``base_url`` of ``http_client``).
+        url: the service; default the ``base_url`` of ``http_client``, else ``CHAT_HISTORY_SERVICE_URL``, else
+            ``http://localhost:5000``.
         http_client: a caller-owned ``httpx.AsyncClient`` to send with (left open by :meth:`aclose`).
         api_key: sent as ``Authorization: Bearer <key>``; default ``CHAT_HISTORY_SERVICE_API_KEY``.
         verify: how the HTTP client created here checks the service's TLS certificate (:data:`Verify`).
@@ -102,10 +101,8 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
         return await self._send(self.operations.read(key, after, limit))
 
     async def read_summary(self, key: str) -> MessagesPage:
-        """The latest summary checkpoint and the messages after it (all of them when there is none).
-
-        ``version`` and ``count`` describe the whole conversation, as for :meth:`read` (docs/conversations.md).
-        """
+        """The latest summary checkpoint and the messages after it (all without one); ``version`` and ``count`` are
+        the whole conversation's (docs/conversations.md)."""
         return await self._send(self.operations.read_summary(key))
 
     async def fork(self, key: str, through: int | None = None) -> str:
@@ -119,12 +116,9 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
     async def append(
         self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None, idempotency_key: str | None = None
     ) -> Version | None:
-        """Append ``messages`` in one request (all or nothing); the conversation's new version.
-
-        ``if_match``: append only if the conversation is at that version (else
-        :class:`~chatlab.client.errors.ChatHistoryServiceConflict`). ``idempotency_key``: the
-        append's key (default: a new one per call), so a repeat is stored once.
-        """
+        """Append ``messages`` in one request (all or nothing); the new version. ``if_match``: only if the conversation
+        is at that version (else :class:`~chatlab.client.errors.ChatHistoryServiceConflict`); ``idempotency_key``
+        (default: a new one per call) stores a repeat once."""
         return await self._send(self.operations.append(key, messages, if_match, idempotency_key))
 
     async def replace(self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None) -> Version | None:
@@ -158,9 +152,8 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
             page = await self.summaries_page(after=after, limit=page_size, tags=tags)
             for summary in page.summaries:
                 yield summary
-            if page.next_after is None:
+            if (after := page.next_after) is None:
                 return
-            after = page.next_after
 
     async def patch(self, key: str, change: Mapping[str, Any]) -> ConversationSummary:
         """Set the conversation's title and tags with a JSON merge patch, ``{"title": ..., "tags": {...}}``
@@ -180,23 +173,26 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
 
     async def _send(self, request: Request[T]) -> T:
         headers = {**self._headers, **request.headers}
-
-        def send() -> Awaitable[httpx.Response]:
-            return self.http.request(request.method, request.url, headers=headers, content=request.content)
-
-        try:
-            response = await self.retry.send(send, request.what)
-        except httpx.HTTPError as exc:
-            raise request.unanswered(exc) from exc
-        return request.answer(response)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self.http.request(
+                    request.method, request.url, headers=headers, content=request.content
+                )
+            except httpx.HTTPError as exc:
+                if (wait := self.retry.wait_after_error(attempt, exc, request.what)) is None:
+                    raise request.unanswered(exc) from exc
+            else:
+                if (wait := self.retry.wait_after_answer(attempt, response, request.what)) is None:
+                    return request.answer(response)
+                await response.aclose()
+            await self.retry.sleep(wait)
 
 
 class ChatHistoryClient(_Client[httpx.Client]):
-    """The chat history service, from blocking code (a script, a test): :class:`AsyncChatHistoryClient`'s methods.
-
-    The arguments are :class:`AsyncChatHistoryClient`'s, with an ``httpx.Client`` as ``http_client``;
-    retries wait with the policy's ``sleep_sync``. Never call it from a running event loop.
-    """
+    """The chat history service, from blocking code (a script, a test): :class:`AsyncChatHistoryClient`'s arguments
+    (an ``httpx.Client`` as ``http_client``) and methods; retries wait with ``sleep_sync``. Not for an event loop."""
 
     def _new_http(self, timeout: float | httpx.Timeout, verify: bool | ssl.SSLContext) -> httpx.Client:
         return httpx.Client(timeout=timeout, verify=verify)
@@ -255,9 +251,8 @@ class ChatHistoryClient(_Client[httpx.Client]):
         while True:
             page = self.summaries_page(after=after, limit=page_size, tags=tags)
             yield from page.summaries
-            if page.next_after is None:
+            if (after := page.next_after) is None:
                 return
-            after = page.next_after
 
     def patch(self, key: str, change: Mapping[str, Any]) -> ConversationSummary:
         """Set the title and tags with a merge patch (:meth:`AsyncChatHistoryClient.patch`)."""
@@ -276,12 +271,16 @@ class ChatHistoryClient(_Client[httpx.Client]):
 
     def _send(self, request: Request[T]) -> T:
         headers = {**self._headers, **request.headers}
-
-        def send() -> httpx.Response:
-            return self.http.request(request.method, request.url, headers=headers, content=request.content)
-
-        try:
-            response = self.retry.send_sync(send, request.what)
-        except httpx.HTTPError as exc:
-            raise request.unanswered(exc) from exc
-        return request.answer(response)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self.http.request(request.method, request.url, headers=headers, content=request.content)
+            except httpx.HTTPError as exc:
+                if (wait := self.retry.wait_after_error(attempt, exc, request.what)) is None:
+                    raise request.unanswered(exc) from exc
+            else:
+                if (wait := self.retry.wait_after_answer(attempt, response, request.what)) is None:
+                    return request.answer(response)
+                response.close()
+            self.retry.sleep_sync(wait)
