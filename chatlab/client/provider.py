@@ -12,6 +12,7 @@ a long conversation (:mod:`chatlab.client.window`); HTTP, API keys, TLS and retr
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import httpx
@@ -97,9 +98,9 @@ class RemoteChatHistoryProvider(HistoryProvider):
         for name, limit in (("max_history_messages", max_history_messages), ("max_history_tokens", max_history_tokens)):
             if limit is not None and (not isinstance(limit, int) or limit < 1):
                 raise ValueError(f"{name} must be a whole number of at least 1, or None for no limit")
-        self.max_history_messages = max_history_messages
-        self.max_history_tokens = max_history_tokens
-        self.count_tokens = count_tokens
+        self.window = partial(
+            window_messages, max_messages=max_history_messages, max_tokens=max_history_tokens, count_tokens=count_tokens
+        )
         self._owns_client = client is None
         self.client = client or AsyncChatHistoryClient(
             url, http_client=http_client, api_key=api_key, verify=verify, timeout=timeout, retry=retry
@@ -209,12 +210,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         if state is None:  # the article's GetMessagesAsync: a fresh, complete read the caller may keep
             return messages_from_meai((await self.client.read(key)).messages)
         messages = await self._history(key)
-        windowed = window_messages(
-            messages,
-            max_messages=self.max_history_messages,
-            max_tokens=self.max_history_tokens,
-            count_tokens=self.count_tokens,
-        )
+        windowed = self.window(messages)
         log.info("Messages Count: %d", len(windowed))
         if len(windowed) != len(messages):
             log.info("History window: the newest %d of %d stored messages", len(windowed), len(messages))
