@@ -45,6 +45,8 @@ def service_url(url: str | None = None) -> str:
 class _Client(Generic[H]):
     """What both clients hold: the HTTP client, the service's requests, the API key and the retry policy."""
 
+    _http_class: type[H]  # the HTTP client created when none is given
+
     def __init__(
         self,
         url: str | None = None,
@@ -67,10 +69,7 @@ class _Client(Generic[H]):
         self._owns_http = http_client is None
         if isinstance(verify, (str, os.PathLike)):  # a CA bundle: httpx takes it as an SSL context
             verify = ssl.create_default_context(cafile=os.fspath(verify))
-        self.http: H = http_client or self._new_http(timeout, True if verify is None else verify)
-
-    def _new_http(self, timeout: float | httpx.Timeout, verify: bool | ssl.SSLContext) -> H:
-        raise NotImplementedError
+        self.http: H = http_client or self._http_class(timeout=timeout, verify=True if verify is None else verify)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"
@@ -89,8 +88,7 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
         retry: how transient failures (no answer, 429, 502-504) are retried; ``None`` never retries.
     """
 
-    def _new_http(self, timeout: float | httpx.Timeout, verify: bool | ssl.SSLContext) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=timeout, verify=verify)
+    _http_class = httpx.AsyncClient
 
     async def read(self, key: str) -> MessagesPage:
         """Every message of conversation ``key`` (``[]`` if it does not exist) and its version."""
@@ -194,8 +192,7 @@ class ChatHistoryClient(_Client[httpx.Client]):
     """The chat history service, from blocking code (a script, a test): :class:`AsyncChatHistoryClient`'s arguments
     (an ``httpx.Client`` as ``http_client``) and methods; retries wait with ``sleep_sync``. Not for an event loop."""
 
-    def _new_http(self, timeout: float | httpx.Timeout, verify: bool | ssl.SSLContext) -> httpx.Client:
-        return httpx.Client(timeout=timeout, verify=verify)
+    _http_class = httpx.Client
 
     def read(self, key: str) -> MessagesPage:
         """Every message of conversation ``key`` and its version (:meth:`AsyncChatHistoryClient.read`)."""

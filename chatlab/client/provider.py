@@ -111,7 +111,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         self.skip_replayed = skip_replayed
         self.compaction = compaction
         # with compaction, per key: the view a run loaded and its count, what it appended and the version after
-        self._views: dict[str, tuple[list[Message], int]] = {}
+        self._views: dict[str, tuple[Sequence[Message], int]] = {}
         self._appended: dict[str, tuple[list[Message], Version | None]] = {}
         self._replayed: dict[str, tuple[Message, ...]] = {}  # per key: the run's input messages already stored
 
@@ -158,14 +158,9 @@ class RemoteChatHistoryProvider(HistoryProvider):
         log.info("Found messages for ExternalConversationKey: %s", key)
         await super().before_run(agent=agent, session=session, context=context, state=state)
         self._replayed.pop(key, None)
-        if self.skip_replayed:
-            self._skip_replayed_input(key, context)
-
-    def _skip_replayed_input(self, key: str, context: Any) -> None:
-        """The model gets the stored history up to the replayed part, then the input (:mod:`.replay`)."""
         loaded = context.context_messages.get(self.source_id, [])
-        replayed = replayed_count(loaded, context.input_messages)
-        if replayed:
+        replayed = replayed_count(loaded, context.input_messages) if self.skip_replayed else 0
+        if replayed:  # the model gets the stored history up to the replayed part, then the input
             log.info("Replayed: the input's first %d messages are already stored", replayed)
             context.context_messages[self.source_id] = list(loaded[: len(loaded) - replayed])
             self._replayed[key] = tuple(context.input_messages[:replayed])
@@ -209,21 +204,19 @@ class RemoteChatHistoryProvider(HistoryProvider):
             return []
         if state is None:  # the article's GetMessagesAsync: a fresh, complete read the caller may keep
             return messages_from_meai((await self.client.read(key)).messages)
-        messages = await self._history(key)
+        messages: Sequence[Message]
+        if self.compaction is not None:
+            page = await self.client.read_summary(key)
+            messages = messages_from_meai(page.messages)
+            self._views[key] = (messages, page.count)
+        else:
+            messages = await self._cache.load(key)
         windowed = self.window(messages)
         log.info("Messages Count: %d", len(windowed))
         if len(windowed) != len(messages):
             log.info("History window: the newest %d of %d stored messages", len(windowed), len(messages))
         log.info("First Message: %s", describe(windowed[0] if windowed else None))
         return windowed
-
-    async def _history(self, key: str) -> Sequence[Message]:
-        if self.compaction is not None:
-            page = await self.client.read_summary(key)
-            view = messages_from_meai(page.messages)
-            self._views[key] = (view, page.count)
-            return view
-        return await self._cache.load(key)
 
     async def save_messages(
         self, session_id: str | None, messages: Sequence[Message], *, state: dict[str, Any] | None = None, **kwargs: Any
