@@ -1,15 +1,10 @@
 """The client side: what an agent's process runs to keep its history in the chat history service.
 
-* :mod:`.http`: :class:`AsyncChatHistoryClient` and :class:`ChatHistoryClient`, typed clients of the service;
-* :mod:`.operations`: each operation's request and the meaning of its answer (what both clients share);
-* :mod:`.provider`: :class:`RemoteChatHistoryProvider`, the article's provider, built on the async client;
-* :mod:`.cache`: what the provider already loaded, so a turn reads only what is new;
-* :mod:`.window`: the end of a long conversation that is handed to the model;
-* :mod:`.codec`: MAF ``Message`` <-> the service's JSON (Microsoft.Extensions.AI's ``ChatMessage``), with
-  :mod:`.extras` carrying what one side lacks in the other's extra properties (lossless both ways);
-* :mod:`.retry`: retrying transient failures with backoff;
-* :mod:`.errors`: the errors the client raises, each saying what to do;
-* :mod:`.keys`: new conversation keys; :mod:`.console`: the provider's calls printed as the article does.
+* :mod:`.http`: :class:`AsyncChatHistoryClient` and :class:`ChatHistoryClient`, typed clients of the service, whose
+  requests and answers are :mod:`.operations`', retries :mod:`.retry`'s and errors :mod:`.errors`';
+* :mod:`.provider`: :class:`RemoteChatHistoryProvider`, the article's provider, with :mod:`.cache` (a turn reads only
+  what is new), :mod:`.window`, :mod:`.compaction`, :mod:`.replay`, :mod:`.keys` and :mod:`.console`;
+* :mod:`.codec`: MAF ``Message`` <-> the service's JSON (Microsoft.Extensions.AI's ``ChatMessage``), lossless.
 
 Nothing here imports the service side: the two meet only over HTTP and in :mod:`chatlab.vocabulary`.
 """

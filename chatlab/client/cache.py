@@ -14,7 +14,6 @@ import json
 import logging
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import overload
 
 from agent_framework import Message
@@ -24,23 +23,24 @@ from .codec import messages_from_meai, messages_to_meai
 from .http import AsyncChatHistoryClient
 from .operations import encode_messages
 
-__all__ = ["CachedHistory", "HistoryCache", "HistoryView"]
+__all__ = ["CachedHistory", "HistoryCache"]
 
 log = logging.getLogger(__name__)
 
 
-class HistoryView(Sequence[Message]):
-    """The first ``count`` messages of a list that only grows at its end: a snapshot without a copy, so a turn
-    costs the same however long the cached conversation (the framework only reads it)."""
+class CachedHistory(Sequence[Message]):
+    """The first ``length`` messages of ``generation``: a snapshot without a copy, as ``messages`` only grows at its end
+    (later entries extend the same list)."""
 
-    __slots__ = ("_count", "_messages")
+    __slots__ = ("generation", "length", "messages")
 
-    def __init__(self, messages: list[Message], count: int) -> None:
-        self._messages = messages
-        self._count = count
+    def __init__(self, generation: str | None, length: int, messages: list[Message]) -> None:
+        self.generation = generation
+        self.length = length
+        self.messages = messages
 
     def __len__(self) -> int:
-        return self._count
+        return self.length
 
     @overload
     def __getitem__(self, index: int) -> Message: ...
@@ -48,39 +48,27 @@ class HistoryView(Sequence[Message]):
     def __getitem__(self, index: slice) -> list[Message]: ...
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
         if isinstance(index, slice):
-            return self._messages[slice(*index.indices(self._count))]
-        position = index + self._count if index < 0 else index
-        if not 0 <= position < self._count:
+            return self.messages[slice(*index.indices(self.length))]
+        position = index + self.length if index < 0 else index
+        if not 0 <= position < self.length:
             raise IndexError("history index out of range")
-        return self._messages[position]
+        return self.messages[position]
 
     def __iter__(self) -> Iterator[Message]:
-        return itertools.islice(self._messages, self._count)
+        return itertools.islice(self.messages, self.length)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
             return NotImplemented
-        return len(other) == self._count and all(a == b for a, b in zip(self, other, strict=False))
+        return len(other) == self.length and all(a == b for a, b in zip(self, other, strict=False))
 
     def __repr__(self) -> str:
         return repr(list(self))
 
 
-@dataclass(slots=True)
-class CachedHistory:
-    """The first ``count`` messages of ``generation`` (``messages`` may be longer: later entries extend it)."""
-
-    generation: str | None
-    count: int
-    messages: list[Message]
-
-    def view(self) -> HistoryView:
-        return HistoryView(self.messages, self.count)
-
-
 class HistoryCache:
-    """Up to ``size`` conversations (least recently used go first; ``0``: every read is a full one, as in the
-    article), kept current through ``client``: a read fetches only what is new. Not shared between threads."""
+    """Up to ``size`` conversations, least recently used first out (``0``: every read is a full one, as in the
+    article). Not shared between threads."""
 
     def __init__(self, client: AsyncChatHistoryClient, size: int) -> None:
         self.client = client
@@ -88,14 +76,14 @@ class HistoryCache:
         self._entries: OrderedDict[str, CachedHistory] = OrderedDict()
 
     async def load(self, key: str) -> Sequence[Message]:
-        """The whole conversation: what is cached plus what is new, or one full read."""
+        """The whole conversation: what is cached plus what is new, else one full read."""
         entry = self._get(key)
         if entry is not None:
-            page = await self.client.read_after(key, entry.count)
-            if page.version is not None and page.version.continues(entry.generation, entry.count, len(page.messages)):
+            page = await self.client.read_after(key, entry.length)
+            if page.version is not None and page.version.continues(entry.generation, entry.length, len(page.messages)):
                 added = messages_from_meai(page.messages)
                 extended = self._extend(key, entry, page.version, added)
-                return extended.view() if extended else [*entry.view(), *added]  # else: updated meanwhile
+                return extended if extended is not None else [*entry, *added]  # else: updated meanwhile
             log.debug("conversation %s changed beyond appends (version %s): loading all of it", key, page.version)
         page = await self.client.read(key)
         messages = messages_from_meai(page.messages)
@@ -104,10 +92,10 @@ class HistoryCache:
             return messages
         fresh = CachedHistory(page.version.generation, page.version.count, messages)
         self._put(key, fresh)
-        return fresh.view()
+        return fresh
 
     async def append(self, key: str, messages: Sequence[Message]) -> Version | None:
-        """Append in one request and return the new version; cached when it proves nobody wrote in between."""
+        """Append in one request; the new version (cached when it proves nobody wrote in between)."""
         body = encode_messages(messages_to_meai(messages))  # encode first: a bad message sends nothing
         entry = self._get(key)
         version = await self.client.append(key, body)
@@ -142,13 +130,13 @@ class HistoryCache:
         self, key: str, expected: CachedHistory, version: Version | None, added: list[Message]
     ) -> CachedHistory | None:
         """``expected`` plus ``added`` (its list extended in place) when ``version`` proves it, the key unchanged."""
-        if version is None or not version.continues(expected.generation, expected.count, len(added)):
+        if version is None or not version.continues(expected.generation, expected.length, len(added)):
             return None
         if self._entries.get(key) is not expected:
             return None
         messages = expected.messages
-        if len(messages) != expected.count:  # not the end of its list (never, while entries are used as here)
-            messages = messages[: expected.count]
+        if len(messages) != expected.length:  # not the end of its list (never, while entries are used as here)
+            messages = messages[: expected.length]
         messages.extend(added)
         entry = CachedHistory(version.generation, version.count, messages)
         self._put(key, entry)

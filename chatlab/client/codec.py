@@ -2,32 +2,22 @@
 
 The service speaks the JSON .NET's Microsoft.Extensions.AI writes, so a C# client and a Python agent can share a
 conversation; this module is the only place that knows both shapes. Lossless both ways: a converter maps the shared
-fields, converts the result back, and records whatever did not survive in the target's additional properties
-(:mod:`.extras`: MAF-only data under ``additionalProperties["chatlab.maf"]`` in the JSON, MEAI-only data under
-``additional_properties["chatlab.meai"]`` on the MAF side). So ``decode(encode(m)) == m`` and
-``encode(decode(j)) == j``; the two keys are reserved.
+fields, converts the result back, and records whatever did not survive in the target's additional properties:
+MAF-only data under ``additionalProperties["chatlab.maf"]`` in the JSON, MEAI-only data (and keys the converter adds
+but the original lacked, under ``"$absent"``) under ``additional_properties["chatlab.meai"]`` on the MAF side. So
+``decode(encode(m)) == m`` and ``encode(decode(j)) == j``; the two keys are reserved.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from agent_framework import Content, Message
 
 from ..vocabulary import CONTENT_KINDS
 from .errors import ChatHistoryCodecError
-from .extras import (
-    MAF_EXTRA_KEY,
-    MEAI_EXTRA_KEY,
-    drop_empty_ap,
-    maf_diff,
-    meai_diff,
-    overlay_meai_extra,
-    split_extra,
-    with_ap_key,
-)
 
 __all__ = [
     "MAF_EXTRA_KEY",
@@ -54,6 +44,12 @@ _USAGE_KEYS = {
 }
 _USAGE_KEYS_BACK = {v: k for k, v in _USAGE_KEYS.items()}
 
+MAF_EXTRA_KEY = "chatlab.maf"
+"""Key in a JSON ``additionalProperties`` holding MAF fields MEAI has no place for."""
+MEAI_EXTRA_KEY = "chatlab.meai"
+"""Key in a MAF ``additional_properties`` holding MEAI fields MAF has no place for."""
+_ABSENT = "$absent"  # inside MEAI_EXTRA_KEY: keys the raw encoder writes but the original JSON lacked
+
 _CARRIER = "text"  # what a content type the other side lacks travels as (an empty text)
 
 
@@ -72,14 +68,12 @@ def messages_from_meai(items: Iterable[Mapping[str, Any]]) -> list[Message]:
 
 def message_to_meai(message: Message) -> dict[str, Any]:
     """One MAF message as MEAI ``ChatMessage`` JSON (keys in the order .NET writes them)."""
-    contents = [content_to_meai(c) for c in message.contents]
-    raw = _encode_message_raw(message, contents)
-    target = _maf_message_fields(message)
-    extra = maf_diff(target, _maf_message_fields(_decode_message_full(raw, contents_of=message.contents)))
-    if extra:
-        raw = drop_empty_ap(raw)
-        extra = maf_diff(target, _maf_message_fields(_decode_message_full(raw, contents_of=message.contents)))
-        raw = with_ap_key(raw, MAF_EXTRA_KEY, extra)
+    raw = _encode_message_raw(message, [content_to_meai(c) for c in message.contents])
+    raw = _carry_maf(
+        raw,
+        _maf_message_fields(message),
+        lambda item: _maf_message_fields(_decode_message_full(item, contents_of=message.contents)),
+    )
     _check_json(raw)
     return raw
 
@@ -92,7 +86,7 @@ def message_from_meai(item: Mapping[str, Any]) -> Message:
     if not isinstance(contents_json, list):
         raise ChatHistoryCodecError("'contents' of a chat message must be a JSON array")
     contents = [content_from_meai(c) for c in contents_json]
-    j0, maf_extra = split_extra(item)
+    j0, maf_extra = _split_extra(item)
     message = _decode_message_full(j0, contents_of=contents)
     if maf_extra:
         message = _apply_maf_message_extra(message, maf_extra)
@@ -101,21 +95,14 @@ def message_from_meai(item: Mapping[str, Any]) -> Message:
 
 def content_to_meai(content: Content) -> dict[str, Any]:
     """One MAF content as an MEAI ``AIContent`` JSON object, ``$type`` first."""
-    raw = _encode_raw(content)
-    target = content.to_dict()
-    extra = maf_diff(target, _decode_full(raw).to_dict())
-    if extra:
-        raw = drop_empty_ap(raw)
-        extra = maf_diff(target, _decode_full(raw).to_dict())
-        raw = with_ap_key(raw, MAF_EXTRA_KEY, extra)
-    return raw
+    return _carry_maf(_encode_raw(content), content.to_dict(), lambda item: _decode_full(item).to_dict())
 
 
 def content_from_meai(item: Mapping[str, Any]) -> Content:
     """One MEAI ``AIContent`` JSON object as a MAF content."""
     if not isinstance(item, Mapping):
         raise ChatHistoryCodecError(f"a content item must be a JSON object, got {type(item).__name__}")
-    j0, maf_extra = split_extra(item)
+    j0, maf_extra = _split_extra(item)
     content = _decode_full(j0)
     if maf_extra:
         content = Content.from_dict({**content.to_dict(), **maf_extra})
@@ -124,50 +111,37 @@ def content_from_meai(item: Mapping[str, Any]) -> Content:
 
 # --------------------------------------------------------------------------- contents: raw mapping
 
+# The fields both sides share, per MAF content type: (MAF attribute, MEAI key), in the order .NET writes them.
+_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "text": (("text", "text"),),
+    "text_reasoning": (("text", "text"), ("protected_data", "protectedData")),
+    "data": (("uri", "uri"), ("name", "name")),
+    "uri": (("uri", "uri"), ("media_type", "mediaType")),
+    "error": (("message", "message"), ("error_code", "errorCode"), ("error_details", "details")),
+    "usage": (("usage_details", "details"),),
+    "function_call": (
+        ("name", "name"),
+        ("arguments", "arguments"),
+        ("informational_only", "informationalOnly"),
+        ("call_id", "callId"),
+    ),
+    "function_result": (("result", "result"), ("call_id", "callId")),
+    "hosted_file": (("file_id", "fileId"), ("media_type", "mediaType"), ("name", "name")),
+    "hosted_vector_store": (("vector_store_id", "vectorStoreId"),),
+}
+
 
 def _encode_raw(content: Content) -> dict[str, Any]:
     """The fields both sides share, MEAI-shaped; then the MEAI-only fields recorded on ``content``."""
     meai_type = _MAF_TO_MEAI_TYPE.get(content.type)
     out: dict[str, Any] = {"$type": meai_type or _CARRIER}
-    t = content.type
     if meai_type is None:
         out["text"] = ""
-    elif t == "text":
-        out["text"] = content.text
-    elif t == "text_reasoning":
-        _put(out, "text", content.text)
-        _put(out, "protectedData", content.protected_data)
-    elif t == "data":
-        _put(out, "uri", content.uri)
-        _put(out, "name", content.name)
-    elif t == "uri":
-        _put(out, "uri", content.uri)
-        _put(out, "mediaType", content.media_type)
-    elif t == "error":
-        _put(out, "message", content.message)
-        _put(out, "errorCode", content.error_code)
-        _put(out, "details", content.error_details)
-    elif t == "usage":
-        _put(out, "details", _usage_to_meai(content.usage_details))
-    elif t == "function_call":
-        _put(out, "name", content.name)
-        _put(out, "arguments", _arguments_to_meai(content.arguments))
-        if content.informational_only:
-            out["informationalOnly"] = True
-        _put(out, "callId", content.call_id)
-    elif t == "function_result":
-        _put(out, "result", content.result)
-        _put(out, "callId", content.call_id)
-    elif t == "hosted_file":
-        _put(out, "fileId", content.file_id)
-        _put(out, "mediaType", content.media_type)
-        _put(out, "name", content.name)
-    elif t == "hosted_vector_store":
-        _put(out, "vectorStoreId", content.vector_store_id)
-    ap = {k: v for k, v in content.additional_properties.items() if k != MEAI_EXTRA_KEY}
-    if ap:
-        out["additionalProperties"] = ap
-    return overlay_meai_extra(out, content.additional_properties.get(MEAI_EXTRA_KEY))
+    for attribute, key in _FIELDS.get(content.type, ()):
+        value = _to_meai(attribute, getattr(content, attribute))
+        if value is not None or content.type == "text":  # a text always has its text
+            out[key] = value
+    return _with_properties(out, content.additional_properties)
 
 
 def _decode_raw(item: Mapping[str, Any]) -> Content:
@@ -179,45 +153,41 @@ def _decode_raw(item: Mapping[str, Any]) -> Content:
     fields: dict[str, Any] = {"additional_properties": dict(ap) if isinstance(ap, Mapping) else {}}
     if t is None:
         return Content("text", text="", **fields)
-    get = item.get
-    if t == "text":
-        fields["text"] = _str(get("text"))
-    elif t == "text_reasoning":
-        fields.update(text=_str(get("text")), protected_data=_str(get("protectedData")))
-    elif t == "data":
-        uri = _str(get("uri"))
-        fields.update(uri=uri, media_type=_data_uri_media_type(uri), name=_str(get("name")))
-    elif t == "uri":
-        fields.update(uri=_str(get("uri")), media_type=_str(get("mediaType")))
-    elif t == "error":
-        fields.update(
-            message=_str(get("message")), error_code=_str(get("errorCode")), error_details=_str(get("details"))
-        )
-    elif t == "usage":
-        fields["usage_details"] = _usage_from_meai(get("details"))
+    for attribute, key in _FIELDS[t]:
+        fields[attribute] = _from_meai(attribute, item.get(key))
+    if t == "data":
+        fields["media_type"] = _data_uri_media_type(fields["uri"])
     elif t == "function_call":
-        args = get("arguments")
-        fields.update(
-            call_id=_str(get("callId")),
-            name=_str(get("name")),
-            arguments=dict(args) if isinstance(args, Mapping) else None,
-            informational_only=get("informationalOnly") is True,
-            hosted=False,
-        )
+        fields["hosted"] = False
     elif t == "function_result":
-        result = get("result")
-        fields.update(call_id=_str(get("callId")), result=result, items=_result_items(result))
-    elif t == "hosted_file":
-        fields.update(file_id=_str(get("fileId")), media_type=_str(get("mediaType")), name=_str(get("name")))
-    elif t == "hosted_vector_store":
-        fields["vector_store_id"] = _str(get("vectorStoreId"))
+        fields["items"] = _result_items(fields["result"])
     return Content(t, **fields)
+
+
+def _to_meai(attribute: str, value: Any) -> Any:
+    if attribute == "arguments":
+        return _arguments_to_meai(value)
+    if attribute == "informational_only":
+        return True if value else None
+    if attribute == "usage_details":
+        return _usage_to_meai(value)
+    return value
+
+
+def _from_meai(attribute: str, value: Any) -> Any:
+    if attribute == "arguments":
+        return dict(value) if isinstance(value, Mapping) else None
+    if attribute == "informational_only":
+        return value is True
+    if attribute == "usage_details":
+        return _usage_from_meai(value)
+    return value if attribute == "result" else _str(value)
 
 
 def _decode_full(item: Mapping[str, Any]) -> Content:
     """``_decode_raw`` plus, under ``chatlab.meai``, whatever of ``item`` it could not express."""
     content = _decode_raw(item)
-    extra = meai_diff(item, _encode_raw(content))
+    extra = _meai_diff(item, _encode_raw(content))
     if extra:
         content.additional_properties[MEAI_EXTRA_KEY] = extra
     return content
@@ -232,10 +202,7 @@ def _encode_message_raw(message: Message, contents: list[dict[str, Any]]) -> dic
     out["role"] = message.role
     out["contents"] = contents
     _put(out, "messageId", message.message_id)
-    ap = {k: v for k, v in message.additional_properties.items() if k != MEAI_EXTRA_KEY}
-    if ap:
-        out["additionalProperties"] = ap
-    return overlay_meai_extra(out, message.additional_properties.get(MEAI_EXTRA_KEY))
+    return _with_properties(out, message.additional_properties)
 
 
 def _decode_message_full(item: Mapping[str, Any], *, contents_of: list[Content]) -> Message:
@@ -250,7 +217,7 @@ def _decode_message_full(item: Mapping[str, Any], *, contents_of: list[Content])
         additional_properties=dict(ap) if isinstance(ap, Mapping) else {},
     )
     back = _encode_message_raw(message, list(item.get("contents") or []))
-    extra = meai_diff(item, back, skip=("contents",))
+    extra = _meai_diff(item, back, skip=("contents",))
     if extra:
         message.additional_properties[MEAI_EXTRA_KEY] = extra
     return message
@@ -272,6 +239,69 @@ def _apply_maf_message_extra(message: Message, extra: Mapping[str, Any]) -> Mess
     )
 
 
+# --------------------------------------------------------------------------- the lossless carry
+
+
+def _carry_maf(
+    raw: dict[str, Any], target: dict[str, Any], back: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
+    """``raw``, plus under ``chatlab.maf`` the MAF fields of ``target`` that ``back`` (decoding ``raw``) loses."""
+    if not _maf_diff(target, back(raw)):
+        return raw
+    if raw.get("additionalProperties") == {}:
+        raw = {k: v for k, v in raw.items() if k != "additionalProperties"}
+    extra = _maf_diff(target, back(raw))
+    return {**raw, "additionalProperties": {**(raw.get("additionalProperties") or {}), MAF_EXTRA_KEY: extra}}
+
+
+def _maf_diff(target: Mapping[str, Any], back: Mapping[str, Any]) -> dict[str, Any]:
+    """MAF fields (``to_dict`` form) of ``target`` that ``back`` does not reproduce."""
+    extra = {k: v for k, v in target.items() if k not in back or back[k] != v}
+    for k in back:
+        if k not in target:  # absent from a to_dict means None (False for informational_only)
+            extra[k] = False if k == "informational_only" else None
+    return extra
+
+
+def _meai_diff(original: Mapping[str, Any], back: Mapping[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """JSON keys of ``original`` that ``back`` does not reproduce, and keys ``back`` adds."""
+    extra: dict[str, Any] = {k: v for k, v in original.items() if k not in skip and (k not in back or back[k] != v)}
+    absent = [k for k in back if k not in original and k not in skip]
+    if absent:
+        extra[_ABSENT] = absent
+    return extra
+
+
+def _with_properties(out: dict[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
+    """``out`` with MAF's additional properties, then the MEAI-only fields recorded under ``chatlab.meai``."""
+    ap = {k: v for k, v in properties.items() if k != MEAI_EXTRA_KEY}
+    if ap:
+        out["additionalProperties"] = ap
+    extra = properties.get(MEAI_EXTRA_KEY)
+    if isinstance(extra, Mapping):
+        out.update((k, v) for k, v in extra.items() if k != _ABSENT)
+        for k in extra.get(_ABSENT) or ():
+            out.pop(k, None)
+    return out
+
+
+def _split_extra(item: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``item`` without ``chatlab.maf`` (and without the ``additionalProperties`` it alone needed)."""
+    j0 = dict(item)
+    ap = j0.get("additionalProperties")
+    if not isinstance(ap, Mapping) or MAF_EXTRA_KEY not in ap:
+        return j0, None
+    rest = {k: v for k, v in ap.items() if k != MAF_EXTRA_KEY}
+    if rest:
+        j0["additionalProperties"] = rest
+    else:
+        del j0["additionalProperties"]
+    extra = ap[MAF_EXTRA_KEY]
+    if not isinstance(extra, Mapping):
+        raise ChatHistoryCodecError(f"additionalProperties[{MAF_EXTRA_KEY!r}] must be a JSON object")
+    return j0, dict(extra)
+
+
 # --------------------------------------------------------------------------- field helpers
 
 
@@ -286,15 +316,12 @@ def _str(value: Any) -> str | None:
 
 def _arguments_to_meai(arguments: Any) -> dict[str, Any] | None:
     """MEAI wants an object; MAF may hold the model's JSON text (kept verbatim by the diff)."""
-    if isinstance(arguments, Mapping):
-        return dict(arguments)
     if isinstance(arguments, str):
         try:
-            parsed = json.loads(arguments)
+            arguments = json.loads(arguments)
         except ValueError:
             return None
-        return parsed if isinstance(parsed, dict) else None
-    return None
+    return dict(arguments) if isinstance(arguments, Mapping) else None
 
 
 def _result_items(result: Any) -> list[Content]:
@@ -305,21 +332,14 @@ def _result_items(result: Any) -> list[Content]:
 def _data_uri_media_type(uri: str | None) -> str | None:
     if not uri or not uri.startswith("data:"):
         return None
-    head = uri[5:].split(",", 1)[0]
-    media_type = head.split(";", 1)[0]
-    return media_type or None
+    return uri[5:].split(",", 1)[0].split(";", 1)[0] or None
 
 
 def _usage_to_meai(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if usage is None:
         return None
-    out: dict[str, Any] = {}
-    additional: dict[str, Any] = {}
-    for k, v in usage.items():
-        if k in _USAGE_KEYS_BACK:
-            _put(out, _USAGE_KEYS_BACK[k], v)
-        elif v is not None:
-            additional[k] = v
+    out = {_USAGE_KEYS_BACK[k]: v for k, v in usage.items() if k in _USAGE_KEYS_BACK and v is not None}
+    additional = {k: v for k, v in usage.items() if k not in _USAGE_KEYS_BACK and v is not None}
     if additional:
         out["additionalCounts"] = additional
     return out
@@ -328,13 +348,9 @@ def _usage_to_meai(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def _usage_from_meai(details: Any) -> dict[str, Any] | None:
     if not isinstance(details, Mapping):
         return None
-    usage: dict[str, Any] = {}
     counts = details.get("additionalCounts")
-    if isinstance(counts, Mapping):
-        usage.update({k: v for k, v in counts.items() if k not in _USAGE_KEYS_BACK})
-    for meai_key, maf_key in _USAGE_KEYS.items():
-        if details.get(meai_key) is not None:
-            usage[maf_key] = details[meai_key]
+    usage = {k: v for k, v in counts.items() if k not in _USAGE_KEYS_BACK} if isinstance(counts, Mapping) else {}
+    usage.update({maf: details[meai] for meai, maf in _USAGE_KEYS.items() if details.get(meai) is not None})
     return usage
 
 

@@ -1,8 +1,8 @@
 """Summary checkpoints from the provider's side: when to write one, and how to ask the model for it.
 
-With a :class:`Compaction` the provider loads the summary view (the latest checkpoint and what follows) instead of the
-whole transcript and, once that view passes a threshold, has the agent's chat client summarize it and appends the
-answer as a checkpoint. Nothing stored is rewritten (docs/conversations.md).
+With a :class:`Compaction` the provider loads the summary view (the latest checkpoint and what follows) and, once it
+passes a threshold, appends the agent's summary of it as a new checkpoint. Nothing stored is rewritten
+(docs/conversations.md).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class Compaction:
         max_messages: write a checkpoint once the summary view holds more than this many messages.
         max_tokens: ... or more than this many tokens, as ``count_tokens`` counts them (``None``: no token limit).
         prompt: the request appended, as a user message, to the view the model summarizes.
-        count_tokens: how a message's tokens are estimated (default: about four characters a token).
+        count_tokens: how a message's tokens are estimated (default: :func:`~chatlab.client.window.estimate_tokens`).
     """
 
     max_messages: int | None = 40

@@ -1,8 +1,5 @@
-"""The provider's calls printed as the article prints them (its ``Console.WriteLine`` lines).
-
-:func:`show_provider_calls` sends the provider's log (``[ProvideChatHistoryAsync]``,
-``Messages Count: N``, ...) to whatever ``sys.stdout`` is at the time: a notebook cell's, pytest's.
-"""
+"""The provider's calls printed as the article's ``Console.WriteLine`` lines (``[ProvideChatHistoryAsync]``,
+``Messages Count: N``, ...), to whatever ``sys.stdout`` is at the time: a notebook cell's, pytest's."""
 
 from __future__ import annotations
 
@@ -28,13 +25,9 @@ def describe(message: Message | None) -> str:
 class _StdoutHandler(logging.StreamHandler[TextIO]):
     """Writes to whatever ``sys.stdout`` is at the time of each line."""
 
-    @property
-    def stream(self) -> TextIO:
-        return sys.stdout
-
-    @stream.setter
-    def stream(self, _value: TextIO) -> None:
-        pass
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stdout
+        super().emit(record)
 
 
 def show_provider_calls(enabled: bool = True) -> None:

@@ -17,13 +17,22 @@ __all__ = [
     "LLMUnavailableError",
 ]
 
-# What fixes it from where the reader is: a notebook's service comes back by re-running the cell that started it
-# (on a new port, so the URL it prints is the one to use); a service of one's own needs starting and pointing at.
+# A notebook's service comes back by re-running its cell (on a new port); one's own needs starting and pointing at.
 START_HINT = (
     "If a notebook or script of yours started it (chatlab.ensure_service() or start_service()), run that step again "
     "and use the URL it prints; otherwise start one with `python -m chatlab serve --port 5000` and set "
     f"{SERVICE_URL_VARIABLE}=http://localhost:5000 (or to where it runs)."
 )
+
+_ADVICE = {  # what to do about an error status below 500
+    401: f"Give the client the service's API key (api_key=..., or {API_KEY_VARIABLE}).",
+    404: (
+        f"Check that {SERVICE_URL_VARIABLE} points at a chat history service "
+        "and that the conversation key is one it accepts."
+    ),
+    412: "Read the conversation again, redo your change on what it holds now and send it again.",
+    429: "The service's rate limit was reached; nothing was changed. Try again later.",
+}
 
 
 class ChatlabError(Exception):
@@ -35,10 +44,8 @@ class ChatHistoryCodecError(ChatlabError, ValueError):
 
 
 class ChatHistoryServiceError(ChatlabError):
-    """The chat history service could not do what was asked; nothing was half-written.
-
-    ``url`` is the request's URL, ``status`` the HTTP status (``None`` when no answer came).
-    """
+    """The chat history service could not do what was asked; nothing was half-written. ``url`` is the request's,
+    ``status`` the HTTP status (``None`` when no answer came)."""
 
     def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
         super().__init__(message)
@@ -68,19 +75,8 @@ class ChatHistoryServiceStatusError(ChatHistoryServiceError):
     def for_response(cls, method: str, url: str, status: int, detail: str) -> Self:
         if status >= 500:
             advice = "The service failed; check its log and try again."
-        elif status == 404:
-            advice = (
-                f"Check that {SERVICE_URL_VARIABLE} points at a chat history service "
-                "and that the conversation key is one it accepts."
-            )
-        elif status == 401:
-            advice = f"Give the client the service's API key (api_key=..., or {API_KEY_VARIABLE})."
-        elif status == 412:
-            advice = "Read the conversation again, redo your change on what it holds now and send it again."
-        elif status == 429:
-            advice = "The service's rate limit was reached; nothing was changed. Try again later."
         else:
-            advice = "The request was refused and nothing was changed."
+            advice = _ADVICE.get(status, "The request was refused and nothing was changed.")
         shown = f": {detail}" if detail else ""
         return cls(
             f"The chat history service answered {method} {url} with HTTP {status}{shown}. {advice}",
@@ -91,11 +87,8 @@ class ChatHistoryServiceStatusError(ChatHistoryServiceError):
 
 
 class ChatHistoryServiceConflict(ChatHistoryServiceStatusError):
-    """``412``: the conversation is no longer at the ``If-Match`` version; ``current`` is where it is now.
-
-    Nothing was written: read the conversation again, redo the change on what it holds now, and
-    send it with ``if_match=error.current``.
-    """
+    """``412``: the conversation is no longer at the ``If-Match`` version; ``current`` is where it is now. Nothing
+    was written: read it again, redo the change on what it holds now, and send it with ``if_match=error.current``."""
 
     current: Version | None = None
 

@@ -1,13 +1,10 @@
 """Typed clients for the chat history service: :class:`AsyncChatHistoryClient` and :class:`ChatHistoryClient`.
 
-Each method is one operation of the service, returning what it means (the messages as the
-service's JSON, a :class:`~chatlab.vocabulary.Version`, summaries) or raising the package's
-errors (:mod:`chatlab.client.errors`), each saying what to do. Both clients send the API key,
-check the service's TLS certificate, and retry transient failures (:mod:`chatlab.client.retry`);
-an append carries an ``Idempotency-Key`` kept across its retries, so it is stored once.
-
-They hold their HTTP client as MAF's own history providers hold theirs: created from the
-options and closed with the client, or given (``http_client=``) and left open::
+Each method is one operation of the service, returning what its answer means or raising the package's errors
+(:mod:`chatlab.client.errors`). Requests are built and answers read once (:mod:`chatlab.client.operations`); the two
+classes differ only in how they send. Both send the API key, check the service's TLS certificate and retry transient
+failures (:mod:`chatlab.client.retry`); an append keeps its ``Idempotency-Key`` across retries, so it is stored once.
+An HTTP client they create is closed with them; one given (``http_client=``) is left open, as MAF's providers do::
 
     async with AsyncChatHistoryClient("http://localhost:5000") as client:
         version = await client.append("my-key", [{"role": "user", "contents": [{"$type": "text", "text": "hi"}]}])
@@ -15,17 +12,14 @@ options and closed with the client, or given (``http_client=``) and left open::
 
     with ChatHistoryClient() as client:  # CHAT_HISTORY_SERVICE_URL, else http://localhost:5000
         print(client.summaries())
-
-Requests and answers are built and read once (:mod:`chatlab.client.operations`); the two
-classes differ only in how they send.
 """
 
 from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -36,11 +30,11 @@ from .retry import NO_RETRIES, RetryPolicy
 __all__ = ["AsyncChatHistoryClient", "ChatHistoryClient", "Verify", "service_url"]
 
 T = TypeVar("T")
+H = TypeVar("H", httpx.Client, httpx.AsyncClient)
 
 Verify = bool | str | os.PathLike[str] | ssl.SSLContext
-"""How the service's TLS certificate is checked: ``True`` (httpx's default CAs, certifi's, or
-``SSL_CERT_FILE``), a CA bundle path (a private CA), an ``ssl.SSLContext``, or ``False`` (no check:
-only for experiments)."""
+"""How the service's TLS certificate is checked: ``True`` (httpx's default CAs, certifi's, or ``SSL_CERT_FILE``), a
+CA bundle path (a private CA), an ``ssl.SSLContext``, or ``False`` (no check: only for experiments)."""
 
 
 def service_url(url: str | None = None) -> str:
@@ -48,17 +42,20 @@ def service_url(url: str | None = None) -> str:
     return (url or os.environ.get(SERVICE_URL_VARIABLE) or DEFAULT_SERVICE_URL).rstrip("/")
 
 
-class _Client:
-    """What both clients hold: the service's requests, the API key and the retry policy."""
+class _Client(Generic[H]):
+    """What both clients hold: the HTTP client, the service's requests, the API key and the retry policy."""
+
+    _http_class: type[H]  # the HTTP client created when none is given
 
     def __init__(
         self,
-        url: str | None,
-        http_client: httpx.Client | httpx.AsyncClient | None,
+        url: str | None = None,
         *,
-        api_key: str | None,
-        verify: Verify | None,
-        retry: RetryPolicy | None,
+        http_client: H | None = None,
+        api_key: str | None = None,
+        verify: Verify | None = None,
+        timeout: float | httpx.Timeout = 60.0,
+        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - immutable
     ) -> None:
         if http_client is not None and verify is not None:
             raise ValueError("verify applies to the HTTP client created here: set it on your http_client instead")
@@ -70,17 +67,20 @@ class _Client:
         key = api_key if api_key is not None else os.environ.get(API_KEY_VARIABLE) or None
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._owns_http = http_client is None
+        if isinstance(verify, (str, os.PathLike)):  # a CA bundle: httpx takes it as an SSL context
+            verify = ssl.create_default_context(cafile=os.fspath(verify))
+        self.http: H = http_client or self._http_class(timeout=timeout, verify=True if verify is None else verify)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"
 
 
-class AsyncChatHistoryClient(_Client):
+class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
     """The chat history service, from async code (an agent, a notebook cell).
 
     Args:
-        url: the service; default ``CHAT_HISTORY_SERVICE_URL``, else ``http://localhost:5000`` (or
-            the ``base_url`` of ``http_client``).
+        url: the service; default the ``base_url`` of ``http_client``, else ``CHAT_HISTORY_SERVICE_URL``, else
+            ``http://localhost:5000``.
         http_client: a caller-owned ``httpx.AsyncClient`` to send with (left open by :meth:`aclose`).
         api_key: sent as ``Authorization: Bearer <key>``; default ``CHAT_HISTORY_SERVICE_API_KEY``.
         verify: how the HTTP client created here checks the service's TLS certificate (:data:`Verify`).
@@ -88,18 +88,7 @@ class AsyncChatHistoryClient(_Client):
         retry: how transient failures (no answer, 429, 502-504) are retried; ``None`` never retries.
     """
 
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        http_client: httpx.AsyncClient | None = None,
-        api_key: str | None = None,
-        verify: Verify | None = None,
-        timeout: float | httpx.Timeout = 60.0,
-        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - immutable
-    ) -> None:
-        super().__init__(url, http_client, api_key=api_key, verify=verify, retry=retry)
-        self.http = http_client or httpx.AsyncClient(timeout=timeout, verify=_ssl_verify(verify))
+    _http_class = httpx.AsyncClient
 
     async def read(self, key: str) -> MessagesPage:
         """Every message of conversation ``key`` (``[]`` if it does not exist) and its version."""
@@ -110,10 +99,8 @@ class AsyncChatHistoryClient(_Client):
         return await self._send(self.operations.read(key, after, limit))
 
     async def read_summary(self, key: str) -> MessagesPage:
-        """The latest summary checkpoint and the messages after it (all of them when there is none).
-
-        ``version`` and ``count`` describe the whole conversation, as for :meth:`read` (docs/conversations.md).
-        """
+        """The latest summary checkpoint and the messages after it (all without one); ``version`` and ``count`` are
+        the whole conversation's (docs/conversations.md)."""
         return await self._send(self.operations.read_summary(key))
 
     async def fork(self, key: str, through: int | None = None) -> str:
@@ -127,12 +114,9 @@ class AsyncChatHistoryClient(_Client):
     async def append(
         self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None, idempotency_key: str | None = None
     ) -> Version | None:
-        """Append ``messages`` in one request (all or nothing); the conversation's new version.
-
-        ``if_match``: append only if the conversation is at that version (else
-        :class:`~chatlab.client.errors.ChatHistoryServiceConflict`). ``idempotency_key``: the
-        append's key (default: a new one per call), so a repeat is stored once.
-        """
+        """Append ``messages`` in one request (all or nothing); the new version. ``if_match``: only if the conversation
+        is at that version (else :class:`~chatlab.client.errors.ChatHistoryServiceConflict`); ``idempotency_key``
+        (default: a new one per call) stores a repeat once."""
         return await self._send(self.operations.append(key, messages, if_match, idempotency_key))
 
     async def replace(self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None) -> Version | None:
@@ -166,9 +150,8 @@ class AsyncChatHistoryClient(_Client):
             page = await self.summaries_page(after=after, limit=page_size, tags=tags)
             for summary in page.summaries:
                 yield summary
-            if page.next_after is None:
+            if (after := page.next_after) is None:
                 return
-            after = page.next_after
 
     async def patch(self, key: str, change: Mapping[str, Any]) -> ConversationSummary:
         """Set the conversation's title and tags with a JSON merge patch, ``{"title": ..., "tags": {...}}``
@@ -188,36 +171,28 @@ class AsyncChatHistoryClient(_Client):
 
     async def _send(self, request: Request[T]) -> T:
         headers = {**self._headers, **request.headers}
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self.http.request(
+                    request.method, request.url, headers=headers, content=request.content
+                )
+            except httpx.HTTPError as exc:
+                if (wait := self.retry.wait_after_error(attempt, exc, request.what)) is None:
+                    raise request.unanswered(exc) from exc
+            else:
+                if (wait := self.retry.wait_after_answer(attempt, response, request.what)) is None:
+                    return request.answer(response)
+                await response.aclose()
+            await self.retry.sleep(wait)
 
-        def send() -> Awaitable[httpx.Response]:
-            return self.http.request(request.method, request.url, headers=headers, content=request.content)
 
-        try:
-            response = await self.retry.send(send, request.what)
-        except httpx.HTTPError as exc:
-            raise request.unanswered(exc) from exc
-        return request.answer(response)
+class ChatHistoryClient(_Client[httpx.Client]):
+    """The chat history service, from blocking code (a script, a test): :class:`AsyncChatHistoryClient`'s arguments
+    (an ``httpx.Client`` as ``http_client``) and methods; retries wait with ``sleep_sync``. Not for an event loop."""
 
-
-class ChatHistoryClient(_Client):
-    """The chat history service, from blocking code (a script, a test): :class:`AsyncChatHistoryClient`'s methods.
-
-    The arguments are :class:`AsyncChatHistoryClient`'s, with an ``httpx.Client`` as ``http_client``;
-    retries wait with the policy's ``sleep_sync``. Never call it from a running event loop.
-    """
-
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        http_client: httpx.Client | None = None,
-        api_key: str | None = None,
-        verify: Verify | None = None,
-        timeout: float | httpx.Timeout = 60.0,
-        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - immutable
-    ) -> None:
-        super().__init__(url, http_client, api_key=api_key, verify=verify, retry=retry)
-        self.http = http_client or httpx.Client(timeout=timeout, verify=_ssl_verify(verify))
+    _http_class = httpx.Client
 
     def read(self, key: str) -> MessagesPage:
         """Every message of conversation ``key`` and its version (:meth:`AsyncChatHistoryClient.read`)."""
@@ -273,9 +248,8 @@ class ChatHistoryClient(_Client):
         while True:
             page = self.summaries_page(after=after, limit=page_size, tags=tags)
             yield from page.summaries
-            if page.next_after is None:
+            if (after := page.next_after) is None:
                 return
-            after = page.next_after
 
     def patch(self, key: str, change: Mapping[str, Any]) -> ConversationSummary:
         """Set the title and tags with a merge patch (:meth:`AsyncChatHistoryClient.patch`)."""
@@ -294,21 +268,16 @@ class ChatHistoryClient(_Client):
 
     def _send(self, request: Request[T]) -> T:
         headers = {**self._headers, **request.headers}
-
-        def send() -> httpx.Response:
-            return self.http.request(request.method, request.url, headers=headers, content=request.content)
-
-        try:
-            response = self.retry.send_sync(send, request.what)
-        except httpx.HTTPError as exc:
-            raise request.unanswered(exc) from exc
-        return request.answer(response)
-
-
-def _ssl_verify(verify: Verify | None) -> bool | ssl.SSLContext:
-    """httpx's ``verify``: a CA bundle path becomes an SSL context."""
-    if verify is None:
-        return True
-    if isinstance(verify, (str, os.PathLike)):
-        return ssl.create_default_context(cafile=os.fspath(verify))
-    return verify
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self.http.request(request.method, request.url, headers=headers, content=request.content)
+            except httpx.HTTPError as exc:
+                if (wait := self.retry.wait_after_error(attempt, exc, request.what)) is None:
+                    raise request.unanswered(exc) from exc
+            else:
+                if (wait := self.retry.wait_after_answer(attempt, response, request.what)) is None:
+                    return request.answer(response)
+                response.close()
+            self.retry.sleep_sync(wait)

@@ -1,10 +1,5 @@
-"""The service's operations, each as a request to send and the meaning of its answer.
-
-Both clients (:mod:`chatlab.client.http`) build their requests and read the answers here;
-only the sending differs (``await`` or not). Errors are the package's
-(:mod:`chatlab.client.errors`): no answer, an error status (``412`` with the conversation's
-current version), or an answer that is not the service's.
-"""
+"""The service's operations, each as a request to send and the meaning of its answer: what both clients
+(:mod:`chatlab.client.http`) share. Errors are the package's (:mod:`chatlab.client.errors`)."""
 
 from __future__ import annotations
 
@@ -49,14 +44,9 @@ IfMatch = Version | str | None
 
 @dataclass(frozen=True, slots=True)
 class MessagesPage:
-    """Messages of a conversation as the service sent them, and what it says of the whole conversation.
-
-    ``messages``: the service's JSON (MEAI ``ChatMessage`` objects), in order; ``version``: the
-    conversation's version in the same snapshot (``None`` from a service that sends none);
-    ``count``: how many messages the whole conversation holds; ``next_after``: where the next
-    page starts (``Link: rel="next"``), ``None`` when this one reaches the end; ``body``: the
-    JSON array as it came.
-    """
+    """Messages as the service sent them (MEAI ``ChatMessage`` JSON, in order; ``body``: the array as it came), and
+    of the whole conversation, in the same snapshot: its ``version`` (``None`` from a service that sends none) and
+    ``count``. ``next_after``: where the next page starts (``Link: rel="next"``), ``None`` at the end."""
 
     messages: list[dict[str, Any]]
     version: Version | None
@@ -67,8 +57,7 @@ class MessagesPage:
 
 @dataclass(frozen=True, slots=True)
 class SummariesPage:
-    """A page of ``GET /chat-history?limit=L``: the summaries, and the key the next page starts after
-    (``Link: rel="next"``), ``None`` on the last page."""
+    """A page of summaries, and the key the next page starts after (``Link: rel="next"``; ``None``: the last)."""
 
     summaries: list[ConversationSummary]
     next_after: str | None = None
@@ -89,10 +78,15 @@ class Request(Generic[T]):
         return f"{self.method} {self.url}"
 
     def answer(self, response: httpx.Response) -> T:
-        """What the answer means, or the package's error for a refusal."""
-        if not response.is_success:
-            raise refusal(self, response)
-        return self.read(response)
+        """What the answer means, or the error for a refusal (``412``: with the conversation's current version)."""
+        if response.is_success:
+            return self.read(response)
+        status, detail = response.status_code, _detail(response)
+        if status == 412:
+            conflict = ChatHistoryServiceConflict.for_response(self.method, self.url, status, detail)
+            conflict.current = Version.from_etag(response.headers.get("etag"))
+            raise conflict
+        raise ChatHistoryServiceStatusError.for_response(self.method, self.url, status, detail)
 
     def unanswered(self, exc: httpx.HTTPError) -> ChatHistoryServiceUnavailable:
         """The error for a request that got no answer."""
@@ -114,12 +108,7 @@ class Operations:
 
     def read(self, key: str, after: int | None = None, limit: int | None = None) -> Request[MessagesPage]:
         """``GET /chat-history/{key}`` (every message), or ``?after=N&limit=L`` (part of them)."""
-        url = self.conversation_url(key)
-        query = [
-            f"{name}={_count(name, value)}" for name, value in (("after", after), ("limit", limit)) if value is not None
-        ]
-        if query:
-            url += "?" + "&".join(query)
+        url = _query(self.conversation_url(key), [("after", _count("after", after)), ("limit", _count("limit", limit))])
         return Request("GET", url, lambda response: _page(response, url, after or 0))
 
     def read_summary(self, key: str) -> Request[MessagesPage]:
@@ -129,9 +118,7 @@ class Operations:
 
     def fork(self, key: str, through: int | None) -> Request[str]:
         """``POST /chat-history/{key}/fork?through=N``: a new conversation holding the first N messages; its key."""
-        url = self.conversation_url(key) + "/fork"
-        if through is not None:
-            url += f"?through={_count('through', through)}"
+        url = _query(self.conversation_url(key) + "/fork", [("through", _count("through", through))])
         return Request("POST", url, lambda response: _forked_key(response, url))
 
     def head(self, key: str) -> Request[Version]:
@@ -158,28 +145,18 @@ class Operations:
     def summaries(
         self, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
     ) -> Request[SummariesPage]:
-        """``GET /chat-history``: the conversations with their message counts, ordered by key (every one, or
-        ``?limit=L&after=KEY`` a page; ``?tag=name:value`` those with these tags)."""
-        query: list[tuple[str, str]] = []
-        if limit is not None:
-            query.append(("limit", str(_count("limit", limit))))
-        if after is not None:
-            query.append(("after", after))
-        query += [("tag", f"{name}:{value}") for name, value in (tags or {}).items()]
-        url = f"{self.url}/chat-history" + ("?" + urlencode(query) if query else "")
+        """``GET /chat-history``: every conversation, or ``?limit=L&after=KEY`` a page (``?tag=name:value``: those
+        with these tags), ordered by key."""
+        tag_query = [("tag", f"{name}:{value}") for name, value in (tags or {}).items()]
+        url = _query(f"{self.url}/chat-history", [("limit", _count("limit", limit)), ("after", after), *tag_query])
         return Request("GET", url, lambda response: _summaries(response, url))
 
     def patch(self, key: str, change: Mapping[str, Any]) -> Request[ConversationSummary]:
         """``PATCH /chat-history/{key}``: set the title and tags (a JSON merge patch: ``None`` removes)."""
         url = self.conversation_url(key)
         body = json.dumps(dict(change), ensure_ascii=False).encode()
-        return Request(
-            "PATCH",
-            url,
-            lambda response: summary_from_json(_json(response, url), url),
-            {"Content-Type": "application/json"},
-            body,
-        )
+        headers = {"Content-Type": "application/json"}
+        return Request("PATCH", url, lambda response: summary_from_json(_json(response, url), url), headers, body)
 
     def _write(
         self, method: str, key: str, messages: OutgoingMessages, headers: dict[str, str]
@@ -197,20 +174,16 @@ def encode_messages(messages: Sequence[Mapping[str, Any]]) -> bytes:
         raise ChatHistoryCodecError(f"the messages cannot be written as JSON ({exc}); nothing was sent") from exc
 
 
-def refusal(request: Request[Any], response: httpx.Response) -> ChatHistoryServiceStatusError:
-    """The error for an answer with an error status (``412``: with the version the conversation is at)."""
-    status = response.status_code
-    if status == 412:
-        conflict = ChatHistoryServiceConflict.for_response(request.method, request.url, status, _detail(response))
-        conflict.current = Version.from_etag(response.headers.get("etag"))
-        return conflict
-    return ChatHistoryServiceStatusError.for_response(request.method, request.url, status, _detail(response))
-
-
-def _count(name: str, value: int) -> int:
-    if not isinstance(value, int) or value < 0:
+def _count(name: str, value: int | None) -> int | None:
+    if value is not None and (not isinstance(value, int) or value < 0):
         raise ValueError(f"{name} must be a whole number of 0 or more, not {value!r}")
     return value
+
+
+def _query(url: str, query: list[tuple[str, str | int | None]]) -> str:
+    """``url`` with the query's parameters that have a value."""
+    given = [(name, value) for name, value in query if value is not None]
+    return f"{url}?{urlencode(given)}" if given else url
 
 
 def _condition(if_match: IfMatch) -> dict[str, str]:
@@ -235,15 +208,20 @@ def _page(response: httpx.Response, url: str, after: int) -> MessagesPage:
     if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
         raise ChatHistoryServiceProtocolError.for_answer(url, "the answer is not a JSON array of messages")
     count = response.headers.get("x-message-count", "")
-    following = response.links.get("next", {}).get("url")
-    next_after = httpx.URL(following).params.get("after") if following else None
+    next_after = _next_after(response) or ""
     return MessagesPage(
         data,
         _version(response),
         int(count) if count.isdigit() else after + len(data),
-        int(next_after) if next_after and next_after.isdigit() else None,
+        int(next_after) if next_after.isdigit() else None,
         response.content,
     )
+
+
+def _next_after(response: httpx.Response) -> str | None:
+    """Where the next page starts: the ``after`` of the answer's ``Link: rel="next"``."""
+    following = response.links.get("next", {}).get("url")
+    return httpx.URL(following).params.get("after") if following else None
 
 
 def _forked_key(response: httpx.Response, url: str) -> str:
@@ -268,9 +246,7 @@ def _summaries(response: httpx.Response, url: str) -> SummariesPage:
     data = _json(response, url)
     if not isinstance(data, list):
         raise ChatHistoryServiceProtocolError.for_answer(url, "the answer is not a JSON array")
-    following = response.links.get("next", {}).get("url")
-    next_after = httpx.URL(following).params.get("after") if following else None
-    return SummariesPage([summary_from_json(item, url) for item in data], next_after)
+    return SummariesPage([summary_from_json(item, url) for item in data], _next_after(response))
 
 
 def summary_from_json(item: Any, url: str) -> ConversationSummary:

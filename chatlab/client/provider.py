@@ -1,38 +1,18 @@
 """``RemoteChatHistoryProvider``: the agent's history lives in the chat history service, not in the session.
 
-The session keeps only ``{"externalConversationKey": "<32 hex digits>"}`` (state key ``RemoteChatHistoryProvider``),
-so ``session.to_dict()`` stays plain JSON and any process that knows the key can resume. Before each run the provider
-reads the conversation; after it, it appends the run's request and response messages in **one** ``POST`` (a failure
-appends nothing).
-
-The article's C# members and their Python names:
-
-=================================  ==============================================  ==============================
-C# (``RemoteChatHistoryProvider``)  Python                                          what it does
-=================================  ==============================================  ==============================
-``ProvideChatHistoryAsync``        ``before_run`` -> ``get_messages``              load the history before a run
-``StoreChatHistoryAsync``          ``after_run`` -> ``save_messages``              append request + response after
-``StateKeys``                      ``state_keys``                                  the state keys it uses
-``TryGetExternalConversationKey``  ``try_get_external_conversation_key(session)``  the session's key, or ``None``
-(``GetOrInitializeState``)         ``conversation_key(session)``                   the key, created if missing
-``GetStoredMessageCountAsync``     ``get_stored_message_count(key)``               how many messages a key holds
-``GetMessagesAsync``               ``get_messages(session)``                       a session's stored messages
-``SetMessagesAsync``               ``set_messages(session, messages)``             replace them (``PUT``)
-``GetConversationSummariesAsync``  ``get_conversation_summaries()``                every key with its count
-``SessionExistsAsync``             ``session_exists(key)``                         is the key on the service?
-``AttachToSession``                ``attach_to_session(session, key)``             point a session at a key
-``Dispose``                        ``aclose()`` / ``async with``                   close the client it owns
-=================================  ==============================================  ==============================
-
-:func:`show_provider_calls` prints the article's ``Console.WriteLine`` lines. Beyond the article: a turn reads only
-what is new (:mod:`chatlab.client.cache`), and the model may get only the end of a long conversation
-(:mod:`chatlab.client.window`); HTTP, API keys, TLS and safe retries are
-:class:`~chatlab.client.http.AsyncChatHistoryClient`'s (docs/protections.md).
+The session keeps only ``{"externalConversationKey": "<32 hex digits>"}``, so ``session.to_dict()`` stays plain JSON
+and any process that knows the key can resume. Before each run the provider reads the conversation; after it, it
+appends the run's request and response messages in **one** ``POST`` (a failure appends nothing). Each method names
+the article's C# member it stands for; :func:`show_provider_calls` prints the article's ``Console.WriteLine`` lines.
+Beyond the article: a turn reads only what is new (:mod:`chatlab.client.cache`) and the model may get only the end of
+a long conversation (:mod:`chatlab.client.window`); HTTP, API keys, TLS and retries are the client's
+(:class:`~chatlab.client.http.AsyncChatHistoryClient`, docs/protections.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import httpx
@@ -49,7 +29,7 @@ from .http import AsyncChatHistoryClient, Verify, service_url
 from .keys import new_conversation_key
 from .replay import replayed_count
 from .retry import RetryPolicy
-from .window import HistoryWindow, estimate_tokens
+from .window import estimate_tokens, window_messages
 
 __all__ = [
     "DEFAULT_SERVICE_URL",
@@ -64,7 +44,6 @@ STATE_KEY = "RemoteChatHistoryProvider"
 KEY_FIELD = "externalConversationKey"
 _NO_HEAD = frozenset({400, 404, 405, 501})  # an older service (no HEAD), or a key it refuses: ask otherwise
 
-StateInitializer = Callable[[AgentSession | None], str]
 ChatHistorySummary = ConversationSummary
 """The article's ``ChatHistorySummary``: :class:`chatlab.vocabulary.ConversationSummary`."""
 
@@ -74,8 +53,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
 
     Args:
         url, http_client, api_key, verify, timeout, retry: the options of the
-            :class:`~chatlab.client.http.AsyncChatHistoryClient` it creates (URL default
-            ``CHAT_HISTORY_SERVICE_URL``, else ``http://localhost:5000``; a given ``http_client`` stays open).
+            :class:`~chatlab.client.http.AsyncChatHistoryClient` it creates (a given ``http_client`` stays open).
         client: a caller-owned client to use instead (not closed here).
         state_initializer: makes the key of a session that has none (default: a new 32-hex key).
         state_key: where the key lives in ``session.state`` (default ``"RemoteChatHistoryProvider"``).
@@ -83,15 +61,13 @@ class RemoteChatHistoryProvider(HistoryProvider):
             ``False`` reads the whole conversation before every run, as the article does.
         cache_size: how many conversations the incremental cache keeps (least recently used go first).
         max_history_messages: hand the model at most this many of the newest messages (``None``: all).
-        max_history_tokens: ... at most this many tokens, as ``count_tokens`` counts them (default:
-            :func:`~chatlab.client.window.estimate_tokens`). Neither limit ever separates a tool call
-            from its result; the service keeps everything.
-        skip_replayed: when a run's input starts with the end of the stored history (a UI that sends the
-            whole transcript again), hand the model that history once and append only what is new (default);
-            ``False`` stores the input as given, as the article does (:mod:`chatlab.client.replay`).
-        compaction: opt in to summary checkpoints: load the summary view (the latest checkpoint and what
-            follows it) and, past its thresholds, have the agent's chat client write a new checkpoint
-            (:class:`~chatlab.client.compaction.Compaction`, docs/conversations.md). ``None``: load everything.
+        max_history_tokens: ... at most this many tokens, as ``count_tokens`` counts them. Neither limit ever
+            separates a tool call from its result (:mod:`chatlab.client.window`); the service keeps everything.
+        skip_replayed: when a run's input starts with the end of the stored history (a UI sending the whole
+            transcript again), load that history once and append only what is new (default); ``False`` stores
+            the input as given, as the article does (:mod:`chatlab.client.replay`).
+        compaction: opt in to summary checkpoints (:class:`~chatlab.client.compaction.Compaction`); ``None``:
+            load everything.
         history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).
     """
 
@@ -101,7 +77,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         *,
         client: AsyncChatHistoryClient | None = None,
         http_client: httpx.AsyncClient | None = None,
-        state_initializer: StateInitializer | None = None,
+        state_initializer: Callable[[AgentSession | None], str] | None = None,
         state_key: str | None = None,
         timeout: float = 60.0,
         api_key: str | None = None,
@@ -119,7 +95,12 @@ class RemoteChatHistoryProvider(HistoryProvider):
         super().__init__(state_key or STATE_KEY, **history_options)
         if client is not None and (url, http_client, api_key, verify) != (None, None, None, None):
             raise ValueError("with client=, set url, http_client, api_key and verify on that client instead")
-        self.window = HistoryWindow(max_history_messages, max_history_tokens, count_tokens)
+        for name, limit in (("max_history_messages", max_history_messages), ("max_history_tokens", max_history_tokens)):
+            if limit is not None and (not isinstance(limit, int) or limit < 1):
+                raise ValueError(f"{name} must be a whole number of at least 1, or None for no limit")
+        self.window = partial(
+            window_messages, max_messages=max_history_messages, max_tokens=max_history_tokens, count_tokens=count_tokens
+        )
         self._owns_client = client is None
         self.client = client or AsyncChatHistoryClient(
             url, http_client=http_client, api_key=api_key, verify=verify, timeout=timeout, retry=retry
@@ -129,8 +110,8 @@ class RemoteChatHistoryProvider(HistoryProvider):
         self._cache = HistoryCache(self.client, cache_size if incremental else 0)
         self.skip_replayed = skip_replayed
         self.compaction = compaction
-        # with compaction, per key: the view a run loaded (and its count), and what it appended (and the version after)
-        self._views: dict[str, tuple[list[Message], int]] = {}
+        # with compaction, per key: the view a run loaded and its count, what it appended and the version after
+        self._views: dict[str, tuple[Sequence[Message], int]] = {}
         self._appended: dict[str, tuple[list[Message], Version | None]] = {}
         self._replayed: dict[str, tuple[Message, ...]] = {}  # per key: the run's input messages already stored
 
@@ -145,17 +126,17 @@ class RemoteChatHistoryProvider(HistoryProvider):
         return [self.source_id]
 
     def try_get_external_conversation_key(self, session: AgentSession) -> str | None:
-        """The session's conversation key, or ``None`` if it has none yet."""
+        """The session's conversation key, or ``None`` if it has none yet (C# ``TryGetExternalConversationKey``)."""
         state = session.state.get(self.source_id)
         key = state.get(KEY_FIELD) if isinstance(state, dict) else None
         return key if isinstance(key, str) and key else None
 
     def conversation_key(self, session: AgentSession) -> str:
-        """The session's conversation key, creating it (as the first run would) if missing."""
+        """The session's conversation key, created (as the first run would) if missing (C# ``GetOrInitializeState``)."""
         return self._key_in(session.state.setdefault(self.source_id, {}), session)
 
     def attach_to_session(self, session: AgentSession, key: str) -> None:
-        """Make ``session`` continue the conversation ``key`` (its state then holds only that key)."""
+        """Make ``session`` continue the conversation ``key``, its state's only entry (C# ``AttachToSession``)."""
         if not isinstance(key, str) or not key.strip():
             raise ValueError("a conversation key must be a non-empty string")
         session.state[self.source_id] = {KEY_FIELD: key}
@@ -177,14 +158,9 @@ class RemoteChatHistoryProvider(HistoryProvider):
         log.info("Found messages for ExternalConversationKey: %s", key)
         await super().before_run(agent=agent, session=session, context=context, state=state)
         self._replayed.pop(key, None)
-        if self.skip_replayed:
-            self._skip_replayed_input(key, context)
-
-    def _skip_replayed_input(self, key: str, context: Any) -> None:
-        """Load a replayed history once: the model gets the stored part before the replay, then the input."""
         loaded = context.context_messages.get(self.source_id, [])
-        replayed = replayed_count(loaded, context.input_messages)
-        if replayed:
+        replayed = replayed_count(loaded, context.input_messages) if self.skip_replayed else 0
+        if replayed:  # the model gets the stored history up to the replayed part, then the input
             log.info("Replayed: the input's first %d messages are already stored", replayed)
             context.context_messages[self.source_id] = list(loaded[: len(loaded) - replayed])
             self._replayed[key] = tuple(context.input_messages[:replayed])
@@ -202,10 +178,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
             await self._compact(agent, self._key_in(state, session), self.compaction)
 
     async def _compact(self, agent: Any, key: str, compaction: Compaction) -> None:
-        """Past the thresholds, append a summary of the summary view as the new checkpoint.
-
-        The view is the one loaded before the run plus what it appended, unless someone else wrote in between.
-        """
+        """Past the thresholds, append a summary of the view (as loaded plus appended, unless written meanwhile)."""
         loaded, appended = self._views.pop(key, None), self._appended.pop(key, None)
         if loaded and appended and appended[1] is not None and appended[1].count == loaded[1] + len(appended[0]):
             view, through = [*loaded[0], *appended[0]], appended[1].count
@@ -230,25 +203,20 @@ class RemoteChatHistoryProvider(HistoryProvider):
         if not key:
             return []
         if state is None:  # the article's GetMessagesAsync: a fresh, complete read the caller may keep
-            return await self._load(key)
-        messages = await self._history(key)
+            return messages_from_meai((await self.client.read(key)).messages)
+        messages: Sequence[Message]
+        if self.compaction is not None:
+            page = await self.client.read_summary(key)
+            messages = messages_from_meai(page.messages)
+            self._views[key] = (messages, page.count)
+        else:
+            messages = await self._cache.load(key)
         windowed = self.window(messages)
         log.info("Messages Count: %d", len(windowed))
         if len(windowed) != len(messages):
             log.info("History window: the newest %d of %d stored messages", len(windowed), len(messages))
         log.info("First Message: %s", describe(windowed[0] if windowed else None))
         return windowed
-
-    async def _load(self, key: str) -> list[Message]:
-        return messages_from_meai((await self.client.read(key)).messages)
-
-    async def _history(self, key: str) -> Sequence[Message]:
-        if self.compaction is not None:
-            page = await self.client.read_summary(key)
-            view = messages_from_meai(page.messages)
-            self._views[key] = (view, page.count)
-            return view
-        return await self._cache.load(key)
 
     async def save_messages(
         self, session_id: str | None, messages: Sequence[Message], *, state: dict[str, Any] | None = None, **kwargs: Any
@@ -291,7 +259,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         return version.count if version else (await self.client.read(key)).count
 
     async def get_conversation_summaries(self) -> list[ChatHistorySummary]:
-        """Every conversation on the service with its message count, ordered by key."""
+        """Every conversation with its message count, ordered by key (C# ``GetConversationSummariesAsync``)."""
         return await self.client.summaries()
 
     async def session_exists(self, key: str) -> bool:
@@ -313,7 +281,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
             raise
 
     async def aclose(self) -> None:
-        """Close the client if this provider created it (never a caller's)."""
+        """Close the client if this provider created it, never a caller's (C# ``Dispose``)."""
         if self._owns_client:
             await self.client.aclose()
 

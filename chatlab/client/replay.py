@@ -18,20 +18,16 @@ from .codec import message_to_meai
 __all__ = ["replayed_count", "same_message"]
 
 
-#: what MAF adds to the messages a provider loads (which provider they came from): not part of the message
-ATTRIBUTION = "_attribution"
+ATTRIBUTION = "_attribution"  # what MAF adds to the messages a provider loads: not part of the message
 
 
 def _wire(message: Message) -> bytes:
     item = message_to_meai(message)
     extra = item.get("additionalProperties")
     if isinstance(extra, dict) and ATTRIBUTION in extra:
-        extra = {name: value for name, value in extra.items() if name != ATTRIBUTION}
-        item = (
-            {**item, "additionalProperties": extra}
-            if extra
-            else {k: v for k, v in item.items() if k != "additionalProperties"}
-        )
+        item["additionalProperties"] = {k: v for k, v in extra.items() if k != ATTRIBUTION}
+        if not item["additionalProperties"]:
+            del item["additionalProperties"]
     return msgspec.json.encode(item)
 
 
@@ -43,10 +39,8 @@ def same_message(a: Message, b: Message) -> bool:
 
 
 def replayed_count(history: Sequence[Message], batch: Sequence[Message]) -> int:
-    """How many leading messages of ``batch`` are the last ones of ``history`` (the longest overlap; 0: none).
-
-    Only the last ``len(batch)`` stored messages are looked at: the cost follows the batch, not the conversation.
-    """
+    """How many leading messages of ``batch`` are the last ones of ``history`` (the longest overlap; 0: none),
+    looking at only the last ``len(batch)`` stored messages."""
     if not history or not batch:
         return 0
     start = max(0, len(history) - len(batch))

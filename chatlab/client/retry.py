@@ -2,8 +2,8 @@
 
 Retried: no answer (but not a refused TLS certificate: that will not pass by itself), and 429, 502, 503, 504. The
 wait is exponential backoff with jitter, or the answer's ``Retry-After`` when longer (one beyond ``max_retry_after``
-ends the retries). Send through it only requests safe to repeat: ``GET``, ``PUT``, ``DELETE``, and ``POST`` with an
-``Idempotency-Key``, as :class:`chatlab.client.http.AsyncChatHistoryClient` does.
+ends the retries). The clients (:mod:`chatlab.client.http`) retry only requests safe to repeat: ``GET``, ``PUT``,
+``DELETE``, and ``POST`` with an ``Idempotency-Key``.
 """
 
 from __future__ import annotations
@@ -56,43 +56,9 @@ class RetryPolicy:
         base: float = min(self.max_backoff, self.backoff * 2.0 ** (retry - 1))
         return base / 2 + random.uniform(0, base / 2)
 
-    async def send(self, send: Callable[[], Awaitable[httpx.Response]], what: str) -> httpx.Response:
-        """``await send()`` until a final answer or the attempts are spent (then the last answer, or its error)."""
-        for attempt in range(1, self.attempts + 1):
-            try:
-                response = await send()
-            except httpx.TransportError as exc:
-                wait = self._wait_after_error(attempt, exc, what)
-                if wait is None:
-                    raise
-            else:
-                wait = self._wait_after_answer(attempt, response, what)
-                if wait is None:
-                    return response
-                await response.aclose()
-            await self.sleep(wait)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def send_sync(self, send: Callable[[], httpx.Response], what: str) -> httpx.Response:
-        """:meth:`send` for a blocking client: the same decisions, waiting with ``sleep_sync``."""
-        for attempt in range(1, self.attempts + 1):
-            try:
-                response = send()
-            except httpx.TransportError as exc:
-                wait = self._wait_after_error(attempt, exc, what)
-                if wait is None:
-                    raise
-            else:
-                wait = self._wait_after_answer(attempt, response, what)
-                if wait is None:
-                    return response
-                response.close()
-            self.sleep_sync(wait)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _wait_after_error(self, attempt: int, exc: httpx.TransportError, what: str) -> float | None:
-        """How long to wait before retrying after no answer; ``None``: give up (raise it)."""
-        if attempt == self.attempts or not is_transient(exc):
+    def wait_after_error(self, attempt: int, exc: httpx.HTTPError, what: str) -> float | None:
+        """How long to wait before retrying after no answer; ``None``: give up (it will not pass, or was the last)."""
+        if attempt >= self.attempts or not isinstance(exc, httpx.TransportError) or not is_transient(exc):
             return None
         wait = self.delay(attempt)
         log.info(
@@ -100,9 +66,9 @@ class RetryPolicy:
         )
         return wait
 
-    def _wait_after_answer(self, attempt: int, response: httpx.Response, what: str) -> float | None:
+    def wait_after_answer(self, attempt: int, response: httpx.Response, what: str) -> float | None:
         """How long to wait before retrying after ``response``; ``None``: it is the final answer."""
-        if response.status_code not in RETRY_STATUSES or attempt == self.attempts:
+        if response.status_code not in RETRY_STATUSES or attempt >= self.attempts:
             return None
         asked = retry_after_seconds(response.headers.get("retry-after"))
         if asked is not None and asked > self.max_retry_after:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from agent_framework import Message
 
 from ..vocabulary import link_of
 
-__all__ = ["HistoryWindow", "estimate_tokens", "window_messages"]
+__all__ = ["estimate_tokens", "window_messages"]
 
 
 def _link(content: Any) -> tuple[str | None, bool]:
@@ -52,16 +51,16 @@ def window_messages(
     max_messages: int | None = None,
     max_tokens: int | None = None,
     count_tokens: Callable[[Message], int] = estimate_tokens,
-) -> list[Message]:
-    """The longest suffix of ``messages`` within the budgets (``None``: no limit) that separates no call from its
-    results."""
+) -> Sequence[Message]:
+    """The longest suffix of ``messages`` within the budgets that separates no call from its results; ``messages``
+    itself (not a copy) when both budgets are ``None`` (no limit)."""
     if max_messages is not None and max_messages < 0:
         raise ValueError("max_messages must be 0 or more")
     if max_tokens is not None and max_tokens < 0:
         raise ValueError("max_tokens must be 0 or more")
-    n = len(messages)
     if max_messages is None and max_tokens is None:
-        return list(messages)
+        return messages
+    n = len(messages)
     lowest = 0 if max_messages is None else max(0, n - max_messages)
     best = n  # the empty suffix is always safe
     tokens = 0
@@ -72,44 +71,9 @@ def window_messages(
             tokens += count_tokens(message)
             if tokens > max_tokens:
                 break
-        calls = []
-        for content in message.contents:
-            key, is_result = _link(content)
-            if key is None:
-                continue
-            if is_result:
-                pending.add(key)
-            else:
-                calls.append(key)
-        pending.difference_update(calls)  # a call answers results of its own message too
+        links = [_link(content) for content in message.contents]
+        pending.update(key for key, is_result in links if key and is_result)
+        pending.difference_update(key for key, is_result in links if key and not is_result)  # its own results too
         if not pending:
             best = i
     return list(messages[best:])
-
-
-@dataclass(frozen=True)
-class HistoryWindow:
-    """The provider's window: at most ``max_history_messages`` / ``max_history_tokens`` (``None``: no limit)."""
-
-    max_history_messages: int | None = None
-    max_history_tokens: int | None = None
-    count_tokens: Callable[[Message], int] = estimate_tokens
-
-    def __post_init__(self) -> None:
-        for name, limit in (
-            ("max_history_messages", self.max_history_messages),
-            ("max_history_tokens", self.max_history_tokens),
-        ):
-            if limit is not None and (not isinstance(limit, int) or limit < 1):
-                raise ValueError(f"{name} must be a whole number of at least 1, or None for no limit")
-
-    def __call__(self, messages: Sequence[Message]) -> Sequence[Message]:
-        """The window onto ``messages``; ``messages`` itself (not a copy) when there is no limit."""
-        if self.max_history_messages is None and self.max_history_tokens is None:
-            return messages
-        return window_messages(
-            messages,
-            max_messages=self.max_history_messages,
-            max_tokens=self.max_history_tokens,
-            count_tokens=self.count_tokens,
-        )
