@@ -105,7 +105,7 @@ def _describe(settings: ServiceSettings, tls: bool) -> str:
         f"body <= {settings.max_body_bytes} bytes, <= {settings.max_messages} messages per request",
     ]
     if settings.retention is not None:
-        from .service.durations import format_duration
+        from .service.settings import format_duration
 
         parts.append(f"conversations not written for {format_duration(settings.retention)} are deleted")
     if settings.metrics:

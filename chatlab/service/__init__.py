@@ -10,7 +10,7 @@ The article's plain requests work unchanged; what it leaves out are options of
 * :mod:`.parameters` and :mod:`.bodies`: what a request carries, checked;
 * :mod:`.problems`: every error as problem JSON; :mod:`.responses`: JSON written by hand;
 * :mod:`.openapi`: the OpenAPI description completed where FastAPI cannot know;
-* :mod:`.guard` and :mod:`.heads`: the first checks of every request (its ``Host``, its head);
+* :mod:`.heads`: the first checks of every request (its ``Host``, its head);
 * :mod:`.server_protocol`: what uvicorn does not bound itself (a request head's time and size, fair slots);
 * :mod:`.background`: :func:`start_service` and :func:`ensure_service`, for notebooks and scripts.
 """

@@ -32,7 +32,7 @@ from .security.auth import ApiKeys
 
 
 class Metrics:
-    """The service's metrics and the registry that holds them."""
+    """The service's metrics, in a registry of their own."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -102,8 +102,7 @@ class MetricsMiddleware:
 
 
 def add_metrics(app: FastAPI, metrics: Metrics, keys: ApiKeys | None) -> None:
-    """Serve ``/metrics`` (outside the rate limit, not in the OpenAPI description; with ``keys``, only to a request
-    with one of them) and count requests."""
+    """Serve ``/metrics`` (outside the rate limit and the OpenAPI description) and count requests."""
 
     @app.get("/metrics", include_in_schema=False)
     async def scrape(request: Request) -> Response:
@@ -121,7 +120,7 @@ def add_metrics(app: FastAPI, metrics: Metrics, keys: ApiKeys | None) -> None:
 
 
 class MeteredStore(ChatHistoryStore):
-    """A store that times each call of another into :class:`Metrics` (what the routes use when metrics are on)."""
+    """The routes' store when metrics are on: each call of ``inner``, timed into :class:`Metrics`."""
 
     def __init__(self, inner: ChatHistoryStore, metrics: Metrics) -> None:
         self.inner = inner
@@ -183,10 +182,6 @@ class MeteredStore(ChatHistoryStore):
     async def sweep(self) -> int:
         async with self.metrics.timed("sweep"):
             return await self.inner.sweep()
-
-    async def ping(self) -> None:
-        async with self.metrics.timed("ping"):
-            await self.inner.ping()
 
     async def close(self) -> None:
         await self.inner.close()

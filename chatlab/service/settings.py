@@ -1,13 +1,14 @@
 """What the service allows: one typed field per setting (docs/protections.md).
 
-A field of :class:`ServiceSettings` is the whole declaration of its setting: type, default, environment variable
-(``CHATLAB_`` + its name in capitals), ``serve`` flag (:func:`add_flags`) and docs row (:func:`settings_table`).
-Every protection is off by default, so the article's plain requests work unchanged.
+A field of :class:`ServiceSettings` is the whole declaration of its setting: type, default, description (its
+docstring), environment variable (``CHATLAB_`` + its name in capitals), ``serve`` flag (:func:`add_flags`) and docs
+row (:func:`settings_table`). Every protection is off by default, so the article's plain requests work unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -19,7 +20,6 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from .durations import parse_duration
 from .security.auth import ApiKeys
 from .security.ratelimit import RateLimit
 
@@ -31,6 +31,8 @@ __all__ = [
     "ServiceSettings",
     "add_flags",
     "describe_error",
+    "format_duration",
+    "parse_duration",
     "settings_from_flags",
     "settings_table",
 ]
@@ -54,7 +56,7 @@ class Flag:
 
 ENV_ONLY = Flag(group=None)
 Seconds = NewType("Seconds", float)
-"""A duration in seconds; given as text (``30d``), it is parsed (:mod:`.durations`)."""
+"""A duration in seconds; given as text (``30d``), it is parsed (:func:`parse_duration`)."""
 _YES_NO = ("1", "true", "yes", "on", "0", "false", "no", "off")
 
 
@@ -66,161 +68,81 @@ class ServiceSettings(BaseSettings):
     """
 
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_ignore_empty=True, frozen=True, extra="forbid", arbitrary_types_allowed=True
+        env_prefix=ENV_PREFIX,
+        env_ignore_empty=True,
+        frozen=True,
+        extra="forbid",
+        arbitrary_types_allowed=True,
+        use_attribute_docstrings=True,
     )
 
-    max_body_bytes: Annotated[
-        int, Field(ge=1, description="largest request body, in bytes; `413` over it"), Flag(default="8 MiB")
-    ] = 8 * 1024 * 1024
-    max_messages: Annotated[int, Field(ge=1, description="most messages per request; `413` over it")] = 10_000
-    max_message_bytes: Annotated[
-        int | None,
-        Field(ge=1, description="largest message as compact JSON, in bytes; `413` naming the message"),
-    ] = None
-    key_pattern: Annotated[
-        str,
-        Field(description="regular expression a conversation key must match; `400` otherwise"),
-        Flag(metavar="REGEX"),
-    ] = KEY_PATTERN
-    key_max_length: Annotated[int, Field(ge=1, description="longest conversation key; `400` over it")] = KEY_MAX_LENGTH
-    rate_burst: Annotated[
-        int | None,
-        Field(ge=1, description="requests allowed at once under the rate limit"),
-        Flag(metavar="N", default="N of the rate limit"),
-    ] = None
-    rate_limit: Annotated[
-        RateLimit | None,
-        NoDecode,
-        Field(
-            validate_default=True,
-            description="requests per API key (or client without keys): N/s, N/min or N/h; `429` + `Retry-After` "
-            "over it",
-        ),
-        Flag(metavar="N/PERIOD"),
-    ] = None
-    idempotency_ttl: Annotated[
-        float,
-        Field(
-            gt=0,
-            description="seconds an `Idempotency-Key` is remembered (a retry with it is answered as the first time)",
-        ),
-        Flag(metavar="SECONDS", default="86400 (a day)"),
-    ] = 86_400.0
-    api_keys_file: Annotated[
-        Path | None,
-        Field(
-            description="a file of `NAMESPACE:KEY` lines; requests then need `Authorization: Bearer KEY` "
-            "(`401` + `WWW-Authenticate` without a valid key)"
-        ),
-        Flag(group="access", metavar="PATH"),
-    ] = None
-    api_keys: Annotated[
-        ApiKeys | None,
-        NoDecode,
-        Field(
-            repr=False,
-            validate_default=True,
-            description="`NAMESPACE:KEY` entries, comma- or newline-separated (added to the file's); "
-            "not a flag: a command line shows in `ps`",
-        ),
-        ENV_ONLY,
-    ] = None
+    max_body_bytes: Annotated[int, Field(ge=1), Flag(default="8 MiB")] = 8 * 1024 * 1024
+    """largest request body, in bytes; `413` over it"""
+    max_messages: Annotated[int, Field(ge=1)] = 10_000
+    """most messages per request; `413` over it"""
+    max_message_bytes: Annotated[int | None, Field(ge=1)] = None
+    """largest message as compact JSON, in bytes; `413` naming the message"""
+    key_pattern: Annotated[str, Flag(metavar="REGEX")] = KEY_PATTERN
+    """regular expression a conversation key must match; `400` otherwise"""
+    key_max_length: Annotated[int, Field(ge=1)] = KEY_MAX_LENGTH
+    """longest conversation key; `400` over it"""
+    rate_burst: Annotated[int | None, Field(ge=1), Flag(metavar="N", default="N of the rate limit")] = None
+    """requests allowed at once under the rate limit"""
+    rate_limit: Annotated[RateLimit | None, NoDecode, Field(validate_default=True), Flag(metavar="N/PERIOD")] = None
+    """requests per API key (or client without keys): N/s, N/min or N/h; `429` + `Retry-After` over it"""
+    idempotency_ttl: Annotated[float, Field(gt=0), Flag(metavar="SECONDS", default="86400 (a day)")] = 86_400.0
+    """seconds an `Idempotency-Key` is remembered (a retry with it is answered as the first time)"""
+    api_keys_file: Annotated[Path | None, Flag(group="access", metavar="PATH")] = None
+    """a file of `NAMESPACE:KEY` lines; requests then need `Authorization: Bearer KEY` (`401` + `WWW-Authenticate`
+    without a valid key)"""
+    api_keys: Annotated[ApiKeys | None, NoDecode, Field(repr=False, validate_default=True), ENV_ONLY] = None
+    """`NAMESPACE:KEY` entries, comma- or newline-separated (added to the file's); not a flag: a command line shows in
+    `ps`"""
     cors_origins: Annotated[
-        tuple[str, ...],
-        NoDecode,
-        Field(
-            description="allow browser calls from these origins (preflight `200` for a listed origin, `400` "
-            "otherwise; the variable: comma-separated)"
-        ),
-        Flag(group="access", metavar="ORIGIN", name="--cors-origin", repeat=True),
+        tuple[str, ...], NoDecode, Flag(group="access", metavar="ORIGIN", name="--cors-origin", repeat=True)
     ] = ()
-    tls_cert: Annotated[
-        Path | None,
-        Field(description="serve HTTPS with this certificate chain (PEM; with `tls_key`)"),
-        Flag(group="access", metavar="PEM"),
-    ] = None
-    tls_key: Annotated[
-        Path | None,
-        Field(description="the certificate's private key (PEM; with `tls_cert`)"),
-        Flag(group="access", metavar="PEM"),
-    ] = None
+    """allow browser calls from these origins (preflight `200` for a listed origin, `400` otherwise; the variable:
+    comma-separated)"""
+    tls_cert: Annotated[Path | None, Flag(group="access", metavar="PEM")] = None
+    """serve HTTPS with this certificate chain (PEM; with `tls_key`)"""
+    tls_key: Annotated[Path | None, Flag(group="access", metavar="PEM")] = None
+    """the certificate's private key (PEM; with `tls_cert`)"""
 
     allowed_hosts: Annotated[
         tuple[str, ...],
         NoDecode,
-        Field(
-            description="answer requests whose `Host` is this name too (`*`: any), besides `localhost`, `127.0.0.1`, "
-            "`[::1]`, the bound host and the address connected to; `421` for another (the variable: comma-separated)"
-        ),
         Flag(group="access", metavar="NAME", name="--allowed-host", repeat=True, default="loopback names"),
     ] = ()
-    store_timeout: Annotated[
-        float,
-        Field(
-            gt=0,
-            description="seconds a store operation may take, the wait for a connection or a lock included; "
-            "`503` + `Retry-After` after it",
-        ),
-        Flag(group="bounds", metavar="SECONDS", default="5"),
-    ] = 5.0
-    keep_alive_timeout: Annotated[
-        float,
-        Field(gt=0, description="seconds an idle keep-alive connection stays open"),
-        Flag(group="bounds", metavar="SECONDS", default="5"),
-    ] = 5.0
-    header_timeout: Annotated[
-        float,
-        Field(
-            gt=0,
-            description="seconds from a connection's opening (or its previous answer) to the end of a request's "
-            "headers; the connection is closed after it (`408` if part of a request came)",
-        ),
-        Flag(group="bounds", metavar="SECONDS", default="10"),
-    ] = 10.0
-    body_timeout: Annotated[
-        float,
-        Field(gt=0, description="seconds for a write's whole body to arrive; `408` + `Connection: close` after it"),
-        Flag(group="bounds", metavar="SECONDS", default="30"),
-    ] = 30.0
-    max_connections: Annotated[
-        int,
-        Field(ge=1, description="open connections (idle ones and requests in progress included); `503` over it"),
-        Flag(group="bounds", default="500"),
-    ] = 500
+    """answer requests whose `Host` is this name too (`*`: any), besides `localhost`, `127.0.0.1`, `[::1]`, the bound
+    host and the address connected to; `421` for another (the variable: comma-separated)"""
+    store_timeout: Annotated[float, Field(gt=0), Flag(group="bounds", metavar="SECONDS", default="5")] = 5.0
+    """seconds a store operation may take, the wait for a connection or a lock included; `503` + `Retry-After` after
+    it"""
+    keep_alive_timeout: Annotated[float, Field(gt=0), Flag(group="bounds", metavar="SECONDS", default="5")] = 5.0
+    """seconds an idle keep-alive connection stays open"""
+    header_timeout: Annotated[float, Field(gt=0), Flag(group="bounds", metavar="SECONDS", default="10")] = 10.0
+    """seconds from a connection's opening (or its previous answer) to the end of a request's headers; the connection
+    is closed after it (`408` if part of a request came)"""
+    body_timeout: Annotated[float, Field(gt=0), Flag(group="bounds", metavar="SECONDS", default="30")] = 30.0
+    """seconds for a write's whole body to arrive; `408` + `Connection: close` after it"""
+    max_connections: Annotated[int, Field(ge=1), Flag(group="bounds", default="500")] = 500
+    """open connections (idle ones and requests in progress included); `503` over it"""
 
-    viewer: Annotated[
-        bool,
-        Field(description="serve the read-only conversation viewer at `/ui` (docs/viewer.md)"),
-        Flag(group="access", default="on; `serve` beyond loopback: off unless asked"),
-    ] = True
-    api_docs: Annotated[
-        bool,
-        Field(
-            description="serve Swagger UI at `/docs` and ReDoc at `/redoc` (they load their scripts from a CDN, so "
-            "they need the internet; `/openapi.json` is always served)"
-        ),
-        Flag(group="access", default="off"),
-    ] = False
-    access_log: Annotated[
-        bool,
-        Field(description="log a line per request (`uvicorn.access`); off: quiet, and faster"),
-        Flag(group="server", default="off"),
-    ] = False
+    viewer: Annotated[bool, Flag(group="access", default="on; `serve` beyond loopback: off unless asked")] = True
+    """serve the read-only conversation viewer at `/ui` (docs/viewer.md)"""
+    api_docs: Annotated[bool, Flag(group="access", default="off")] = False
+    """serve Swagger UI at `/docs` and ReDoc at `/redoc` (they load their scripts from a CDN, so they need the
+    internet; `/openapi.json` is always served)"""
+    access_log: Annotated[bool, Flag(group="server", default="off")] = False
+    """log a line per request (`uvicorn.access`); off: quiet, and faster"""
 
     retention: Annotated[
-        Seconds | None,
-        Field(
-            gt=0,
-            description="delete a conversation not written for this long: `30d`, `12h`, `90m`, `2w` (or seconds); "
-            "each store its own way (docs/stores.md)",
-        ),
-        Flag(group="operations", metavar="DURATION", default="none: keep everything"),
+        Seconds | None, Field(gt=0), Flag(group="operations", metavar="DURATION", default="none: keep everything")
     ] = None
-    metrics: Annotated[
-        bool,
-        Field(description="serve Prometheus metrics at `/metrics` (docs/operations.md)"),
-        Flag(group="operations", default="off"),
-    ] = False
+    """delete a conversation not written for this long: `30d`, `12h`, `90m`, `2w` (or seconds); each store its own
+    way (docs/stores.md)"""
+    metrics: Annotated[bool, Flag(group="operations", default="off")] = False
+    """serve Prometheus metrics at `/metrics` (docs/operations.md)"""
 
     @field_validator("key_pattern")
     @classmethod
@@ -311,6 +233,10 @@ def _value_type(info: FieldInfo) -> type:
     return next((t for t in (int, float) if info.annotation in (t, t | None)), str)
 
 
+def _description(info: FieldInfo) -> str:
+    return " ".join((info.description or "").split())  # a docstring's line breaks as spaces
+
+
 def _default_text(info: FieldInfo, flag: Flag) -> str:
     if flag.default is not None:
         return flag.default
@@ -325,7 +251,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         if flag.group is None:
             continue
         group = groups.get(flag.group) or groups.setdefault(flag.group, parser.add_argument_group(flag.group))
-        help_text = f"{info.description} (default {_default_text(info, flag)}; {_env(name)})".replace("`", "")
+        help_text = f"{_description(info)} (default {_default_text(info, flag)}; {_env(name)})".replace("`", "")
         if info.annotation is bool:  # --name / --no-name
             group.add_argument(_flag_name(name, flag), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
             continue
@@ -350,7 +276,7 @@ def settings_from_flags(args: argparse.Namespace, defaults: Mapping[str, Any] | 
 
 
 def describe_error(error: ValidationError) -> str:
-    """A ``ValidationError`` as people read it: one ``setting (--flag, VARIABLE): what is wrong`` per line."""
+    """A ``ValidationError`` as people read it: one ``setting (--flag, VARIABLE): what is wrong`` per problem."""
     lines = []
     for item in error.errors():
         name = str(item["loc"][0]) if item["loc"] else ""
@@ -374,6 +300,31 @@ def settings_table() -> str:
             option = f"`{_flag_name(name, flag)}`, `--no-{_flag_name(name, flag)[2:]}`"
         if flag.repeat:
             option += " (repeat)"
-        description = (info.description or "").replace("|", "\\|")
+        description = _description(info).replace("|", "\\|")
         rows.append(f"| `{name}` | `{_env(name)}` | {option} | {_default_text(info, flag)} | {description} |")
     return "\n".join(rows) + "\n"
+
+
+# --------------------------------------------------------------------------- durations as people write them
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 604_800.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+
+
+def parse_duration(text: str, *, what: str = "duration") -> float:
+    """Seconds in ``text``: a positive number and one unit of s, m, h, d or w (``30d``: thirty days)."""
+    match = _DURATION.match(text.lower())
+    seconds = float(match.group(1)) * _UNITS[match.group(2)] if match else 0.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(
+            f"invalid {what} {text!r}: write a positive number and a unit, s, m, h, d or w (for example 30d or 12h)"
+        )
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """The largest whole unit that says ``seconds`` exactly (``2592000`` -> ``30d``)."""
+    for unit in "wdhm":
+        if seconds % _UNITS[unit] == 0:
+            return f"{int(seconds // _UNITS[unit])}{unit}"
+    return f"{seconds:g}s"
