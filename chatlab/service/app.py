@@ -17,10 +17,10 @@ from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
 from starlette.middleware.cors import CORSMiddleware
 
-from ..stores import ChatHistoryStore, InMemoryChatHistoryStore, StoreError, open_store
+from ..stores import ChatHistoryStore, StoreError, open_store
 from .heads import RequestGuard
 from .health import add_health_routes
-from .metrics import MeteredStore, Metrics, add_metrics
+from .metrics import add_metrics
 from .openapi import complete_openapi
 from .problems import add_error_handlers
 from .request_route import RequestRoute
@@ -60,7 +60,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     # a conversation's endpoints take only the request: called with it, with nothing for FastAPI to solve
     app.router.route_class = RequestRoute
     add_error_handlers(app)
-    served = _metered(app, the_store, settings) if settings.metrics else the_store
+    served = add_metrics(app, the_store, settings.api_keys) if settings.metrics else the_store
     add_routes(app, served, settings)
     add_health_routes(app, the_store)
     if settings.viewer:
@@ -115,12 +115,3 @@ async def _sweep_forever(store: ChatHistoryStore, retention: float) -> None:
         except StoreError as exc:  # the store is down: try again next time
             log.warning("retention sweep failed: %s", exc)
         await asyncio.sleep(min(60.0, max(0.05, retention / 10)))
-
-
-def _metered(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> ChatHistoryStore:
-    """Serve ``/metrics`` (with API keys, to a key's holder) and count requests; the store the routes use, timed."""
-    metrics = Metrics()
-    if isinstance(store, InMemoryChatHistoryStore):
-        metrics.count_stored(store)
-    add_metrics(app, metrics, settings.api_keys)
-    return MeteredStore(store, metrics)

@@ -19,6 +19,12 @@ from .settings import ServiceSettings
 
 #: The caller of every request to an open service without a rate limit.
 _ANYONE = Caller(None, "client")
+_BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="An API key of the service (`Authorization: Bearer <key>`); it decides the namespace "
+    "of conversations the request sees.",
+)
 
 
 def caller_dependency(settings: ServiceSettings) -> Any:
@@ -33,22 +39,12 @@ def caller_resolver(dependency: Any, settings: ServiceSettings) -> Callable[[Req
     if settings.api_keys is None:
         resolve: Callable[[Request], Awaitable[Caller]] = dependency
         return resolve
-    bearer = _bearer()
 
     async def resolve_key(request: Request) -> Caller:
-        caller: Caller = await dependency(request, await bearer(request))
+        caller: Caller = await dependency(request, await _BEARER(request))
         return caller
 
     return resolve_key
-
-
-def _bearer() -> HTTPBearer:
-    return HTTPBearer(
-        auto_error=False,
-        scheme_name="ApiKey",
-        description="An API key of the service (`Authorization: Bearer <key>`); it decides the namespace "
-        "of conversations the request sees.",
-    )
 
 
 def _rate_limit(settings: ServiceSettings) -> Callable[[str], None]:
@@ -94,11 +90,10 @@ def _open_caller(limit: Callable[[str], None]) -> Any:
 
 def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
     """A caller with a valid ``Authorization: Bearer <key>``, in the namespace of that key."""
-    bearer = _bearer()
 
     async def authenticated_caller(
         request: Request,
-        credentials: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008
+        credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER),  # noqa: B008
     ) -> Caller:
         found = keys.namespace_of(credentials.credentials) if credentials is not None else None
         if found is None:

@@ -101,8 +101,12 @@ class MetricsMiddleware:
             self.metrics.latency.labels(method, route or OTHER).observe(time.perf_counter() - start)
 
 
-def add_metrics(app: FastAPI, metrics: Metrics, keys: ApiKeys | None) -> None:
-    """Serve ``/metrics`` (outside the rate limit and the OpenAPI description) and count requests."""
+def add_metrics(app: FastAPI, store: ChatHistoryStore, keys: ApiKeys | None) -> MeteredStore:
+    """Serve ``/metrics`` (outside the rate limit and the OpenAPI description; with ``keys``, to a key's holder) and
+    count requests; the store the routes are to use, each call timed."""
+    metrics = Metrics()
+    if isinstance(store, InMemoryChatHistoryStore):
+        metrics.count_stored(store)
 
     @app.get("/metrics", include_in_schema=False)
     async def scrape(request: Request) -> Response:
@@ -117,6 +121,7 @@ def add_metrics(app: FastAPI, metrics: Metrics, keys: ApiKeys | None) -> None:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return MeteredStore(store, metrics)
 
 
 class MeteredStore(ChatHistoryStore):

@@ -1,9 +1,9 @@
-"""What uvicorn does not bound itself (https://github.com/Kludex/uvicorn/issues/157), added to its own protocol class.
+"""What uvicorn does not bound itself (https://github.com/Kludex/uvicorn/issues/157), added to its protocol class.
 
 uvicorn waits for a request's head for ever once its first byte came, httptools keeps a head in memory however long
-it grows, and a client holding every connection slot with unfinished heads locks everyone else out.
-:func:`guarded_protocol` subclasses uvicorn's HTTP protocol (httptools' or h11's) using only the asyncio callbacks and
-uvicorn's ``on_response_complete``:
+it grows, and a client holding every connection slot with unfinished heads locks everyone else out. So
+:func:`guarded_protocol` subclasses uvicorn's HTTP protocol, using only the asyncio callbacks and
+``on_response_complete``:
 
 * **head deadline**: a head must be in within ``header_timeout`` of the connection's opening or its previous answer,
   else the connection closes (with a 408 if part of a head came);
@@ -30,12 +30,11 @@ from .settings import ServiceSettings
 MAX_HEAD_BYTES = 64 * 1024
 
 
-def server_options(settings: ServiceSettings, http: str | None = None) -> dict[str, Any]:
-    """The :class:`uvicorn.Config` options that enforce the settings' connection bounds (``http``: h11 or httptools)."""
-    http = http or server_stack().http
+def server_options(settings: ServiceSettings) -> dict[str, Any]:
+    """The :class:`uvicorn.Config` options that enforce the settings' connection bounds."""
     return {
         "timeout_keep_alive": settings.keep_alive_timeout,
-        "http": guarded_protocol(http, settings.header_timeout, settings.max_connections),
+        "http": guarded_protocol(server_stack().http, settings.header_timeout, settings.max_connections),
         # h11's own bound on a head arriving in pieces (16 KiB by default), made the same as httptools' here
         "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
     }
@@ -46,11 +45,9 @@ def _base(http: str) -> type[asyncio.Protocol]:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
         return HttpToolsProtocol
-    if http == "h11":
-        from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
-        return H11Protocol
-    raise ValueError(f"unknown HTTP protocol {http!r}: use h11 or httptools")
+    return H11Protocol
 
 
 class _Waiting:

@@ -23,20 +23,6 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from .security.auth import ApiKeys
 from .security.ratelimit import RateLimit
 
-__all__ = [
-    "ENV_PREFIX",
-    "KEY_MAX_LENGTH",
-    "KEY_PATTERN",
-    "Flag",
-    "ServiceSettings",
-    "add_flags",
-    "describe_error",
-    "format_duration",
-    "parse_duration",
-    "settings_from_flags",
-    "settings_table",
-]
-
 ENV_PREFIX = "CHATLAB_"
 KEY_PATTERN = r"^[A-Za-z0-9_-]+$"
 KEY_MAX_LENGTH = 128
@@ -44,13 +30,13 @@ KEY_MAX_LENGTH = 128
 
 @dataclass(frozen=True, slots=True)
 class Flag:
-    """How a setting shows on ``serve``: flag group (``None``: no flag), ``metavar``, ``name`` when not ``--`` + the
-    field's, ``repeat`` to give it several times, ``default`` as people say it."""
+    """How a setting shows on ``serve``: flag group (``None``: no flag), ``metavar``, ``default`` as people say it.
+
+    The flag is ``--`` and the field's name; a tuple's flag is named in the singular and given once per item.
+    """
 
     group: str | None = "limits"
     metavar: str | None = None
-    name: str | None = None
-    repeat: bool = False
     default: str | None = None
 
 
@@ -98,9 +84,7 @@ class ServiceSettings(BaseSettings):
     api_keys: Annotated[ApiKeys | None, NoDecode, Field(repr=False, validate_default=True), ENV_ONLY] = None
     """`NAMESPACE:KEY` entries, comma- or newline-separated (added to the file's); not a flag: a command line shows in
     `ps`"""
-    cors_origins: Annotated[
-        tuple[str, ...], NoDecode, Flag(group="access", metavar="ORIGIN", name="--cors-origin", repeat=True)
-    ] = ()
+    cors_origins: Annotated[tuple[str, ...], NoDecode, Flag(group="access", metavar="ORIGIN")] = ()
     """allow browser calls from these origins (preflight `200` for a listed origin, `400` otherwise; the variable:
     comma-separated)"""
     tls_cert: Annotated[Path | None, Flag(group="access", metavar="PEM")] = None
@@ -109,9 +93,7 @@ class ServiceSettings(BaseSettings):
     """the certificate's private key (PEM; with `tls_cert`)"""
 
     allowed_hosts: Annotated[
-        tuple[str, ...],
-        NoDecode,
-        Flag(group="access", metavar="NAME", name="--allowed-host", repeat=True, default="loopback names"),
+        tuple[str, ...], NoDecode, Flag(group="access", metavar="NAME", default="loopback names")
     ] = ()
     """answer requests whose `Host` is this name too (`*`: any), besides `localhost`, `127.0.0.1`, `[::1]`, the bound
     host and the address connected to; `421` for another (the variable: comma-separated)"""
@@ -161,15 +143,12 @@ class ServiceSettings(BaseSettings):
             raise ValueError(f"{_env(str(info.field_name))}={value!r} is not a yes/no value: {choices}")
         return value
 
-    @field_validator("retention", mode="before")
+    @field_validator("retention", "rate_limit", mode="before")
     @classmethod
-    def _parse_retention(cls, value: Any) -> Any:
-        return parse_duration(value, what="retention") if isinstance(value, str) else value
-
-    @field_validator("rate_limit", mode="before")
-    @classmethod
-    def _parse_rate(cls, value: Any) -> Any:
-        return RateLimit.parse(value) if isinstance(value, str) else value
+    def _parse_text(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str):
+            return value
+        return RateLimit.parse(value) if info.field_name == "rate_limit" else parse_duration(value, what="retention")
 
     @field_validator("rate_limit")
     @classmethod
@@ -224,8 +203,13 @@ def _env(name: str) -> str:
     return ENV_PREFIX + name.upper()
 
 
-def _flag_name(name: str, flag: Flag) -> str:
-    return flag.name or "--" + name.replace("_", "-")
+def _repeated(info: FieldInfo) -> bool:
+    return info.annotation == tuple[str, ...]
+
+
+def _flag_name(name: str, info: FieldInfo) -> str:
+    flag = "--" + name.replace("_", "-")
+    return flag.removesuffix("s") if _repeated(info) else flag
 
 
 def _value_type(info: FieldInfo) -> type:
@@ -253,15 +237,15 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         group = groups.get(flag.group) or groups.setdefault(flag.group, parser.add_argument_group(flag.group))
         help_text = f"{_description(info)} (default {_default_text(info, flag)}; {_env(name)})".replace("`", "")
         if info.annotation is bool:  # --name / --no-name
-            group.add_argument(_flag_name(name, flag), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
+            group.add_argument(_flag_name(name, info), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
             continue
         group.add_argument(
-            _flag_name(name, flag),
+            _flag_name(name, info),
             dest=name,
             type=_value_type(info),
             default=None,
             metavar=flag.metavar,
-            action="append" if flag.repeat else "store",
+            action="append" if _repeated(info) else "store",
             help=help_text.replace("%", "%%"),
         )
 
@@ -281,7 +265,7 @@ def describe_error(error: ValidationError) -> str:
     for item in error.errors():
         name = str(item["loc"][0]) if item["loc"] else ""
         info = ServiceSettings.model_fields.get(name)
-        where = f"{name} ({_flag_name(name, _flag_of(info))}, {_env(name)}): " if info is not None else ""
+        where = f"{name} ({_flag_name(name, info)}, {_env(name)}): " if info is not None else ""
         message = str(item["msg"]).removeprefix("Value error, ")
         lines.append(where + message)
     return "; ".join(lines)
@@ -295,10 +279,10 @@ def settings_table() -> str:
     ]
     for name, info in ServiceSettings.model_fields.items():
         flag = _flag_of(info)
-        option = "" if flag.group is None else f"`{_flag_name(name, flag)} {flag.metavar or 'N'}`"
+        option = "" if flag.group is None else f"`{_flag_name(name, info)} {flag.metavar or 'N'}`"
         if info.annotation is bool:
-            option = f"`{_flag_name(name, flag)}`, `--no-{_flag_name(name, flag)[2:]}`"
-        if flag.repeat:
+            option = f"`{_flag_name(name, info)}`, `--no-{name.replace('_', '-')}`"
+        if _repeated(info):
             option += " (repeat)"
         description = _description(info).replace("|", "\\|")
         rows.append(f"| `{name}` | `{_env(name)}` | {option} | {_default_text(info, flag)} | {description} |")
