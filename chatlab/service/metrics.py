@@ -15,17 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from ..stores import ChatHistoryStore, InMemoryChatHistoryStore, StoreError
-from ..stores.base import (
-    Conversation,
-    ConversationArray,
-    ConversationRecord,
-    ConversationSlice,
-    ConversationSummary,
-    EncodedMessage,
-    Idempotency,
-    WriteResult,
-)
+from ..stores import ChatHistoryStore, InMemoryChatHistoryStore, StoreError, base
 from ..stores.metadata import MetadataChange
 from ..vocabulary import Refused
 from .security.auth import ApiKeys
@@ -132,32 +122,34 @@ class MeteredStore(ChatHistoryStore):
         self.metrics = metrics
         self.description = inner.description
 
-    async def read(self, conversation_key: str) -> Conversation:
+    async def read(self, conversation_key: str) -> base.Conversation:
         async with self.metrics.timed("read"):
             return await self.inner.read(conversation_key)
 
-    async def read_array(self, conversation_key: str) -> ConversationArray:
+    async def read_array(self, conversation_key: str) -> base.ConversationArray:
         async with self.metrics.timed("read"):
             return await self.inner.read_array(conversation_key)
 
-    async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+    async def read_slice(
+        self, conversation_key: str, after: int = 0, limit: int | None = None
+    ) -> base.ConversationSlice:
         async with self.metrics.timed("read_slice"):
             return await self.inner.read_slice(conversation_key, after, limit)
 
     async def append(
         self,
         conversation_key: str,
-        messages: Sequence[EncodedMessage],
+        messages: Sequence[base.EncodedMessage],
         *,
         if_match: Collection[str] | None = None,
-        idempotency: Idempotency | None = None,
-    ) -> WriteResult:
+        idempotency: base.Idempotency | None = None,
+    ) -> base.WriteResult:
         async with self.metrics.timed("append"):
             return await self.inner.append(conversation_key, messages, if_match=if_match, idempotency=idempotency)
 
     async def replace(
-        self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
-    ) -> WriteResult:
+        self, conversation_key: str, messages: Sequence[base.EncodedMessage], *, if_match: Collection[str] | None = None
+    ) -> base.WriteResult:
         async with self.metrics.timed("replace"):
             return await self.inner.replace(conversation_key, messages, if_match=if_match)
 
@@ -172,15 +164,15 @@ class MeteredStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
-    ) -> list[ConversationSummary]:
+    ) -> list[base.ConversationSummary]:
         async with self.metrics.timed("summaries"):
             return await self.inner.summaries(prefix, after=after, limit=limit, tags=tags)
 
-    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> base.ConversationSummary | None:
         async with self.metrics.timed("set_metadata"):
             return await self.inner.set_metadata(conversation_key, change)
 
-    async def restore(self, records: Sequence[ConversationRecord]) -> None:
+    async def restore(self, records: Sequence[base.ConversationRecord]) -> None:
         async with self.metrics.timed("restore"):
             await self.inner.restore(records)
 

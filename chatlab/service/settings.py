@@ -1,8 +1,8 @@
 """What the service allows: one typed field per setting (docs/protections.md).
 
-A field of :class:`ServiceSettings` is the whole declaration of its setting: type, default, description (its
-docstring), environment variable (``CHATLAB_`` + its name in capitals), ``serve`` flag (:func:`add_flags`) and docs
-row (:func:`settings_table`). Every protection is off by default, so the article's plain requests work unchanged.
+A field of :class:`ServiceSettings` is the whole declaration of its setting: type, default, environment variable
+(``CHATLAB_`` + its name in capitals), ``serve`` flag (:func:`add_flags`) and docs row (:func:`settings_table`).
+Every protection is off by default, so the article's plain requests work unchanged.
 """
 
 from __future__ import annotations
@@ -54,77 +54,161 @@ class ServiceSettings(BaseSettings):
     """
 
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_ignore_empty=True,
-        frozen=True,
-        extra="forbid",
-        arbitrary_types_allowed=True,
-        use_attribute_docstrings=True,
+        env_prefix=ENV_PREFIX, env_ignore_empty=True, frozen=True, extra="forbid", arbitrary_types_allowed=True
     )
 
-    max_body_bytes: Annotated[int, Field(ge=1), Flag(default="8 MiB")] = 8 * 1024 * 1024
-    """largest request body, in bytes; `413` over it"""
-    max_messages: Annotated[int, Field(ge=1)] = 10_000
-    """most messages per request; `413` over it"""
-    max_message_bytes: Annotated[int | None, Field(ge=1)] = None
-    """largest message as compact JSON, in bytes; `413` naming the message"""
-    key_pattern: Annotated[str, Flag(metavar="REGEX")] = KEY_PATTERN
-    """regular expression a conversation key must match; `400` otherwise"""
-    key_max_length: Annotated[int, Field(ge=1)] = KEY_MAX_LENGTH
-    """longest conversation key; `400` over it"""
-    rate_burst: Annotated[int | None, Field(ge=1), Flag(metavar="N", default="N of the rate limit")] = None
-    """requests allowed at once under the rate limit"""
-    rate_limit: Annotated[RateLimit | None, NoDecode, Field(validate_default=True), Flag(metavar="N/PERIOD")] = None
-    """requests per API key (or client without keys): N/s, N/min or N/h; `429` + `Retry-After` over it"""
-    idempotency_ttl: Annotated[float, Field(gt=0), Flag(metavar="SECONDS", default="86400 (a day)")] = 86_400.0
-    """seconds an `Idempotency-Key` is remembered (a retry with it is answered as the first time)"""
-    api_keys_file: Annotated[Path | None, Flag(group="access", metavar="PATH")] = None
-    """a file of `NAMESPACE:KEY` lines; requests then need `Authorization: Bearer KEY` (`401` + `WWW-Authenticate`
-    without a valid key)"""
-    api_keys: Annotated[ApiKeys | None, NoDecode, Field(repr=False, validate_default=True), ENV_ONLY] = None
-    """`NAMESPACE:KEY` entries, comma- or newline-separated (added to the file's); not a flag: a command line shows in
-    `ps`"""
-    cors_origins: Annotated[tuple[str, ...], NoDecode, Flag(group="access", metavar="ORIGIN")] = ()
-    """allow browser calls from these origins (preflight `200` for a listed origin, `400` otherwise; the variable:
-    comma-separated)"""
-    tls_cert: Annotated[Path | None, Flag(group="access", metavar="PEM")] = None
-    """serve HTTPS with this certificate chain (PEM; with `tls_key`)"""
-    tls_key: Annotated[Path | None, Flag(group="access", metavar="PEM")] = None
-    """the certificate's private key (PEM; with `tls_cert`)"""
+    max_body_bytes: Annotated[
+        int, Field(ge=1, description="largest request body, in bytes; `413` over it"), Flag(default="8 MiB")
+    ] = 8 * 1024 * 1024
+    max_messages: Annotated[int, Field(ge=1, description="most messages per request; `413` over it")] = 10_000
+    max_message_bytes: Annotated[
+        int | None,
+        Field(ge=1, description="largest message as compact JSON, in bytes; `413` naming the message"),
+    ] = None
+    key_pattern: Annotated[
+        str,
+        Field(description="regular expression a conversation key must match; `400` otherwise"),
+        Flag(metavar="REGEX"),
+    ] = KEY_PATTERN
+    key_max_length: Annotated[int, Field(ge=1, description="longest conversation key; `400` over it")] = KEY_MAX_LENGTH
+    rate_burst: Annotated[
+        int | None,
+        Field(ge=1, description="requests allowed at once under the rate limit"),
+        Flag(metavar="N", default="N of the rate limit"),
+    ] = None
+    rate_limit: Annotated[
+        RateLimit | None,
+        NoDecode,
+        Field(
+            validate_default=True,
+            description="requests per API key (or client without keys): N/s, N/min or N/h; `429` + `Retry-After` "
+            "over it",
+        ),
+        Flag(metavar="N/PERIOD"),
+    ] = None
+    idempotency_ttl: Annotated[
+        float,
+        Field(
+            gt=0,
+            description="seconds an `Idempotency-Key` is remembered (a retry with it is answered as the first time)",
+        ),
+        Flag(metavar="SECONDS", default="86400 (a day)"),
+    ] = 86_400.0
+    api_keys_file: Annotated[
+        Path | None,
+        Field(
+            description="a file of `NAMESPACE:KEY` lines; requests then need `Authorization: Bearer KEY` "
+            "(`401` + `WWW-Authenticate` without a valid key)"
+        ),
+        Flag(group="access", metavar="PATH"),
+    ] = None
+    api_keys: Annotated[
+        ApiKeys | None,
+        NoDecode,
+        Field(
+            repr=False,
+            validate_default=True,
+            description="`NAMESPACE:KEY` entries, comma- or newline-separated (added to the file's); "
+            "not a flag: a command line shows in `ps`",
+        ),
+        ENV_ONLY,
+    ] = None
+    cors_origins: Annotated[
+        tuple[str, ...],
+        NoDecode,
+        Field(
+            description="allow browser calls from these origins (preflight `200` for a listed origin, `400` "
+            "otherwise; the variable: comma-separated)"
+        ),
+        Flag(group="access", metavar="ORIGIN"),
+    ] = ()
+    tls_cert: Annotated[
+        Path | None,
+        Field(description="serve HTTPS with this certificate chain (PEM; with `tls_key`)"),
+        Flag(group="access", metavar="PEM"),
+    ] = None
+    tls_key: Annotated[
+        Path | None,
+        Field(description="the certificate's private key (PEM; with `tls_cert`)"),
+        Flag(group="access", metavar="PEM"),
+    ] = None
 
     allowed_hosts: Annotated[
-        tuple[str, ...], NoDecode, Flag(group="access", metavar="NAME", default="loopback names")
+        tuple[str, ...],
+        NoDecode,
+        Field(
+            description="answer requests whose `Host` is this name too (`*`: any), besides `localhost`, `127.0.0.1`, "
+            "`[::1]`, the bound host and the address connected to; `421` for another (the variable: comma-separated)"
+        ),
+        Flag(group="access", metavar="NAME", default="loopback names"),
     ] = ()
-    """answer requests whose `Host` is this name too (`*`: any), besides `localhost`, `127.0.0.1`, `[::1]`, the bound
-    host and the address connected to; `421` for another (the variable: comma-separated)"""
-    store_timeout: Annotated[float, Field(gt=0), Flag(group="bounds", metavar="SECONDS", default="5")] = 5.0
-    """seconds a store operation may take, the wait for a connection or a lock included; `503` + `Retry-After` after
-    it"""
-    keep_alive_timeout: Annotated[float, Field(gt=0), Flag(group="bounds", metavar="SECONDS", default="5")] = 5.0
-    """seconds an idle keep-alive connection stays open"""
-    header_timeout: Annotated[float, Field(gt=0), Flag(group="bounds", metavar="SECONDS", default="10")] = 10.0
-    """seconds from a connection's opening (or its previous answer) to the end of a request's headers; the connection
-    is closed after it (`408` if part of a request came)"""
-    body_timeout: Annotated[float, Field(gt=0), Flag(group="bounds", metavar="SECONDS", default="30")] = 30.0
-    """seconds for a write's whole body to arrive; `408` + `Connection: close` after it"""
-    max_connections: Annotated[int, Field(ge=1), Flag(group="bounds", default="500")] = 500
-    """open connections (idle ones and requests in progress included); `503` over it"""
+    store_timeout: Annotated[
+        float,
+        Field(
+            gt=0,
+            description="seconds a store operation may take, the wait for a connection or a lock included; "
+            "`503` + `Retry-After` after it",
+        ),
+        Flag(group="bounds", metavar="SECONDS", default="5"),
+    ] = 5.0
+    keep_alive_timeout: Annotated[
+        float,
+        Field(gt=0, description="seconds an idle keep-alive connection stays open"),
+        Flag(group="bounds", metavar="SECONDS", default="5"),
+    ] = 5.0
+    header_timeout: Annotated[
+        float,
+        Field(
+            gt=0,
+            description="seconds from a connection's opening (or its previous answer) to the end of a request's "
+            "headers; the connection is closed after it (`408` if part of a request came)",
+        ),
+        Flag(group="bounds", metavar="SECONDS", default="10"),
+    ] = 10.0
+    body_timeout: Annotated[
+        float,
+        Field(gt=0, description="seconds for a write's whole body to arrive; `408` + `Connection: close` after it"),
+        Flag(group="bounds", metavar="SECONDS", default="30"),
+    ] = 30.0
+    max_connections: Annotated[
+        int,
+        Field(ge=1, description="open connections (idle ones and requests in progress included); `503` over it"),
+        Flag(group="bounds", default="500"),
+    ] = 500
 
-    viewer: Annotated[bool, Flag(group="access", default="on; `serve` beyond loopback: off unless asked")] = True
-    """serve the read-only conversation viewer at `/ui` (docs/viewer.md)"""
-    api_docs: Annotated[bool, Flag(group="access", default="off")] = False
-    """serve Swagger UI at `/docs` and ReDoc at `/redoc` (they load their scripts from a CDN, so they need the
-    internet; `/openapi.json` is always served)"""
-    access_log: Annotated[bool, Flag(group="server", default="off")] = False
-    """log a line per request (`uvicorn.access`); off: quiet, and faster"""
+    viewer: Annotated[
+        bool,
+        Field(description="serve the read-only conversation viewer at `/ui` (docs/viewer.md)"),
+        Flag(group="access", default="on; `serve` beyond loopback: off unless asked"),
+    ] = True
+    api_docs: Annotated[
+        bool,
+        Field(
+            description="serve Swagger UI at `/docs` and ReDoc at `/redoc` (they load their scripts from a CDN, so "
+            "they need the internet; `/openapi.json` is always served)"
+        ),
+        Flag(group="access", default="off"),
+    ] = False
+    access_log: Annotated[
+        bool,
+        Field(description="log a line per request (`uvicorn.access`); off: quiet, and faster"),
+        Flag(group="server", default="off"),
+    ] = False
 
     retention: Annotated[
-        Seconds | None, Field(gt=0), Flag(group="operations", metavar="DURATION", default="none: keep everything")
+        Seconds | None,
+        Field(
+            gt=0,
+            description="delete a conversation not written for this long: `30d`, `12h`, `90m`, `2w` (or seconds); "
+            "each store its own way (docs/stores.md)",
+        ),
+        Flag(group="operations", metavar="DURATION", default="none: keep everything"),
     ] = None
-    """delete a conversation not written for this long: `30d`, `12h`, `90m`, `2w` (or seconds); each store its own
-    way (docs/stores.md)"""
-    metrics: Annotated[bool, Flag(group="operations", default="off")] = False
-    """serve Prometheus metrics at `/metrics` (docs/operations.md)"""
+    metrics: Annotated[
+        bool,
+        Field(description="serve Prometheus metrics at `/metrics` (docs/operations.md)"),
+        Flag(group="operations", default="off"),
+    ] = False
 
     @field_validator("key_pattern")
     @classmethod
@@ -217,10 +301,6 @@ def _value_type(info: FieldInfo) -> type:
     return next((t for t in (int, float) if info.annotation in (t, t | None)), str)
 
 
-def _description(info: FieldInfo) -> str:
-    return " ".join((info.description or "").split())  # a docstring's line breaks as spaces
-
-
 def _default_text(info: FieldInfo, flag: Flag) -> str:
     if flag.default is not None:
         return flag.default
@@ -235,7 +315,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         if flag.group is None:
             continue
         group = groups.get(flag.group) or groups.setdefault(flag.group, parser.add_argument_group(flag.group))
-        help_text = f"{_description(info)} (default {_default_text(info, flag)}; {_env(name)})".replace("`", "")
+        help_text = f"{info.description} (default {_default_text(info, flag)}; {_env(name)})".replace("`", "")
         if info.annotation is bool:  # --name / --no-name
             group.add_argument(_flag_name(name, info), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
             continue
@@ -273,10 +353,7 @@ def describe_error(error: ValidationError) -> str:
 
 def settings_table() -> str:
     """The Markdown table of every setting that docs/protections.md holds (a test checks it is current)."""
-    rows = [
-        "| `ServiceSettings` | environment | `serve` flag | default | what |",
-        "|---|---|---|---|---|",
-    ]
+    rows = ["| `ServiceSettings` | environment | `serve` flag | default | what |", "|---|---|---|---|---|"]
     for name, info in ServiceSettings.model_fields.items():
         flag = _flag_of(info)
         option = "" if flag.group is None else f"`{_flag_name(name, info)} {flag.metavar or 'N'}`"
@@ -284,7 +361,7 @@ def settings_table() -> str:
             option = f"`{_flag_name(name, info)}`, `--no-{name.replace('_', '-')}`"
         if _repeated(info):
             option += " (repeat)"
-        description = _description(info).replace("|", "\\|")
+        description = (info.description or "").replace("|", "\\|")
         rows.append(f"| `{name}` | `{_env(name)}` | {option} | {_default_text(info, flag)} | {description} |")
     return "\n".join(rows) + "\n"
 
