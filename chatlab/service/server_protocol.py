@@ -55,7 +55,7 @@ class _Waiting:
 
     def __init__(self) -> None:
         self.connections: dict[Any, None] = {}
-        self.open = 0  # connections open and not being closed to make room
+        self.open: set[Any] = set()  # connections open and not being closed to make room
 
 
 #: Per uvicorn server (its shared ``ServerState``, which every protocol instance is given).
@@ -83,7 +83,6 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
             self.guard_loop: asyncio.AbstractEventLoop | None = None
             self.guard_transport: asyncio.Transport | None = None
             self.guard_timer: asyncio.TimerHandle | None = None
-            self.guard_counted = False  # in the server's count of open connections
             self.guard_head: int | None = 0  # bytes of the head arriving; None: a request is being served
             self.guard_tail = b""  # the last bytes seen, for a blank line split between two reads
             self.guard_since = 0.0
@@ -92,9 +91,8 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
             super().connection_made(transport)
             self.guard_loop, self.guard_transport = asyncio.get_running_loop(), transport
             server = self.guard_server
-            server.open += 1
-            self.guard_counted = True
-            if server.open > max_connections and server.connections:  # the longest waiter makes room
+            server.open.add(self)
+            if len(server.open) > max_connections and server.connections:  # the longest waiter makes room
                 oldest = next(iter(server.connections))
                 oldest.guard_close(late if oldest.guard_head else None)
             self.guard_wait()
@@ -139,7 +137,7 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
             if ends:  # the head is in: the request is the app's now, if there is room
                 self.guard_head = None
                 self.guard_server.connections.pop(self, None)
-                if self.guard_server.open > max_connections:
+                if len(self.guard_server.open) > max_connections:
                     self.guard_close(full)
                     return False
             else:
@@ -158,11 +156,9 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
             self.guard_close(late if self.guard_head else None)
 
         def guard_uncount(self) -> None:
-            """Leave the server's count and its waiters (once)."""
+            """Leave the server's open connections and its waiters."""
             self.guard_server.connections.pop(self, None)
-            if self.guard_counted:
-                self.guard_counted = False
-                self.guard_server.open -= 1
+            self.guard_server.open.discard(self)
 
         def guard_close(self, answer: bytes | None) -> None:
             """Close the connection, with ``answer`` first (written as raw bytes: no request reached the app)."""
