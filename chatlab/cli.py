@@ -3,31 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import re
+import socket
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .service.settings import ServiceSettings
+import uvicorn
+from pydantic import ValidationError
+
+from .operations.commands import add_commands
+from .serverstack import server_stack
+from .service import create_app
+from .service.security.auth import NAMESPACE_PATTERN, new_api_key
+from .service.server_protocol import server_options
+from .service.settings import ServiceSettings, add_flags, describe_error, format_duration, settings_from_flags
+from .stores import describe_url
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _settings(args: argparse.Namespace) -> ServiceSettings:
     """``serve``'s settings: its flags over the environment; the viewer is off beyond loopback unless asked."""
-    from .service.settings import settings_from_flags
-
     return settings_from_flags(args, defaults=None if args.host in LOOPBACK else {"viewer": False})
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from .serverstack import server_stack
-    from .service import create_app
-    from .service.server_protocol import server_options
-    from .stores import describe_url
-
     settings = _settings(args)
     taken = _port_taken(args.host, args.port)
     if taken is not None:  # said before any banner, without uvicorn's traceback
@@ -69,14 +70,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _port_taken(host: str, port: int) -> str | None:
-    """Why ``serve`` cannot listen on ``host:port`` (the port in use, or the address not this machine's), or ``None``.
-
-    Tried with a socket bound and closed at once, as uvicorn will bind it (``SO_REUSEADDR``), so the message comes
-    before anything is started; a server that takes the port in between still fails, in uvicorn's words.
-    """
-    import errno
-    import socket
-
+    """Why ``serve`` cannot listen on ``host:port``, or ``None``: tried with a socket bound and closed at once, as
+    uvicorn will bind it (``SO_REUSEADDR``), so the message comes before anything starts."""
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -105,8 +100,6 @@ def _describe(settings: ServiceSettings, tls: bool) -> str:
         f"body <= {settings.max_body_bytes} bytes, <= {settings.max_messages} messages per request",
     ]
     if settings.retention is not None:
-        from .service.durations import format_duration
-
         parts.append(f"conversations not written for {format_duration(settings.retention)} are deleted")
     if settings.metrics:
         parts.append("Prometheus metrics at /metrics")
@@ -114,9 +107,7 @@ def _describe(settings: ServiceSettings, tls: bool) -> str:
 
 
 def _api_key(args: argparse.Namespace) -> int:
-    from .service.security.auth import _NAMESPACE_RE, new_api_key
-
-    if not _NAMESPACE_RE.fullmatch(args.namespace):
+    if not re.fullmatch(NAMESPACE_PATTERN, args.namespace):
         raise ValueError("the namespace must be 1 to 64 letters, digits, '_' or '-'")
     print(f"{args.namespace}:{new_api_key()}")
     return 0
@@ -139,9 +130,6 @@ def _demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m chatlab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    from .service.settings import add_flags
-
     serve = commands.add_parser(
         "serve",
         help="run the chat history service in the foreground",
@@ -159,9 +147,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_flags(serve)
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(run=_serve)
-
-    from .operations.commands import add_commands
-
     add_commands(commands)
 
     api_key = commands.add_parser("api-key", help="print a new NAMESPACE:KEY entry for an API keys file")
@@ -189,10 +174,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from pydantic import ValidationError
-
-    from .service.settings import describe_error
-
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
     try:

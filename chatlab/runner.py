@@ -38,26 +38,17 @@ class BackgroundServer:
         startup_timeout: float = 15.0,
         ssl_certfile: str | os.PathLike[str] | None = None,
         ssl_keyfile: str | os.PathLike[str] | None = None,
-        ssl_keyfile_password: str | None = None,
         access_log: bool = False,
         server_options: Mapping[str, Any] | None = None,
     ) -> None:
         """``server_options`` go to :class:`uvicorn.Config` (timeouts, limits, the HTTP protocol)."""
-        self.app = app
-        self.name = name
-        self.host = host
-        self.requested_port = port
-        self.log_level = log_level
-        self.startup_timeout = startup_timeout
-        self.access_log = access_log
         if (ssl_certfile is None) != (ssl_keyfile is None):
             raise ValueError("TLS needs both a certificate and its key (ssl_certfile and ssl_keyfile)")
-        self._ssl: dict[str, Any] = {
-            "ssl_certfile": os.fspath(ssl_certfile) if ssl_certfile is not None else None,
-            "ssl_keyfile": os.fspath(ssl_keyfile) if ssl_keyfile is not None else None,
-            "ssl_keyfile_password": ssl_keyfile_password,
-        }
-        self.server_options = dict(server_options or {})
+        self.app, self.name, self.host, self.requested_port = app, name, host, port
+        self.startup_timeout = startup_timeout
+        self.access_log = access_log
+        self.options = {"log_level": log_level, "ssl_certfile": ssl_certfile, "ssl_keyfile": ssl_keyfile}
+        self.options.update(server_options or {})
         self.arguments: object = None  # what ensure() compares to decide whether this server is the one asked for
         self.port: int | None = None
         self._server: uvicorn.Server | None = None
@@ -110,8 +101,7 @@ class BackgroundServer:
         if self.port is None:
             raise RuntimeError(f"{self.name} is not running: call start() first")
         host = f"[{self.host}]" if ":" in self.host else self.host
-        scheme = "https" if self._ssl["ssl_certfile"] else "http"
-        return f"{scheme}://{host}:{self.port}"
+        return f"{'https' if self.options['ssl_certfile'] else 'http'}://{host}:{self.port}"
 
     def start(self) -> BackgroundServer:
         """Bind, start serving in a daemon thread and wait until requests are answered."""
@@ -119,22 +109,15 @@ class BackgroundServer:
             return self
         sock = self._bind()
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            log_level=self.log_level,
-            log_config=None,
-            access_log=self.access_log,
-            lifespan="on",
-            **{**server_stack().uvicorn_options(), **self.server_options},
-            **self._ssl,
-        )
+        options = {**server_stack().uvicorn_options(), **self.options}
+        config = uvicorn.Config(self.app, log_config=None, access_log=self.access_log, lifespan="on", **options)
         self._server = uvicorn.Server(config)
         if self.access_log:  # a quiet server before this one switched the process's access logger off
             logging.getLogger("uvicorn.access").propagate = True
         self._error = None
         self._thread = threading.Thread(target=self._serve, args=(sock,), name=f"chatlab-{self.name}", daemon=True)
         self._thread.start()
-        self._wait_started(sock)
+        self._wait_started()
         with self._registry_lock:
             self._running.append(self)
         log.info("%s listening on %s", self.name, self.url)
@@ -161,8 +144,7 @@ class BackgroundServer:
         self.stop()
 
     def __repr__(self) -> str:
-        state = self.url if self.is_running else "stopped"
-        return f"<{type(self).__name__} {self.name} {state}>"
+        return f"<{type(self).__name__} {self.name} {self.url if self.is_running else 'stopped'}>"
 
     def _bind(self) -> socket.socket:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
@@ -192,7 +174,7 @@ class BackgroundServer:
         finally:
             sock.close()
 
-    def _wait_started(self, sock: socket.socket) -> None:
+    def _wait_started(self) -> None:
         assert self._server is not None and self._thread is not None
         deadline = time.monotonic() + self.startup_timeout
         while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:

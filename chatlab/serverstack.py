@@ -2,8 +2,7 @@
 
 ``chatlab serve``, :class:`chatlab.runner.BackgroundServer` and the benchmark all ask here, so what is measured is
 what users run. ``fast`` falls back to the standard half where uvloop or httptools is missing (uvloop has no Windows
-build); ``CHATLAB_SERVER_STACK=asyncio`` chooses the fallback. uvloop is safe in a background thread: uvicorn builds
-that thread's loop with a factory and changes no process-wide policy.
+build). uvloop is safe in a background thread: uvicorn builds that thread's loop and changes no process-wide policy.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ class ServerStack:
         return f"{self.http}, {self.loop} loop"
 
     def uvicorn_options(self) -> dict[str, Any]:
-        """The ``uvicorn.Config``/``uvicorn.run`` arguments that pick this stack."""
         return {"loop": self.loop, "http": self.http}
 
 
@@ -42,10 +40,5 @@ def server_stack(name: str | None = None) -> ServerStack:
         return ServerStack("asyncio", "asyncio", "h11")
     if chosen != "fast":
         raise ValueError(f"{STACK_VARIABLE}={chosen!r} is not a server stack: choose from {', '.join(STACKS)}")
-    loop = "uvloop" if _installed("uvloop") else "asyncio"
-    http = "httptools" if _installed("httptools") else "h11"
-    return ServerStack("fast", loop, http)
-
-
-def _installed(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    return ServerStack("fast", loop, "httptools" if importlib.util.find_spec("httptools") else "h11")

@@ -1,17 +1,15 @@
 """The chat history service: the article's ASP.NET Minimal API as a FastAPI app.
 
-The article's plain requests work unchanged; what it leaves out are options of
-:class:`ServiceSettings`, all off by default. One module per idea:
+The article's plain requests work unchanged; what it leaves out are options of :class:`ServiceSettings`, all off by
+default. One module per idea:
 
-* :mod:`.settings`: :class:`ServiceSettings`, what the service allows, from the environment;
-* :mod:`.app`: :func:`create_app`, the FastAPI app around a store;
-* :mod:`.routes`: the endpoints (their table is there) and the conversation versions;
-* :mod:`.callers`: who is calling: API keys, namespaces, the rate limit;
+* :mod:`.settings`: :class:`ServiceSettings`, what the service allows; :mod:`.app`: :func:`create_app` around a store;
+* :mod:`.routes`: the endpoints (their table is there); :mod:`.callers`: API keys, namespaces, the rate limit;
 * :mod:`.parameters` and :mod:`.bodies`: what a request carries, checked;
 * :mod:`.problems`: every error as problem JSON; :mod:`.responses`: JSON written by hand;
 * :mod:`.openapi`: the OpenAPI description completed where FastAPI cannot know;
-* :mod:`.guard` and :mod:`.heads`: the first checks of every request (its ``Host``, its head);
-* :mod:`.server_protocol`: what uvicorn does not bound itself (a request head's time and size, fair slots);
+* :mod:`.heads`: the first checks of every request (its ``Host``, its head); :mod:`.server_protocol`: what uvicorn
+  does not bound itself (a request head's time and size, fair slots);
 * :mod:`.background`: :func:`start_service` and :func:`ensure_service`, for notebooks and scripts.
 """
 

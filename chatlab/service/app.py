@@ -1,7 +1,15 @@
-"""The FastAPI app: a store and the settings, with the routes, the error handlers and CORS put together."""
+"""The FastAPI app: a store and the settings, with the routes, the error handlers and CORS put together.
+
+With a retention, the app has the store delete what is due (:meth:`~chatlab.stores.ChatHistoryStore.sweep`, each
+store its own way: docs/stores.md) every tenth of the retention, at most every minute and at least every 50 ms, so
+nothing outlives its retention by much more than a tenth of it.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -9,16 +17,18 @@ from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
 from starlette.middleware.cors import CORSMiddleware
 
-from ..stores import ChatHistoryStore, open_store
-from .guard import RequestGuard
+from ..stores import ChatHistoryStore, StoreError, open_store
+from .heads import RequestGuard
 from .health import add_health_routes
+from .metrics import add_metrics
 from .openapi import complete_openapi
 from .problems import add_error_handlers
 from .request_route import RequestRoute
-from .retention import sweeping
 from .routes import add_routes
 from .settings import ServiceSettings
 from .ui import add_viewer
+
+log = logging.getLogger(__name__)
 
 #: FastAPI's native OpenTelemetry (its documented ``telemetry`` option), off: the service promises no traces and
 #: has ``/metrics``; asking OpenTelemetry on every request whether a provider is configured is work for nothing.
@@ -50,14 +60,29 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     # a conversation's endpoints take only the request: called with it, with nothing for FastAPI to solve
     app.router.route_class = RequestRoute
     add_error_handlers(app)
-    served = _metered(app, the_store, settings) if settings.metrics else the_store
+    served = add_metrics(app, the_store, settings.api_keys) if settings.metrics else the_store
     add_routes(app, served, settings)
     add_health_routes(app, the_store)
     if settings.viewer:
         add_viewer(app)
     complete_openapi(app, settings)
-    if settings.cors_origins:
-        _allow_cross_origin(app, settings.cors_origins)
+    if settings.cors_origins:  # pages of these origins may call the service and read its answers' headers
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "If-Match", "Idempotency-Key"],
+            expose_headers=[
+                "ETag",
+                "Location",
+                "Retry-After",
+                "Idempotent-Replayed",
+                "WWW-Authenticate",
+                "X-Message-Count",
+                "Link",
+            ],
+            allow_credentials=False,
+        )
     app.add_middleware(RequestGuard, allowed_hosts=settings.allowed_hosts)  # the outermost: before CORS too
     return app
 
@@ -67,41 +92,26 @@ def _lifespan(store: ChatHistoryStore, owned: bool) -> Callable[[FastAPI], Abstr
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        async with sweeping(store):
+        sweeper = None if store.retention is None else asyncio.create_task(_sweep_forever(store, store.retention))
+        try:
             yield
+        finally:
+            if sweeper is not None:
+                sweeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeper
         if owned:
             await store.close()
 
     return lifespan
 
 
-def _metered(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> ChatHistoryStore:
-    """Serve ``/metrics`` (with API keys, to a key's holder) and count requests; the store the routes use, timed."""
-    from ..stores import InMemoryChatHistoryStore
-    from .metrics import MeteredStore, Metrics, add_metrics
-
-    metrics = Metrics()
-    if isinstance(store, InMemoryChatHistoryStore):
-        metrics.count_stored(store)
-    add_metrics(app, metrics, settings.api_keys)
-    return MeteredStore(store, metrics)
-
-
-def _allow_cross_origin(app: FastAPI, origins: tuple[str, ...]) -> None:
-    """Let pages of these origins call the service, and read the headers its answers carry."""
-    app.add_middleware(
-        CORSMiddleware,
-        allow_origins=origins,
-        allow_methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
-        allow_headers=["Authorization", "Content-Type", "If-Match", "Idempotency-Key"],
-        expose_headers=[
-            "ETag",
-            "Location",
-            "Retry-After",
-            "Idempotent-Replayed",
-            "WWW-Authenticate",
-            "X-Message-Count",
-            "Link",
-        ],
-        allow_credentials=False,
-    )
+async def _sweep_forever(store: ChatHistoryStore, retention: float) -> None:
+    while True:
+        try:
+            deleted = await store.sweep()
+            if deleted:
+                log.info("retention: deleted %d conversations not written for %s s", deleted, retention)
+        except StoreError as exc:  # the store is down: try again next time
+            log.warning("retention sweep failed: %s", exc)
+        await asyncio.sleep(min(60.0, max(0.05, retention / 10)))

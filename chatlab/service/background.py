@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -34,9 +35,8 @@ def start_service(
         tls_cert, tls_key = settings.tls_cert, settings.tls_key
     if host not in settings.allowed_hosts:
         settings = settings.model_copy(update={"allowed_hosts": (*settings.allowed_hosts, host)})
-    the_settings = settings
     return BackgroundServer.ensure(
-        lambda: create_app(store, the_settings),
+        functools.partial(create_app, store, settings),
         name=SERVICE_NAME,
         host=host,
         port=port,
@@ -63,10 +63,8 @@ class ExternalService:
 
 
 def ensure_service(port: int = 0, store: ChatHistoryStore | str | None = None) -> BackgroundServer | ExternalService:
-    """The service the notebooks use: the one ``CHAT_HISTORY_SERVICE_URL`` names, else one started here.
-
-    Prints which, so a reader always knows where the history goes.
-    """
+    """The service the notebooks use: the one ``CHAT_HISTORY_SERVICE_URL`` names, else one started here (it says
+    which, so a reader always knows where the history goes)."""
     url = os.environ.get(SERVICE_URL_VARIABLE)
     if url:
         print(f"Chat history service: {url} (from {SERVICE_URL_VARIABLE})")

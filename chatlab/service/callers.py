@@ -17,6 +17,15 @@ from .security.auth import ApiKeys, Caller
 from .security.ratelimit import RateLimiter, retry_after_header
 from .settings import ServiceSettings
 
+#: The caller of every request to an open service without a rate limit.
+_ANYONE = Caller(None, "client")
+_BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="An API key of the service (`Authorization: Bearer <key>`); it decides the namespace "
+    "of conversations the request sees.",
+)
+
 
 def caller_dependency(settings: ServiceSettings) -> Any:
     """The dependency that names the caller (401 without a valid key when keys are on; 429 over the rate)."""
@@ -26,31 +35,20 @@ def caller_dependency(settings: ServiceSettings) -> Any:
 
 
 def caller_resolver(dependency: Any, settings: ServiceSettings) -> Callable[[Request], Awaitable[Caller]]:
-    """Who calls, from the request alone: ``dependency`` (from :func:`caller_dependency`, whose rate limit it
-    shares) called as FastAPI would call it."""
+    """``dependency`` (of :func:`caller_dependency`, whose rate limit it shares) called as FastAPI would call it."""
     if settings.api_keys is None:
         resolve: Callable[[Request], Awaitable[Caller]] = dependency
         return resolve
-    bearer = _bearer()
 
     async def resolve_key(request: Request) -> Caller:
-        caller: Caller = await dependency(request, await bearer(request))
+        caller: Caller = await dependency(request, await _BEARER(request))
         return caller
 
     return resolve_key
 
 
-def _bearer() -> HTTPBearer:
-    return HTTPBearer(
-        auto_error=False,
-        scheme_name="ApiKey",
-        description="An API key of the service (`Authorization: Bearer <key>`); it decides the namespace "
-        "of conversations the request sees.",
-    )
-
-
 def _rate_limit(settings: ServiceSettings) -> Callable[[str], None]:
-    """Count a request against ``identity``; 429 with ``Retry-After`` once it is over the limit."""
+    """Count a request against an identity; 429 with ``Retry-After`` once it is over the limit."""
     if not settings.rate_limit:
         return _unlimited
     limiter = RateLimiter(settings.rate_limit)
@@ -71,10 +69,6 @@ def _unlimited(identity: str) -> None:
     """No rate limit."""
 
 
-#: The caller of every request to an open service without a rate limit.
-_ANYONE = Caller(None, "client")
-
-
 def _client(request: Request) -> str:
     """A caller without a key is known by its address."""
     return f"client:{request.client.host if request.client else '-'}"
@@ -83,28 +77,23 @@ def _client(request: Request) -> str:
 def _open_caller(limit: Callable[[str], None]) -> Any:
     """The article's open service: every caller sees the one namespace."""
 
-    if limit is _unlimited:  # the identity would count for nothing: one caller does for every request
+    async def anyone(request: Request) -> Caller:
+        return _ANYONE  # without a rate limit the identity counts for nothing: one caller does for every request
 
-        async def open_caller(request: Request) -> Caller:
-            return _ANYONE
+    async def open_caller(request: Request) -> Caller:
+        identity = _client(request)
+        limit(identity)
+        return Caller(None, identity)
 
-    else:
-
-        async def open_caller(request: Request) -> Caller:
-            identity = _client(request)
-            limit(identity)
-            return Caller(None, identity)
-
-    return open_caller
+    return anyone if limit is _unlimited else open_caller
 
 
 def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
     """A caller with a valid ``Authorization: Bearer <key>``, in the namespace of that key."""
-    bearer = _bearer()
 
     async def authenticated_caller(
         request: Request,
-        credentials: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008
+        credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER),  # noqa: B008
     ) -> Caller:
         found = keys.namespace_of(credentials.credentials) if credentials is not None else None
         if found is None:

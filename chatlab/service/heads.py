@@ -1,22 +1,31 @@
-"""Request heads the app refuses itself, as problem JSON on either parser (h11 and httptools bound heads differently).
+"""The first layer every request passes: its ``Host`` (:mod:`.security.browser`), then its head.
 
-``414`` for a URL over :data:`MAX_URL_BYTES`, ``431`` for header fields over :data:`MAX_HEADER_BYTES` in all; ``400``
-and a close for a head proxies may read two ways: two ``Host`` fields, or ``Content-Length`` with ``Transfer-Encoding``
-(request smuggling, RFC 9112 section 6.1). A head's size while it arrives is :mod:`.server_protocol`'s.
+``414`` for a URL over :data:`MAX_URL_BYTES`, ``431`` for header fields over :data:`MAX_HEADER_BYTES` in all (h11 and
+httptools bound heads differently); ``400`` and a close for a head proxies may read two ways: two ``Host`` fields, or
+``Content-Length`` with ``Transfer-Encoding`` (request smuggling, RFC 9112 section 6.1). One ASGI layer for all the
+checks, the outermost (before CORS, so a page never reads these refusals): each layer costs a request about what these
+checks cost. A head's size while it arrives is :mod:`.server_protocol`'s.
 """
 
 from __future__ import annotations
 
-from starlette.types import Scope
+from collections.abc import Iterable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .problems import problem_response
+from .security.browser import ServedHosts
 
 #: RFC 9110 section 4.1 asks servers to take URLs of at least 8,000 octets.
 MAX_URL_BYTES = 8 * 1024
 #: Names and values, with the 4 bytes of ": " and CRLF each line takes.
 MAX_HEADER_BYTES = 8 * 1024
+#: The refusals after which the connection is closed: what follows may not be a request.
+CLOSING = frozenset({400, 431})
 
 
 def head_refusal(scope: Scope) -> tuple[int, str] | None:
-    """The status and detail of a refusal of this request's head, or ``None`` (see :mod:`.guard`)."""
+    """The status and detail of a refusal of this request's head, or ``None``."""
     url = len(scope.get("raw_path") or scope["path"].encode()) + len(scope["query_string"])
     if url > MAX_URL_BYTES:
         return 414, f"the URL is {url} bytes; the limit is {MAX_URL_BYTES}: conversation keys are short"
@@ -36,5 +45,19 @@ def head_refusal(scope: Scope) -> tuple[int, str] | None:
     return None
 
 
-#: The statuses of :func:`head_refusal` after which the connection is closed: what follows may not be a request.
-CLOSING = frozenset({400, 431})
+class RequestGuard:
+    """ASGI middleware: refuse a request for a ``Host`` the service does not serve, or with a head it refuses."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str] = ()) -> None:
+        self.app = app
+        self.hosts = ServedHosts(allowed_hosts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = self.hosts.refusal(scope) or head_refusal(scope)
+            if refusal is not None:
+                response = problem_response(*refusal)
+                if refusal[0] in CLOSING:
+                    response.headers["Connection"] = "close"
+                return await response(scope, receive, send)
+        await self.app(scope, receive, send)

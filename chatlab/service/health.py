@@ -1,7 +1,6 @@
 """``GET /healthz`` and ``GET /readyz``: whether the process answers, and whether it can serve.
 
-Both are open and outside the rate limit (load balancers hold no key). ``/readyz`` pings the store for at most
-:data:`READY_TIMEOUT` seconds, else ``503`` saying "store unavailable" and nothing of where the store is.
+Both are open, outside the rate limit (load balancers hold no key) and the OpenAPI description (they are not the API).
 """
 
 from __future__ import annotations
@@ -18,12 +17,10 @@ from .responses import json_response
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 2.0
-"""How long ``/readyz`` waits for the store, in seconds."""
+"""How long ``/readyz`` waits for the store's ping, in seconds."""
 
 
-def add_health_routes(app: FastAPI, store: ChatHistoryStore, timeout: float = READY_TIMEOUT) -> None:
-    """Add ``/healthz`` and ``/readyz`` (left out of the OpenAPI description: they are not the API)."""
-
+def add_health_routes(app: FastAPI, store: ChatHistoryStore) -> None:
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> Response:
         return json_response({"status": "ok"})
@@ -31,9 +28,9 @@ def add_health_routes(app: FastAPI, store: ChatHistoryStore, timeout: float = RE
     @app.get("/readyz", include_in_schema=False)
     async def readyz() -> Response:
         try:
-            await asyncio.wait_for(store.ping(), timeout)
+            await asyncio.wait_for(store.ping(), READY_TIMEOUT)
         except TimeoutError:
-            raise _not_ready(f"the history store did not answer within {timeout:g} s") from None
+            raise _not_ready(f"the history store did not answer within {READY_TIMEOUT:g} s") from None
         except StoreError as exc:  # its message may name hosts, ports and databases: for the log, not the answer
             log.warning("/readyz: the store is unavailable: %s", exc)
             raise _not_ready("store unavailable") from None

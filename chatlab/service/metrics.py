@@ -15,24 +15,14 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from ..stores import ChatHistoryStore, InMemoryChatHistoryStore, StoreError
-from ..stores.base import (
-    Conversation,
-    ConversationArray,
-    ConversationRecord,
-    ConversationSlice,
-    ConversationSummary,
-    EncodedMessage,
-    Idempotency,
-    WriteResult,
-)
+from ..stores import ChatHistoryStore, InMemoryChatHistoryStore, StoreError, base
 from ..stores.metadata import MetadataChange
 from ..vocabulary import Refused
 from .security.auth import ApiKeys
 
 
 class Metrics:
-    """The service's metrics and the registry that holds them."""
+    """The service's metrics, in a registry of their own."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -101,9 +91,12 @@ class MetricsMiddleware:
             self.metrics.latency.labels(method, route or OTHER).observe(time.perf_counter() - start)
 
 
-def add_metrics(app: FastAPI, metrics: Metrics, keys: ApiKeys | None) -> None:
-    """Serve ``/metrics`` (outside the rate limit, not in the OpenAPI description; with ``keys``, only to a request
-    with one of them) and count requests."""
+def add_metrics(app: FastAPI, store: ChatHistoryStore, keys: ApiKeys | None) -> MeteredStore:
+    """Serve ``/metrics`` (outside the rate limit and the OpenAPI description; with ``keys``, to a key's holder) and
+    count requests; the store the routes are to use, each call timed."""
+    metrics = Metrics()
+    if isinstance(store, InMemoryChatHistoryStore):
+        metrics.count_stored(store)
 
     @app.get("/metrics", include_in_schema=False)
     async def scrape(request: Request) -> Response:
@@ -118,42 +111,45 @@ def add_metrics(app: FastAPI, metrics: Metrics, keys: ApiKeys | None) -> None:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return MeteredStore(store, metrics)
 
 
 class MeteredStore(ChatHistoryStore):
-    """A store that times each call of another into :class:`Metrics` (what the routes use when metrics are on)."""
+    """The routes' store when metrics are on: each call of ``inner``, timed into :class:`Metrics`."""
 
     def __init__(self, inner: ChatHistoryStore, metrics: Metrics) -> None:
         self.inner = inner
         self.metrics = metrics
         self.description = inner.description
 
-    async def read(self, conversation_key: str) -> Conversation:
+    async def read(self, conversation_key: str) -> base.Conversation:
         async with self.metrics.timed("read"):
             return await self.inner.read(conversation_key)
 
-    async def read_array(self, conversation_key: str) -> ConversationArray:
+    async def read_array(self, conversation_key: str) -> base.ConversationArray:
         async with self.metrics.timed("read"):
             return await self.inner.read_array(conversation_key)
 
-    async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+    async def read_slice(
+        self, conversation_key: str, after: int = 0, limit: int | None = None
+    ) -> base.ConversationSlice:
         async with self.metrics.timed("read_slice"):
             return await self.inner.read_slice(conversation_key, after, limit)
 
     async def append(
         self,
         conversation_key: str,
-        messages: Sequence[EncodedMessage],
+        messages: Sequence[base.EncodedMessage],
         *,
         if_match: Collection[str] | None = None,
-        idempotency: Idempotency | None = None,
-    ) -> WriteResult:
+        idempotency: base.Idempotency | None = None,
+    ) -> base.WriteResult:
         async with self.metrics.timed("append"):
             return await self.inner.append(conversation_key, messages, if_match=if_match, idempotency=idempotency)
 
     async def replace(
-        self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
-    ) -> WriteResult:
+        self, conversation_key: str, messages: Sequence[base.EncodedMessage], *, if_match: Collection[str] | None = None
+    ) -> base.WriteResult:
         async with self.metrics.timed("replace"):
             return await self.inner.replace(conversation_key, messages, if_match=if_match)
 
@@ -168,25 +164,21 @@ class MeteredStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
-    ) -> list[ConversationSummary]:
+    ) -> list[base.ConversationSummary]:
         async with self.metrics.timed("summaries"):
             return await self.inner.summaries(prefix, after=after, limit=limit, tags=tags)
 
-    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> base.ConversationSummary | None:
         async with self.metrics.timed("set_metadata"):
             return await self.inner.set_metadata(conversation_key, change)
 
-    async def restore(self, records: Sequence[ConversationRecord]) -> None:
+    async def restore(self, records: Sequence[base.ConversationRecord]) -> None:
         async with self.metrics.timed("restore"):
             await self.inner.restore(records)
 
     async def sweep(self) -> int:
         async with self.metrics.timed("sweep"):
             return await self.inner.sweep()
-
-    async def ping(self) -> None:
-        async with self.metrics.timed("ping"):
-            await self.inner.ping()
 
     async def close(self) -> None:
         await self.inner.close()

@@ -1,9 +1,9 @@
-"""What uvicorn does not bound itself (https://github.com/Kludex/uvicorn/issues/157), added to its own protocol class.
+"""What uvicorn does not bound itself (https://github.com/Kludex/uvicorn/issues/157), added to its protocol class.
 
 uvicorn waits for a request's head for ever once its first byte came, httptools keeps a head in memory however long
-it grows, and a client holding every connection slot with unfinished heads locks everyone else out.
-:func:`guarded_protocol` subclasses uvicorn's HTTP protocol (httptools' or h11's) using only the asyncio callbacks and
-uvicorn's ``on_response_complete``:
+it grows, and a client holding every connection slot with unfinished heads locks everyone else out. So
+:func:`guarded_protocol` subclasses uvicorn's HTTP protocol, using only the asyncio callbacks and
+``on_response_complete``:
 
 * **head deadline**: a head must be in within ``header_timeout`` of the connection's opening or its previous answer,
   else the connection closes (with a 408 if part of a head came);
@@ -30,12 +30,11 @@ from .settings import ServiceSettings
 MAX_HEAD_BYTES = 64 * 1024
 
 
-def server_options(settings: ServiceSettings, http: str | None = None) -> dict[str, Any]:
-    """The :class:`uvicorn.Config` options that enforce the settings' connection bounds (``http``: h11 or httptools)."""
-    http = http or server_stack().http
+def server_options(settings: ServiceSettings) -> dict[str, Any]:
+    """The :class:`uvicorn.Config` options that enforce the settings' connection bounds."""
     return {
         "timeout_keep_alive": settings.keep_alive_timeout,
-        "http": guarded_protocol(http, settings.header_timeout, settings.max_connections),
+        "http": guarded_protocol(server_stack().http, settings.header_timeout, settings.max_connections),
         # h11's own bound on a head arriving in pieces (16 KiB by default), made the same as httptools' here
         "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
     }
@@ -46,11 +45,9 @@ def _base(http: str) -> type[asyncio.Protocol]:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
         return HttpToolsProtocol
-    if http == "h11":
-        from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
-        return H11Protocol
-    raise ValueError(f"unknown HTTP protocol {http!r}: use h11 or httptools")
+    return H11Protocol
 
 
 class _Waiting:
@@ -58,7 +55,7 @@ class _Waiting:
 
     def __init__(self) -> None:
         self.connections: dict[Any, None] = {}
-        self.open = 0  # connections open and not being closed to make room
+        self.open: set[Any] = set()  # connections open and not being closed to make room
 
 
 #: Per uvicorn server (its shared ``ServerState``, which every protocol instance is given).
@@ -86,7 +83,6 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
             self.guard_loop: asyncio.AbstractEventLoop | None = None
             self.guard_transport: asyncio.Transport | None = None
             self.guard_timer: asyncio.TimerHandle | None = None
-            self.guard_counted = False  # in the server's count of open connections
             self.guard_head: int | None = 0  # bytes of the head arriving; None: a request is being served
             self.guard_tail = b""  # the last bytes seen, for a blank line split between two reads
             self.guard_since = 0.0
@@ -95,9 +91,8 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
             super().connection_made(transport)
             self.guard_loop, self.guard_transport = asyncio.get_running_loop(), transport
             server = self.guard_server
-            server.open += 1
-            self.guard_counted = True
-            if server.open > max_connections and server.connections:  # the longest waiter makes room
+            server.open.add(self)
+            if len(server.open) > max_connections and server.connections:  # the longest waiter makes room
                 oldest = next(iter(server.connections))
                 oldest.guard_close(late if oldest.guard_head else None)
             self.guard_wait()
@@ -142,7 +137,7 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
             if ends:  # the head is in: the request is the app's now, if there is room
                 self.guard_head = None
                 self.guard_server.connections.pop(self, None)
-                if self.guard_server.open > max_connections:
+                if len(self.guard_server.open) > max_connections:
                     self.guard_close(full)
                     return False
             else:
@@ -161,11 +156,9 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
             self.guard_close(late if self.guard_head else None)
 
         def guard_uncount(self) -> None:
-            """Leave the server's count and its waiters (once)."""
+            """Leave the server's open connections and its waiters."""
             self.guard_server.connections.pop(self, None)
-            if self.guard_counted:
-                self.guard_counted = False
-                self.guard_server.open -= 1
+            self.guard_server.open.discard(self)
 
         def guard_close(self, answer: bytes | None) -> None:
             """Close the connection, with ``answer`` first (written as raw bytes: no request reached the app)."""

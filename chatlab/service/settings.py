@@ -8,6 +8,7 @@ Every protection is off by default, so the article's plain requests work unchang
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -19,21 +20,8 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from .durations import parse_duration
 from .security.auth import ApiKeys
 from .security.ratelimit import RateLimit
-
-__all__ = [
-    "ENV_PREFIX",
-    "KEY_MAX_LENGTH",
-    "KEY_PATTERN",
-    "Flag",
-    "ServiceSettings",
-    "add_flags",
-    "describe_error",
-    "settings_from_flags",
-    "settings_table",
-]
 
 ENV_PREFIX = "CHATLAB_"
 KEY_PATTERN = r"^[A-Za-z0-9_-]+$"
@@ -42,19 +30,19 @@ KEY_MAX_LENGTH = 128
 
 @dataclass(frozen=True, slots=True)
 class Flag:
-    """How a setting shows on ``serve``: flag group (``None``: no flag), ``metavar``, ``name`` when not ``--`` + the
-    field's, ``repeat`` to give it several times, ``default`` as people say it."""
+    """How a setting shows on ``serve``: flag group (``None``: no flag), ``metavar``, ``default`` as people say it.
+
+    The flag is ``--`` and the field's name; a tuple's flag is named in the singular and given once per item.
+    """
 
     group: str | None = "limits"
     metavar: str | None = None
-    name: str | None = None
-    repeat: bool = False
     default: str | None = None
 
 
 ENV_ONLY = Flag(group=None)
 Seconds = NewType("Seconds", float)
-"""A duration in seconds; given as text (``30d``), it is parsed (:mod:`.durations`)."""
+"""A duration in seconds; given as text (``30d``), it is parsed (:func:`parse_duration`)."""
 _YES_NO = ("1", "true", "yes", "on", "0", "false", "no", "off")
 
 
@@ -132,7 +120,7 @@ class ServiceSettings(BaseSettings):
             description="allow browser calls from these origins (preflight `200` for a listed origin, `400` "
             "otherwise; the variable: comma-separated)"
         ),
-        Flag(group="access", metavar="ORIGIN", name="--cors-origin", repeat=True),
+        Flag(group="access", metavar="ORIGIN"),
     ] = ()
     tls_cert: Annotated[
         Path | None,
@@ -152,7 +140,7 @@ class ServiceSettings(BaseSettings):
             description="answer requests whose `Host` is this name too (`*`: any), besides `localhost`, `127.0.0.1`, "
             "`[::1]`, the bound host and the address connected to; `421` for another (the variable: comma-separated)"
         ),
-        Flag(group="access", metavar="NAME", name="--allowed-host", repeat=True, default="loopback names"),
+        Flag(group="access", metavar="NAME", default="loopback names"),
     ] = ()
     store_timeout: Annotated[
         float,
@@ -239,15 +227,12 @@ class ServiceSettings(BaseSettings):
             raise ValueError(f"{_env(str(info.field_name))}={value!r} is not a yes/no value: {choices}")
         return value
 
-    @field_validator("retention", mode="before")
+    @field_validator("retention", "rate_limit", mode="before")
     @classmethod
-    def _parse_retention(cls, value: Any) -> Any:
-        return parse_duration(value, what="retention") if isinstance(value, str) else value
-
-    @field_validator("rate_limit", mode="before")
-    @classmethod
-    def _parse_rate(cls, value: Any) -> Any:
-        return RateLimit.parse(value) if isinstance(value, str) else value
+    def _parse_text(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str):
+            return value
+        return RateLimit.parse(value) if info.field_name == "rate_limit" else parse_duration(value, what="retention")
 
     @field_validator("rate_limit")
     @classmethod
@@ -302,8 +287,13 @@ def _env(name: str) -> str:
     return ENV_PREFIX + name.upper()
 
 
-def _flag_name(name: str, flag: Flag) -> str:
-    return flag.name or "--" + name.replace("_", "-")
+def _repeated(info: FieldInfo) -> bool:
+    return info.annotation == tuple[str, ...]
+
+
+def _flag_name(name: str, info: FieldInfo) -> str:
+    flag = "--" + name.replace("_", "-")
+    return flag.removesuffix("s") if _repeated(info) else flag
 
 
 def _value_type(info: FieldInfo) -> type:
@@ -327,15 +317,15 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         group = groups.get(flag.group) or groups.setdefault(flag.group, parser.add_argument_group(flag.group))
         help_text = f"{info.description} (default {_default_text(info, flag)}; {_env(name)})".replace("`", "")
         if info.annotation is bool:  # --name / --no-name
-            group.add_argument(_flag_name(name, flag), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
+            group.add_argument(_flag_name(name, info), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
             continue
         group.add_argument(
-            _flag_name(name, flag),
+            _flag_name(name, info),
             dest=name,
             type=_value_type(info),
             default=None,
             metavar=flag.metavar,
-            action="append" if flag.repeat else "store",
+            action="append" if _repeated(info) else "store",
             help=help_text.replace("%", "%%"),
         )
 
@@ -350,12 +340,12 @@ def settings_from_flags(args: argparse.Namespace, defaults: Mapping[str, Any] | 
 
 
 def describe_error(error: ValidationError) -> str:
-    """A ``ValidationError`` as people read it: one ``setting (--flag, VARIABLE): what is wrong`` per line."""
+    """A ``ValidationError`` as people read it: one ``setting (--flag, VARIABLE): what is wrong`` per problem."""
     lines = []
     for item in error.errors():
         name = str(item["loc"][0]) if item["loc"] else ""
         info = ServiceSettings.model_fields.get(name)
-        where = f"{name} ({_flag_name(name, _flag_of(info))}, {_env(name)}): " if info is not None else ""
+        where = f"{name} ({_flag_name(name, info)}, {_env(name)}): " if info is not None else ""
         message = str(item["msg"]).removeprefix("Value error, ")
         lines.append(where + message)
     return "; ".join(lines)
@@ -363,17 +353,39 @@ def describe_error(error: ValidationError) -> str:
 
 def settings_table() -> str:
     """The Markdown table of every setting that docs/protections.md holds (a test checks it is current)."""
-    rows = [
-        "| `ServiceSettings` | environment | `serve` flag | default | what |",
-        "|---|---|---|---|---|",
-    ]
+    rows = ["| `ServiceSettings` | environment | `serve` flag | default | what |", "|---|---|---|---|---|"]
     for name, info in ServiceSettings.model_fields.items():
         flag = _flag_of(info)
-        option = "" if flag.group is None else f"`{_flag_name(name, flag)} {flag.metavar or 'N'}`"
+        option = "" if flag.group is None else f"`{_flag_name(name, info)} {flag.metavar or 'N'}`"
         if info.annotation is bool:
-            option = f"`{_flag_name(name, flag)}`, `--no-{_flag_name(name, flag)[2:]}`"
-        if flag.repeat:
+            option = f"`{_flag_name(name, info)}`, `--no-{name.replace('_', '-')}`"
+        if _repeated(info):
             option += " (repeat)"
         description = (info.description or "").replace("|", "\\|")
         rows.append(f"| `{name}` | `{_env(name)}` | {option} | {_default_text(info, flag)} | {description} |")
     return "\n".join(rows) + "\n"
+
+
+# --------------------------------------------------------------------------- durations as people write them
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 604_800.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+
+
+def parse_duration(text: str, *, what: str = "duration") -> float:
+    """Seconds in ``text``: a positive number and one unit of s, m, h, d or w (``30d``: thirty days)."""
+    match = _DURATION.match(text.lower())
+    seconds = float(match.group(1)) * _UNITS[match.group(2)] if match else 0.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(
+            f"invalid {what} {text!r}: write a positive number and a unit, s, m, h, d or w (for example 30d or 12h)"
+        )
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """The largest whole unit that says ``seconds`` exactly (``2592000`` -> ``30d``)."""
+    for unit in "wdhm":
+        if seconds % _UNITS[unit] == 0:
+            return f"{int(seconds // _UNITS[unit])}{unit}"
+    return f"{seconds:g}s"

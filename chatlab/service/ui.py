@@ -1,12 +1,9 @@
 """The read-only conversation viewer at ``/ui``: one HTML page, a stylesheet and a script, shipped in the package.
 
-The page reads the service's own API from the browser (same origin, ``GET`` and ``HEAD`` only), so it
-sees exactly what an API client sees, API keys and namespaces included. Nothing is built and nothing
-is loaded from elsewhere, so it works offline. The files are read once, when the app is built.
-
-Hostile conversations stay text: the script only ever sets ``textContent``, and the page is served
-with a Content-Security-Policy that allows scripts, styles and requests from the service alone, no
-inline script, and (Trusted Types) no assignment of strings to ``innerHTML`` at all.
+The page reads the service's own API from the browser (same origin, ``GET`` and ``HEAD`` only), so it sees exactly
+what an API client sees, API keys and namespaces included; nothing is built or loaded from elsewhere. Hostile
+conversations stay text: the script only sets ``textContent``, under a Content-Security-Policy that allows scripts,
+styles and requests from the service alone, no inline script, and (Trusted Types) no strings assigned to ``innerHTML``.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ CONTENT_SECURITY_POLICY = (
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
     "require-trusted-types-for 'script'; trusted-types 'none'"
 )
-"""Only the service's own script, style and API; no inline code, no framing, no HTML from strings."""
 
 _HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
@@ -36,7 +32,7 @@ _FILES = {
 
 
 def add_viewer(app: FastAPI) -> None:
-    """Serve the viewer's three files (not part of the API: left out of the OpenAPI description)."""
+    """Serve the viewer's three files, read once (not part of the API: left out of the OpenAPI description)."""
     static = files("chatlab.service").joinpath("static")
     for path, (name, media_type) in _FILES.items():
         _add_file(app, path, static.joinpath(name).read_bytes(), media_type)

@@ -19,8 +19,7 @@ from pathlib import Path
 NAMESPACE_PATTERN = r"[A-Za-z0-9_-]{1,64}"
 KEY_PATTERN = r"[A-Za-z0-9._~+/-]+=*"
 MIN_KEY_LENGTH = 16
-SEPARATOR = "/"
-"""Between the namespace and the client's conversation key in a stored key (``alice/286d...``)."""
+SEPARATOR = "/"  # between the namespace and the client's conversation key in a stored key (``alice/286d...``)
 
 _NAMESPACE_RE = re.compile(NAMESPACE_PATTERN)
 _KEY_RE = re.compile(KEY_PATTERN)
@@ -35,7 +34,7 @@ class Caller:
 
     def stored_key(self, conversation_key: str) -> str:
         """The key the store uses for the caller's ``conversation_key`` (namespaced when keys are on)."""
-        return conversation_key if self.namespace is None else f"{self.namespace}{SEPARATOR}{conversation_key}"
+        return self.prefix + conversation_key
 
     @property
     def prefix(self) -> str:
@@ -43,9 +42,8 @@ class Caller:
         return "" if self.namespace is None else f"{self.namespace}{SEPARATOR}"
 
     def owns(self, stored_key: str) -> bool:
-        """Whether a stored key is one of the caller's conversations: under its namespace, or, without API
-        keys, under none (a ``namespace/key`` written while keys were on stays hidden, and unreachable, as
-        a key in a URL path cannot hold ``/``)."""
+        """Whether a stored key is the caller's: under its namespace, or, without API keys, under none (a
+        ``namespace/key`` written while keys were on stays hidden: a key in a URL path cannot hold ``/``)."""
         if self.namespace is None:
             return SEPARATOR not in stored_key
         return stored_key.startswith(self.prefix)
@@ -60,7 +58,7 @@ class ApiKeys:
     """The configured keys, as digests, each mapped to its namespace."""
 
     def __init__(self, keys: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
-        """``keys``: key -> namespace (or ``(key, namespace)`` pairs)."""
+        """``keys``: key -> namespace, or ``(key, namespace)`` pairs."""
         pairs = list(keys.items()) if isinstance(keys, Mapping) else list(keys)
         for i, (key, namespace) in enumerate(pairs, 1):
             _check_entry(key, namespace, f"key {i}")
@@ -71,10 +69,7 @@ class ApiKeys:
         """Read ``NAMESPACE:KEY`` entries (newline or comma separated, ``#`` comments)."""
         pairs: list[tuple[str, str]] = []
         for number, line in enumerate(text.splitlines(), 1):
-            for entry in line.split("#", 1)[0].split(","):
-                entry = entry.strip()
-                if not entry:
-                    continue
+            for entry in filter(None, map(str.strip, line.split("#", 1)[0].split(","))):
                 namespace, sep, key = entry.partition(":")
                 where = f"{source} line {number}"
                 if not sep:

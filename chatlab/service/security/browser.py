@@ -43,7 +43,7 @@ def is_json(content_type: str) -> bool:
 
 
 class ServedHosts:
-    """The ``Host`` check: 400 without a ``Host``, 421 for one the service does not serve (:mod:`..guard` runs it)."""
+    """The ``Host`` check: 400 without a ``Host``, 421 for one the service does not serve (:mod:`..heads` runs it)."""
 
     def __init__(self, allowed_hosts: Iterable[str] = ()) -> None:
         extra = {host_name(h) or h for h in allowed_hosts}

@@ -36,9 +36,8 @@ def etag(version: str) -> str:
 def parse_if_match(value: str | None) -> tuple[str, ...] | None:
     """The versions an ``If-Match`` header accepts (``("*",)`` for ``*``); ``None`` without the header.
 
-    Weak tags are dropped (they never match under strong comparison); an unquoted tag is read
-    as if quoted; anything else that is not a version is kept as is and so never matches
-    (the write is refused with 412, never applied).
+    Weak tags are dropped (a strong comparison never matches them), an unquoted tag is read as if quoted, and what is
+    not a version is kept as is, so it never matches (412, nothing written).
     """
     if value is None:
         return None

@@ -46,12 +46,12 @@ class RateLimit:
 class RateLimiter:
     """Token buckets per caller identity; thread-safe."""
 
-    def __init__(
-        self, limit: RateLimit, *, clock: Callable[[], float] = time.monotonic, max_callers: int = 10_000
-    ) -> None:
+    #: Past this many buckets, the full ones are dropped (they would start full anyway).
+    MAX_CALLERS = 10_000
+
+    def __init__(self, limit: RateLimit, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.limit = limit
         self._clock = clock
-        self._max_callers = max_callers
         self._buckets: dict[str, tuple[float, float]] = {}  # identity -> (tokens, at)
         self._lock = threading.Lock()
 
@@ -64,18 +64,13 @@ class RateLimiter:
             tokens = min(burst, tokens + (now - at) * rate)
             if tokens >= 1.0:
                 self._buckets[identity] = (tokens - 1.0, now)
-                if len(self._buckets) > self._max_callers:
-                    self._forget_full(now)
+                if len(self._buckets) > self.MAX_CALLERS:
+                    for known, (left, when) in list(self._buckets.items()):
+                        if left + (now - when) * rate >= burst:
+                            del self._buckets[known]
                 return 0.0
             self._buckets[identity] = (tokens, now)
             return (1.0 - tokens) / rate
-
-    def _forget_full(self, now: float) -> None:
-        """Drop buckets that have refilled (they would start full anyway)."""
-        rate, burst = self.limit.rate, float(self.limit.burst)
-        for identity, (tokens, at) in list(self._buckets.items()):
-            if tokens + (now - at) * rate >= burst:
-                del self._buckets[identity]
 
 
 def retry_after_header(seconds: float) -> str:
