@@ -7,8 +7,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-Answer = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Any, BaseException | None]
-"""A caller's loop and future, and what to answer: a result, or an exception."""
+Answer = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Any, BaseException | None]  # result or exception
 
 
 def settle(answers: list[Answer]) -> None:

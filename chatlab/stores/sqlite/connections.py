@@ -72,8 +72,7 @@ class Connections:
         return conn
 
     def _switch_to_wal(self, conn: sqlite3.Connection) -> object:
-        """Switching needs the file to itself and SQLite does not wait for that (no busy handler): retry while
-        another connection or process holds it."""
+        """Switching needs the file to itself and SQLite does not wait for that (no busy handler): retry."""
         deadline = time.monotonic() + self.busy_timeout
         while True:
             try:

@@ -24,10 +24,8 @@ Read = tuple[Callable[[sqlite3.Connection], Any], asyncio.AbstractEventLoop, "as
 
 
 class Readers:
-    """Up to ``threads`` reader threads (``None``: as many as asyncio's default executor would have).
-
-    ``connect`` opens a ready connection; ``failure`` turns a database error into the caller's exception;
-    ``too_slow`` is the exception of a read that waited past its deadline for a thread.
+    """Up to ``threads`` reader threads (``None``: as many as asyncio's default executor would have). ``failure``
+    turns a database error into the caller's exception; ``too_slow`` is that of a read that waited past its deadline.
     """
 
     def __init__(
@@ -48,7 +46,6 @@ class Readers:
 
     @property
     def started(self) -> int:
-        """How many reader threads are started."""
         with self._ready:
             return len(self._threads)
 

@@ -12,13 +12,11 @@ from ..base import ABSENT, ConversationArray, ConversationSlice, ConversationSum
 from . import statements as sql
 from .schema import rollback
 
-EMPTY_ARRAY = ConversationArray(b"[]", 0, ABSENT)
-
 
 def read_array(conn: sqlite3.Connection, conversation_key: str) -> ConversationArray:
     """One statement joins the array in SQLite: Python handles one value, not one per message."""
     row = conn.execute(sql.ARRAY, (conversation_key,)).fetchone()
-    return ConversationArray(row[2], row[1], row[0]) if row is not None else EMPTY_ARRAY
+    return ConversationArray(row[2], row[1], row[0]) if row is not None else ConversationArray(b"[]", 0, ABSENT)
 
 
 def read_slice(conn: sqlite3.Connection, conversation_key: str, after: int, limit: int | None) -> ConversationSlice:

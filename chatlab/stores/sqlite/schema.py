@@ -47,13 +47,7 @@ position) and (conversation, key): a group commit's rows fill the tables' last p
 go to each conversation's place (tables ordered by conversation split pages across the tree). Older files keep
 their ``WITHOUT ROWID`` tables, which the same statements read and write alike: no upgrade, no copy."""
 
-COLUMNS = {
-    "version": "TEXT",
-    "created_at": "REAL",
-    "updated_at": "REAL",
-    "title": "TEXT",
-    "tags": "TEXT NOT NULL DEFAULT '{}'",
-}
+ADDED_COLUMNS = ("version TEXT", "created_at REAL", "updated_at REAL", "title TEXT", "tags TEXT NOT NULL DEFAULT '{}'")
 """The columns of ``chatlab_conversations`` that versions 1 to 3 lack (some of them), in the order they came."""
 
 
@@ -95,12 +89,12 @@ def ensure_schema(conn: sqlite3.Connection, now: float, path: Path) -> None:
 
 
 def _upgrade(conn: sqlite3.Connection, version: int, now: float) -> None:
-    """Add the missing :data:`COLUMNS` (``ADD COLUMN`` copies no row), then give each conversation of version 1 a
-    version, and each of versions 1 and 2 the upgrade's time as both timestamps (version 3 gets no title or tags)."""
+    """Add the missing :data:`ADDED_COLUMNS` (``ADD COLUMN`` copies no row), then give each conversation of version 1
+    a version, and each of versions 1 and 2 the upgrade's time as both timestamps (version 3 gets no title or tags)."""
     present = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
-    for column, kind in COLUMNS.items():
-        if column not in present:
-            conn.execute(f"ALTER TABLE chatlab_conversations ADD COLUMN {column} {kind}")
+    for column in ADDED_COLUMNS:
+        if column.split()[0] not in present:
+            conn.execute(f"ALTER TABLE chatlab_conversations ADD COLUMN {column}")
     if version == 1:
         rows = conn.execute("SELECT conversation_key, message_count FROM chatlab_conversations WHERE version IS NULL")
         conn.executemany(

@@ -1,9 +1,8 @@
 """Chat history in a SQLite file: embedded, persistent, no server to run.
 
-The standard library's ``sqlite3`` runs in threads, so the event loop never waits on the disk: reads in a small
-pool, each thread with its own connection (:mod:`.readers`, the statements in :mod:`.reads`); writes on one writer
-thread that commits the writes waiting at one moment together (:mod:`.writer`: one fsync for many writes, each
-answered only once committed; the statements and the append rules in :mod:`.writes`).
+The standard library's ``sqlite3`` runs in threads, so the event loop never waits on the disk: reads on reader
+threads (:mod:`.readers`, :mod:`.reads`), writes on one writer thread that commits the writes waiting at one moment
+together (:mod:`.writer`: one fsync for many writes; the append rules in :mod:`.writes`).
 
 Guarantees:
 
@@ -58,11 +57,10 @@ T = TypeVar("T")
 class SqliteChatHistoryStore(ChatHistoryStore):
     """History in one SQLite database file (created with its tables on first use).
 
-    ``busy_timeout``: the store timeout, seconds. ``synchronous``: SQLite's ``PRAGMA synchronous`` level (``FULL``:
-    each commit fsync'ed). ``reader_threads``: at most this many reader threads (default: as many as asyncio's
-    default executor would have). ``wal_autocheckpoint``: the WAL's size in pages at which a commit copies it into
-    the database; above SQLite's 1,000, as a group commit rewrites the same pages often and a checkpoint copies
-    each once.
+    ``busy_timeout``: the store timeout, seconds. ``synchronous``: SQLite's ``PRAGMA synchronous`` level.
+    ``reader_threads``: at most this many (default: as many as asyncio's default executor would have).
+    ``wal_autocheckpoint``: the WAL's size in pages at which a commit copies it into the database; above SQLite's
+    1,000, as a group commit rewrites the same pages often and a checkpoint copies each once.
     """
 
     schema_version = SCHEMA_VERSION

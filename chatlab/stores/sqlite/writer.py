@@ -118,7 +118,7 @@ class GroupCommitter:
                 conn.close()
 
     def _queued(self, room: int) -> list[_Write]:
-        """The writes queued now, at most ``room`` (no wait); a stop request ends the list, kept for the outer loop."""
+        """The writes queued now, at most ``room`` (no wait); a stop request ends the list."""
         writes: list[_Write] = []
         while len(writes) < room:
             try:
@@ -155,8 +155,8 @@ class GroupCommitter:
             conn.execute("PRAGMA busy_timeout = 0")
 
     def _commit(self, conn: sqlite3.Connection, group: list[_Write]) -> None:
-        """Run ``group``, and the writes queued while it runs (added to it in place, so that a failure answers every
-        one), in one transaction; answer once committed."""
+        """Run ``group`` and the writes queued meanwhile (added to it, so that a failure answers each) in one
+        transaction; answer once committed."""
         self._drop_late(group)
         if not group:
             return
@@ -177,7 +177,7 @@ class GroupCommitter:
         _settle(group, outcomes)
 
     def _drop_late(self, writes: list[_Write]) -> None:
-        """Answer the writes whose deadline passed before their group began (a timeout) and remove them."""
+        """Answer the writes whose deadline passed before their group began, and remove them."""
         now = time.monotonic()
         late = [write for write in writes if write.deadline <= now]
         if late:

@@ -54,12 +54,9 @@ def check(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[
 
 
 class Appends:
-    """The appends queued together, as one batch of the writer (:meth:`.writer.GroupCommitter.submit_batch`).
-
-    One read of every version, count and record they need, each append decided in queue order as if it ran alone
-    (a refused one writes nothing), then one ``executemany`` each for the conversations, the messages and the
-    records. ``clock`` stamps the conversations; records expire by the wall clock.
-    """
+    """The appends queued together, as one batch of the writer (:meth:`.writer.GroupCommitter.submit_batch`): one
+    read of the versions, counts and records they need, each decided in queue order as if it ran alone (a refused
+    one writes nothing), then one ``executemany`` per table. ``clock`` stamps the conversations."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
