@@ -1,4 +1,4 @@
-"""SQLite's reader threads: many reads, each with its own outcome; a late read does nothing."""
+"""SQLite's reader threads: many reads answered in batches, each with its own outcome; a late read does nothing."""
 
 from __future__ import annotations
 
@@ -73,10 +73,11 @@ def test_close_ends_the_threads_and_a_later_read_starts_them_again(tmp_path: Pat
 
 
 def test_reads_one_after_another_keep_to_one_thread(tmp_path: Path) -> None:
-    """A thread starts only when none waits for a read: sequential reads never start a second."""
+    """A thread wakes only when the running ones cannot take the read: sequential reads never start a second
+    (a patience no thread start can exceed on a loaded machine)."""
 
     async def scenario() -> None:
-        store = SqliteChatHistoryStore(tmp_path / "h.db", reader_threads=6)
+        store = SqliteChatHistoryStore(tmp_path / "h.db", reader_threads=6, reader_patience=5.0)
         try:
             await store.append("k", [b"{}"])
             for _ in range(50):

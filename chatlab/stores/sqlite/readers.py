@@ -1,14 +1,15 @@
-"""The SQLite store's reader threads, each with a connection of its own (its statements stay prepared).
+"""The SQLite store's reader threads, each with its own connection (its statements stay prepared).
 
-Reads wait in one queue, which the threads take from in turn. A read that finds more reads queued than threads
-waiting starts another thread, up to ``threads``: sequential reads keep to one thread, and a long read does not
-hold up the reads behind it.
+A thread runs the queued reads one after another and hands back the answers it finished together
+(:mod:`.answers`), when the queue runs dry or when it has held them ``patience`` seconds. Threads wake on need,
+not on every read (each woken thread would queue for the GIL behind the event loop): another thread is woken (or
+started, up to ``threads``) only when none runs, or when each running one has been on its current read for
+``patience`` seconds, so a long read holds up neither the short ones behind it nor the answers finished before it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 import threading
 import time
@@ -20,68 +21,141 @@ from .answers import Answer, settle
 
 T = TypeVar("T")
 
-Read = tuple[Callable[[sqlite3.Connection], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]", float]
+Work = Callable[[sqlite3.Connection], Any]
+_Item = tuple[Work, asyncio.AbstractEventLoop, "asyncio.Future[Any]", float]
+
+NOT_WATCHING = -float("inf")  # the due time while no :meth:`Readers._watch` is scheduled
+
+
+class _Reader:
+    """One thread's state: its held answers and since when, when its current read began, and ``wake``, which it
+    waits to acquire while parked."""
+
+    __slots__ = ("answers", "began", "held_since", "wake")
+
+    def __init__(self) -> None:
+        self.answers: list[Answer] = []
+        self.began = self.held_since = time.monotonic()
+        self.wake = threading.Lock()
+        self.wake.acquire()
 
 
 class Readers:
-    """Up to ``threads`` reader threads (``None``: as many as asyncio's default executor would have). ``failure``
-    turns a database error into the caller's exception; ``too_slow`` is that of a read that waited past its deadline.
-    """
+    """Up to ``threads`` reader threads, started when needed. ``failure`` turns a database error into the caller's
+    exception; ``too_slow`` is that of a read that waited past its deadline for a thread."""
 
     def __init__(
         self,
         connect: Callable[[], sqlite3.Connection],
         failure: Callable[[BaseException], BaseException],
         too_slow: Callable[[], BaseException],
-        threads: int | None,
+        threads: int,
+        patience: float,
     ) -> None:
+        if threads < 1 or patience <= 0:
+            raise ValueError(f"reader threads must be 1 or more and patience above 0 (got {threads}, {patience})")
         self._connect = connect
         self._failure = failure
         self._too_slow = too_slow
-        self._count = threads if threads is not None else min(32, (os.cpu_count() or 1) + 4)
-        self._ready = threading.Condition()  # guards the three below; notified when a read is queued
-        self._reads: deque[Read | None] = deque()  # ``None``: a thread is to stop
+        self._count = threads
+        self._patience = patience
+        self._lock = threading.Lock()  # guards everything below and the readers' answers
+        self._items: deque[_Item] = deque()
+        self._running: list[_Reader] = []
+        self._parked: list[_Reader] = []
         self._threads: list[threading.Thread] = []
-        self._waiting = 0  # threads waiting for a read
+        self._stopping = False
+        self._watch_due = NOT_WATCHING  # when the scheduled :meth:`_watch` should run
 
     @property
     def started(self) -> int:
-        with self._ready:
+        """How many reader threads are started (running or parked)."""
+        with self._lock:
             return len(self._threads)
 
     async def submit(self, work: Callable[[sqlite3.Connection], T], deadline: float) -> T:
         """Run ``work`` on a reader thread's connection unless ``deadline`` passes before a thread takes it."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        with self._ready:
-            self._reads.append((work, loop, future, deadline))
-            self._ready.notify()
-            if len(self._reads) > self._waiting and len(self._threads) < self._count:
-                thread = threading.Thread(target=self._serve, name="chatlab-sqlite-reader", daemon=True)
-                self._threads.append(thread)
-                thread.start()
+        with self._lock:
+            self._items.append((work, loop, future, deadline))
+            now = time.monotonic()
+            if self._stuck(now):
+                self._wake()
+            if now > self._watch_due + self._patience:  # none scheduled, or lost with a loop that closed
+                self._watch_soon(loop, now)
         return await future
+
+    def _watch_soon(self, loop: asyncio.AbstractEventLoop, now: float) -> None:
+        """Schedule :meth:`_watch` on ``loop``, replacing any scheduled before (holding the lock)."""
+        self._watch_due = due = now + self._patience
+        loop.call_later(self._patience, self._watch, due)
+
+    def _stuck(self, now: float) -> bool:
+        """No thread runs, or each running one has been on its current read for ``patience`` (holding the lock)."""
+        return not self._running or now - max(r.began for r in self._running) >= self._patience
+
+    def _watch(self, due: float) -> None:
+        """On the loop, every ``patience`` while reads wait or answers are held: hand back the answers of a thread
+        stuck on one read, and wake another thread if every running one is stuck (no later :meth:`submit` may
+        come to do it)."""
+        now = time.monotonic()
+        held: list[Answer] = []
+        with self._lock:
+            if due != self._watch_due:
+                return  # replaced by a later one
+            self._watch_due = NOT_WATCHING
+            for reader in self._running:
+                if reader.answers and now - reader.began >= self._patience:
+                    held += reader.answers
+                    reader.answers = []
+            if self._items and self._stuck(now):
+                self._wake()
+            if self._items or any(r.answers for r in self._running):
+                self._watch_soon(asyncio.get_running_loop(), now)
+        if held:
+            settle(held)
+
+    def _wake(self) -> None:
+        """A parked thread to work, or a new one while there are fewer than the count (holding the lock)."""
+        if self._parked:
+            reader = self._parked.pop()  # the last parked: its connection's pages are the warmest
+            reader.began = time.monotonic()
+            self._running.append(reader)
+            reader.wake.release()
+        elif len(self._threads) < self._count:
+            reader = _Reader()  # running from the start: it takes the queued reads, then parks
+            self._running.append(reader)
+            thread = threading.Thread(target=self._serve, args=(reader,), name="chatlab-sqlite-reader", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+        # else all are running: the read waits for the first to finish
 
     def stop(self) -> None:
         """Finish the queued reads, end the threads and close their connections (a later read starts new ones)."""
-        with self._ready:
+        with self._lock:
             threads, self._threads = self._threads, []
-            self._reads += [None] * len(threads)  # each thread ends at the first it takes
-            self._ready.notify_all()
+            self._stopping = True
+            self._running += self._parked  # each finds no read and ends
+            for reader in self._parked:
+                reader.wake.release()
+            self._parked.clear()
         for thread in threads:
             thread.join()
+        with self._lock:
+            self._stopping = False
 
-    def _serve(self) -> None:
+    def _serve(self, reader: _Reader) -> None:
         conn: sqlite3.Connection | None = None
-        answer: Answer | None = None
         try:
-            while (read := self._next(answer)) is not None:
-                work, loop, future, deadline = read
+            while (item := self._next(reader)) is not None:
+                work, loop, future, deadline = item
+                reader.began = time.monotonic()
                 try:
-                    if time.monotonic() >= deadline:
+                    if reader.began >= deadline:
                         raise self._too_slow()
                     conn = conn or self._connect()
-                    answer = (loop, future, work(conn), None)
+                    answer: Answer = (loop, future, work(conn), None)
                 except (sqlite3.Error, OSError) as exc:
                     answer = (loop, future, None, self._failure(exc))
                     if conn is not None:
@@ -89,19 +163,38 @@ class Readers:
                         conn = None  # a fresh connection for the next read
                 except BaseException as exc:  # the caller's to raise (as asyncio.to_thread would)
                     answer = (loop, future, None, exc)
+                with self._lock:
+                    now = time.monotonic()
+                    if not reader.answers:
+                        reader.held_since = now
+                    reader.answers.append(answer)
+                    due = None
+                    if self._items and now - reader.held_since >= self._patience:  # else parking hands them back
+                        due, reader.answers = reader.answers, []
+                if due:
+                    settle(due)
         finally:
             if conn is not None:
                 conn.close()
 
-    def _next(self, answer: Answer | None) -> Read | None:
-        """Hand back the previous read's ``answer`` and wait for the next read (``None``: stop). The thread counts
-        as waiting before the answer goes back, so that the read its caller sends next does not start another."""
-        with self._ready:
-            self._waiting += 1
-        if answer is not None:
-            settle([answer])
-        with self._ready:
-            while not self._reads:
-                self._ready.wait()
-            self._waiting -= 1
-            return self._reads.popleft()
+    def _next(self, reader: _Reader) -> _Item | None:
+        """The next queued read; when there is none, hand back the held answers (while still counted as running, so
+        that the reads their callers send next find it) and park until woken (``None``: stop)."""
+        while True:
+            with self._lock:
+                if self._items:
+                    return self._items.popleft()
+                answers, reader.answers = reader.answers, []
+                reader.began = time.monotonic()  # between reads, not stuck on one
+            if answers:
+                settle(answers)
+            with self._lock:
+                if self._items:
+                    return self._items.popleft()
+                self._running.remove(reader)
+                stopping = self._stopping
+                if not stopping:
+                    self._parked.append(reader)
+            if stopping:
+                return None
+            reader.wake.acquire()  # parked: a submit (or stop) releases it

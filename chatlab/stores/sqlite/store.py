@@ -1,8 +1,9 @@
 """Chat history in a SQLite file: embedded, persistent, no server to run.
 
 The standard library's ``sqlite3`` runs in threads, so the event loop never waits on the disk: reads on reader
-threads (:mod:`.readers`, :mod:`.reads`), writes on one writer thread that commits the writes waiting at one moment
-together (:mod:`.writer`: one fsync for many writes; the append rules in :mod:`.writes`).
+threads that hand answers back in batches (:mod:`.readers`, :mod:`.reads`), writes on one writer thread that
+commits the writes waiting at one moment together (:mod:`.writer`: one fsync for many writes; the append rules in
+:mod:`.writes`).
 
 Guarantees:
 
@@ -59,6 +60,8 @@ class SqliteChatHistoryStore(ChatHistoryStore):
 
     ``busy_timeout``: the store timeout, seconds. ``synchronous``: SQLite's ``PRAGMA synchronous`` level.
     ``reader_threads``: at most this many (default: as many as asyncio's default executor would have).
+    ``reader_patience``: seconds a reader thread may spend on one read before a read queued behind it wakes another
+    thread, and the longest it holds finished answers to hand them back together.
     ``wal_autocheckpoint``: the WAL's size in pages at which a commit copies it into the database; above SQLite's
     1,000, as a group commit rewrites the same pages often and a checkpoint copies each once.
     """
@@ -72,6 +75,7 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         busy_timeout: float = 5.0,
         synchronous: str = "FULL",
         reader_threads: int | None = None,
+        reader_patience: float = 0.002,
         wal_autocheckpoint: int = 10_000,
     ) -> None:
         self.path = Path(path).expanduser().absolute()
@@ -84,7 +88,8 @@ class SqliteChatHistoryStore(ChatHistoryStore):
             wal_autocheckpoint=wal_autocheckpoint,
             clock=lambda: self.clock(),
         )
-        self.readers = Readers(self.connections.open, self._failure, self._too_slow, reader_threads)
+        threads = reader_threads if reader_threads is not None else min(32, (os.cpu_count() or 1) + 4)
+        self.readers = Readers(self.connections.open, self._failure, self._too_slow, threads, reader_patience)
         self.writer = GroupCommitter(
             self.connections.open, self._failure, (VersionMismatch, IdempotencyKeyReused, MetadataError)
         )
