@@ -1,9 +1,5 @@
-"""Answering callers on their event loops from a worker thread, one wake-up of each loop per hand-back.
-
-The store's threads (:mod:`.writer`, :mod:`.readers`) finish work for callers waiting on asyncio futures. A future
-may only be completed on its own loop, so each answer goes through ``call_soon_threadsafe``; answering many at
-once in one call wakes the loop once for all of them.
-"""
+"""Answering callers on their event loops from the store's threads (:mod:`.writer`, :mod:`.readers`): a future is
+completed on its own loop (``call_soon_threadsafe``), and many answers at once wake each loop once."""
 
 from __future__ import annotations
 
@@ -11,13 +7,11 @@ import asyncio
 import contextlib
 from typing import Any
 
-Answer = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Any, BaseException | None]
-"""A caller's loop and future, and what to answer: a result, or an exception."""
+Answer = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Any, BaseException | None]  # result or exception
 
 
 def settle(answers: list[Answer]) -> None:
-    """Answer callers on their own loops, one call per loop (a caller that gave up, or a closed loop, is not
-    waiting any more)."""
+    """Answer callers on their own loops, one call per loop (a caller that gave up, or a closed loop, waits no more)."""
     by_loop: dict[asyncio.AbstractEventLoop, list[Answer]] = {}
     for answer in answers:
         by_loop.setdefault(answer[0], []).append(answer)

@@ -1,8 +1,5 @@
-"""Opening the SQLite store's connections: WAL, the synchronous level, the busy timeout, the schema.
-
-Every connection of the store (the writer thread's, each reader thread's) comes from :meth:`Connections.open`,
-so they all run with the same settings. The first one also creates or upgrades the tables (:mod:`.schema`).
-"""
+"""Opening the SQLite store's connections, all with the same settings: WAL, the synchronous level, the busy timeout;
+the first one also creates or upgrades the tables (:mod:`.schema`)."""
 
 from __future__ import annotations
 
@@ -11,12 +8,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from ..base import StoreError
 from .schema import ensure_schema
-
-T = TypeVar("T")
 
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 """SQLite's ``PRAGMA synchronous`` levels. In WAL mode ``FULL`` fsyncs every commit (a committed write survives a
@@ -29,12 +23,7 @@ def busy(exc: sqlite3.OperationalError) -> bool:
 
 
 class Connections:
-    """Opens connections to one SQLite file, all with the same settings.
-
-    ``busy_timeout``: seconds a statement waits for another connection's (or process's) lock;
-    ``synchronous``: one of :data:`SYNCHRONOUS`; ``wal_autocheckpoint``: the WAL's size in pages at which a
-    commit copies it into the database; ``clock``: the time an upgrade gives the conversations it stamps.
-    """
+    """Opens connections to one SQLite file (the settings are the store's; ``clock`` gives an upgrade's time)."""
 
     def __init__(
         self,
@@ -69,32 +58,25 @@ class Connections:
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute(f"PRAGMA wal_autocheckpoint={self.wal_autocheckpoint}")
             if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                # Switching to WAL needs the file to itself and SQLite does not wait for that
-                # (no busy handler): retry while another connection or process holds it.
                 with self._schema_lock:
-                    mode = self._retry_while_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+                    mode = self._switch_to_wal(conn)
                 if str(mode).lower() != "wal":
                     raise StoreError(f"SQLite store {self.path}: cannot switch to WAL journal mode (got {mode!r})")
-            self._ensure_schema(conn)
+            with self._schema_lock:
+                if not self._schema_ready:
+                    ensure_schema(conn, self._clock(), self.path)
+                    self._schema_ready = True
         except BaseException:
             conn.close()
             raise
         return conn
 
-    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
-        """The tables, created or upgraded by the first connection (a flag after that)."""
-        if self._schema_ready:
-            return
-        with self._schema_lock:
-            if not self._schema_ready:
-                ensure_schema(conn, self._clock(), self.path)
-                self._schema_ready = True
-
-    def _retry_while_busy(self, attempt: Callable[[], T]) -> T:
+    def _switch_to_wal(self, conn: sqlite3.Connection) -> object:
+        """Switching needs the file to itself and SQLite does not wait for that (no busy handler): retry."""
         deadline = time.monotonic() + self.busy_timeout
         while True:
             try:
-                return attempt()
+                return conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             except sqlite3.OperationalError as exc:
                 if not busy(exc) or time.monotonic() > deadline:
                     raise

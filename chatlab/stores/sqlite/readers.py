@@ -1,13 +1,10 @@
-"""The SQLite store's reader threads: each keeps its own connection, hands answers back to the event loop in
-batches, and wakes only when the threads already running cannot take a read soon.
+"""The SQLite store's reader threads, each with its own connection (its statements stay prepared).
 
-A read is a tuple on a queue; a thread runs the reads waiting there one after another on its connection (its
-statements stay prepared) and hands back the answers it finished together (:mod:`.answers`), when the queue runs
-dry or when it has held them ``patience`` seconds. Threads wake on need, not on every read: each woken thread
-would queue for the GIL behind the event loop and the others. A read queued while a thread is running reads is
-left to that thread; another thread is woken (or started, up to ``threads``) only when none runs, or when each
-running one has been on its current read for ``patience`` seconds, so a long read (a long history) does not hold
-up the short ones behind it, nor the answers finished before it.
+A thread runs the queued reads one after another and hands back the answers it finished together
+(:mod:`.answers`), when the queue runs dry or when it has held them ``patience`` seconds. Threads wake on need,
+not on every read (each woken thread would queue for the GIL behind the event loop): another thread is woken (or
+started, up to ``threads``) only when none runs, or when each running one has been on its current read for
+``patience`` seconds, so a long read holds up neither the short ones behind it nor the answers finished before it.
 """
 
 from __future__ import annotations
@@ -27,13 +24,12 @@ T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], Any]
 _Item = tuple[Work, asyncio.AbstractEventLoop, "asyncio.Future[Any]", float]
 
-NOT_WATCHING = -float("inf")
-"""The due time recorded while no :meth:`Readers._watch` is scheduled."""
+NOT_WATCHING = -float("inf")  # the due time while no :meth:`Readers._watch` is scheduled
 
 
 class _Reader:
-    """One thread's state: the answers it holds for its next hand-back and since when the first was ready, when its
-    current read began, and ``wake``, which it waits to acquire while parked (releasing it wakes the thread)."""
+    """One thread's state: its held answers and since when, when its current read began, and ``wake``, which it
+    waits to acquire while parked."""
 
     __slots__ = ("answers", "began", "held_since", "wake")
 
@@ -45,13 +41,8 @@ class _Reader:
 
 
 class Readers:
-    """Up to ``threads`` reader threads, started when needed; :meth:`submit` runs a read in one of them.
-
-    ``connect`` opens a ready connection; ``failure`` turns a database error into the caller's exception;
-    ``too_slow`` is the exception of a read that waited past its deadline for a thread; ``patience`` is the
-    seconds a thread may be on one read before a read queued behind it wakes another thread, and the longest
-    it holds finished answers.
-    """
+    """Up to ``threads`` reader threads, started when needed. ``failure`` turns a database error into the caller's
+    exception; ``too_slow`` is that of a read that waited past its deadline for a thread."""
 
     def __init__(
         self,
@@ -96,7 +87,7 @@ class Readers:
         return await future
 
     def _watch_soon(self, loop: asyncio.AbstractEventLoop, now: float) -> None:
-        """Schedule :meth:`_watch` in ``patience`` on ``loop``, replacing any scheduled before (holding the lock)."""
+        """Schedule :meth:`_watch` on ``loop``, replacing any scheduled before (holding the lock)."""
         self._watch_due = due = now + self._patience
         loop.call_later(self._patience, self._watch, due)
 
@@ -106,8 +97,8 @@ class Readers:
 
     def _watch(self, due: float) -> None:
         """On the loop, every ``patience`` while reads wait or answers are held: hand back the answers of a thread
-        that has been on one read that long (they were ready before it), and wake another thread if every running
-        one is stuck (with every client waiting, no later :meth:`submit` would come to do it)."""
+        stuck on one read, and wake another thread if every running one is stuck (no later :meth:`submit` may
+        come to do it)."""
         now = time.monotonic()
         held: list[Answer] = []
         with self._lock:
@@ -126,7 +117,7 @@ class Readers:
             settle(held)
 
     def _wake(self) -> None:
-        """A parked thread to work, or a new one while there are fewer than the count (called holding the lock)."""
+        """A parked thread to work, or a new one while there are fewer than the count (holding the lock)."""
         if self._parked:
             reader = self._parked.pop()  # the last parked: its connection's pages are the warmest
             reader.began = time.monotonic()
@@ -187,9 +178,8 @@ class Readers:
                 conn.close()
 
     def _next(self, reader: _Reader) -> _Item | None:
-        """The next queued read; when there is none, hand back the held answers and park until woken (``None``:
-        stop). The answers go back while the thread still counts as running, so the reads their callers send
-        next find it there instead of waking it."""
+        """The next queued read; when there is none, hand back the held answers (while still counted as running, so
+        that the reads their callers send next find it) and park until woken (``None``: stop)."""
         while True:
             with self._lock:
                 if self._items:

@@ -1,8 +1,5 @@
-"""What each read of the SQLite store does on a reader thread's connection.
-
-A read that needs more than one statement runs them in one transaction (``BEGIN`` ... ``ROLLBACK``), so the
-messages, the count and the version come from one snapshot and always agree (WAL: a writer does not block it).
-"""
+"""What each read of the SQLite store does on a reader thread's connection. A read of several statements runs them
+in one transaction, so that the messages, the count and the version agree (WAL: a writer does not block it)."""
 
 from __future__ import annotations
 
@@ -11,31 +8,19 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ..base import ABSENT, Conversation, ConversationArray, ConversationSlice, ConversationSummary, prefix_upper_bound
+from ..base import ABSENT, ConversationArray, ConversationSlice, ConversationSummary, prefix_upper_bound
 from . import statements as sql
 from .schema import rollback
 
-EMPTY_ARRAY = ConversationArray(b"[]", 0, ABSENT)
-
-
-def read(conn: sqlite3.Connection, conversation_key: str) -> Conversation:
-    conn.execute("BEGIN")
-    try:
-        row = conn.execute(sql.VERSION, (conversation_key,)).fetchone()
-        rows = conn.execute(sql.MESSAGES, (conversation_key,)).fetchall()
-    finally:
-        rollback(conn)
-    return Conversation([bytes(r[0]) for r in rows], row[0] if row is not None else ABSENT)
-
 
 def read_array(conn: sqlite3.Connection, conversation_key: str) -> ConversationArray:
-    """One statement (its own snapshot) joins the array in SQLite: Python handles one value, not one per message."""
+    """One statement joins the array in SQLite: Python handles one value, not one per message."""
     row = conn.execute(sql.ARRAY, (conversation_key,)).fetchone()
-    return ConversationArray(row[2], row[1], row[0]) if row is not None else EMPTY_ARRAY
+    return ConversationArray(row[2], row[1], row[0]) if row is not None else ConversationArray(b"[]", 0, ABSENT)
 
 
 def read_slice(conn: sqlite3.Connection, conversation_key: str, after: int, limit: int | None) -> ConversationSlice:
-    """A range of the (conversation, position) index: what is new costs what is new, not the whole history."""
+    """A range of the (conversation, position) index: what is new costs what is new."""
     conn.execute("BEGIN")
     try:
         row = conn.execute(sql.COUNT_AND_VERSION, (conversation_key,)).fetchone()
@@ -62,6 +47,6 @@ def summaries(
 
 
 def summary(row: tuple[Any, ...]) -> ConversationSummary:
-    """A conversation's summary from its row (:data:`.statements.SUMMARY`'s columns; ``tags`` a JSON object)."""
+    """A conversation's summary from its row (:data:`.statements.SUMMARY`'s columns)."""
     key, count, version, created_at, updated_at, title, tags = row
     return ConversationSummary(key, count, version, created_at, updated_at, title, json.loads(tags))

@@ -1,9 +1,8 @@
 """The SQLite store's tables: created on first use, or upgraded in place from schema versions 1, 2 and 3.
 
-Version 2 added versions and idempotency records, version 3 the timestamps (``created_at``, ``updated_at``,
-the latter indexed for retention), version 4 the metadata (``title``, and ``tags`` as a JSON object). Creation and
-upgrade are one ``BEGIN IMMEDIATE`` transaction: processes opening the file together wait for each other, and a
-failed upgrade leaves the file as it was.
+Version 2 added versions and idempotency records, version 3 the timestamps (``updated_at`` indexed for retention),
+version 4 the metadata (``title``, and ``tags`` as a JSON object). Creation and upgrade are one ``BEGIN IMMEDIATE``
+transaction: processes opening the file together wait for each other, and a failed upgrade changes nothing.
 """
 
 from __future__ import annotations
@@ -43,14 +42,13 @@ WRITTEN_ORDER = {
         "CREATE UNIQUE INDEX chatlab_idempotency_key ON chatlab_idempotency (conversation_key, idempotency_key)",
     ),
 }
-"""Messages and idempotency records in the order they were written (rowid tables), found by unique indexes on
-(conversation, position) and (conversation, key). A group commit's rows then fill the tables' last pages, and only
-the small index entries go to each conversation's place, where tables ordered by conversation (``WITHOUT ROWID``
-with those primary keys, as older files have them) split pages across the tree. Older files keep their layout,
-which the same statements read and write alike: no upgrade, no copy."""
+"""Messages and idempotency records in written order (rowid tables), found by unique indexes on (conversation,
+position) and (conversation, key): a group commit's rows fill the tables' last pages and only the small index entries
+go to each conversation's place (tables ordered by conversation split pages across the tree). Older files keep
+their ``WITHOUT ROWID`` tables, which the same statements read and write alike: no upgrade, no copy."""
 
-TIMESTAMPS = "CREATE INDEX IF NOT EXISTS chatlab_conversations_updated ON chatlab_conversations (updated_at)"
-"""Schema version 3: when each conversation was created and last written (the index serves retention)."""
+ADDED_COLUMNS = ("version TEXT", "created_at REAL", "updated_at REAL", "title TEXT", "tags TEXT NOT NULL DEFAULT '{}'")
+"""The columns of ``chatlab_conversations`` that versions 1 to 3 lack (some of them), in the order they came."""
 
 
 def rollback(conn: sqlite3.Connection) -> None:
@@ -75,54 +73,37 @@ def ensure_schema(conn: sqlite3.Connection, now: float, path: Path) -> None:
         if row is None:
             conn.execute("INSERT INTO chatlab_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         elif int(row[0]) in (1, 2, 3):
-            if int(row[0]) == 1:
-                _upgrade_from_1(conn)
-            if int(row[0]) <= 2:
-                _upgrade_from_2(conn, now)
-            _upgrade_from_3(conn)
+            _upgrade(conn, int(row[0]), now)
             conn.execute("UPDATE chatlab_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         elif int(row[0]) != SCHEMA_VERSION:
             raise StoreError(
                 f"SQLite store {path} has schema version {row[0]}; "
                 f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 3) only"
             )
-        conn.execute(TIMESTAMPS)
+        # the index of retention, once ``updated_at`` exists
+        conn.execute("CREATE INDEX IF NOT EXISTS chatlab_conversations_updated ON chatlab_conversations (updated_at)")
         conn.execute("COMMIT")
     except BaseException:
         rollback(conn)
         raise
 
 
-def _upgrade_from_1(conn: sqlite3.Connection) -> None:
-    """Version 1 had no versions: give each conversation one (the idempotency table is new)."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
-    if "version" not in columns:
-        conn.execute("ALTER TABLE chatlab_conversations ADD COLUMN version TEXT")
-    rows = conn.execute(
-        "SELECT conversation_key, message_count FROM chatlab_conversations WHERE version IS NULL"
-    ).fetchall()
-    conn.executemany(
-        "UPDATE chatlab_conversations SET version = ? WHERE conversation_key = ?",
-        [(new_version(count), key) for key, count in rows],
-    )
-
-
-def _upgrade_from_2(conn: sqlite3.Connection, now: float) -> None:
-    """Version 2 had no timestamps: each conversation gets the upgrade's time as both."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
-    for column in ("created_at", "updated_at"):
-        if column not in columns:
-            conn.execute(f"ALTER TABLE chatlab_conversations ADD COLUMN {column} REAL")
-    conn.execute(
-        "UPDATE chatlab_conversations SET created_at = coalesce(created_at, ?), updated_at = coalesce(updated_at, ?)",
-        (now, now),
-    )
-
-
-def _upgrade_from_3(conn: sqlite3.Connection) -> None:
-    """Version 3 had no metadata: each conversation gets no title and no tags (``ADD COLUMN`` copies no row)."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
-    if "title" not in columns:
-        conn.execute("ALTER TABLE chatlab_conversations ADD COLUMN title TEXT")
-    if "tags" not in columns:
-        conn.execute("ALTER TABLE chatlab_conversations ADD COLUMN tags TEXT NOT NULL DEFAULT '{}'")
+def _upgrade(conn: sqlite3.Connection, version: int, now: float) -> None:
+    """Add the missing :data:`ADDED_COLUMNS` (``ADD COLUMN`` copies no row), then give each conversation of version 1
+    a version, and each of versions 1 and 2 the upgrade's time as both timestamps (version 3 gets no title or tags)."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
+    for column in ADDED_COLUMNS:
+        if column.split()[0] not in present:
+            conn.execute(f"ALTER TABLE chatlab_conversations ADD COLUMN {column}")
+    if version == 1:
+        rows = conn.execute("SELECT conversation_key, message_count FROM chatlab_conversations WHERE version IS NULL")
+        conn.executemany(
+            "UPDATE chatlab_conversations SET version = ? WHERE conversation_key = ?",
+            [(new_version(count), key) for key, count in rows.fetchall()],
+        )
+    if version <= 2:
+        conn.execute(
+            "UPDATE chatlab_conversations SET created_at = coalesce(created_at, ?1), "
+            "updated_at = coalesce(updated_at, ?1)",
+            (now,),
+        )

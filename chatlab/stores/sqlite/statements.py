@@ -1,9 +1,5 @@
-"""The SQL the SQLite store runs, in one place (the tables are in :mod:`.schema`).
-
-Every statement takes its values as parameters, so ``sqlite3`` keeps each one prepared in its connection's
-statement cache. Statements over a variable number of keys are written for a power-of-two number of them (the
-last key repeated), so that only a few texts are ever prepared.
-"""
+"""The SQL the SQLite store runs (the tables are in :mod:`.schema`). Values are parameters, so ``sqlite3`` keeps
+each statement prepared; those over several keys take a power-of-two number of them, so that few texts exist."""
 
 from __future__ import annotations
 
@@ -12,10 +8,6 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-# -- reads --------------------------------------------------------------------------
-
-VERSION = "SELECT version FROM chatlab_conversations WHERE conversation_key = ?"
-MESSAGES = "SELECT body FROM chatlab_messages WHERE conversation_key = ? ORDER BY position"
 COUNT_AND_VERSION = "SELECT message_count, version FROM chatlab_conversations WHERE conversation_key = ?"
 MESSAGES_FROM = (
     "SELECT body FROM chatlab_messages WHERE conversation_key = ? AND position >= ? ORDER BY position LIMIT ?"
@@ -25,8 +17,8 @@ ARRAY = (
     "FROM chatlab_messages WHERE conversation_key = ?1 ORDER BY position)), '[]') AS BLOB) "
     "FROM chatlab_conversations WHERE conversation_key = ?1"
 )
-"""A conversation's version, count and messages as one JSON array. The subquery's ``ORDER BY`` keeps the
-positions' order (an aggregate's subquery is not flattened); bodies are UTF-8, joined byte for byte."""
+"""A conversation's version, count and messages as one JSON array, joined byte for byte in position order (the
+subquery's ``ORDER BY`` holds: an aggregate's subquery is not flattened)."""
 _PAGE = (
     "SELECT conversation_key, message_count, version, created_at, updated_at, title, tags FROM chatlab_conversations "
     "AS c WHERE conversation_key >= ?1 AND conversation_key IS NOT ?2{below} AND NOT EXISTS (SELECT 1 FROM "
@@ -34,21 +26,16 @@ _PAGE = (
     "ORDER BY conversation_key LIMIT ?5"
 )
 SUMMARIES = _PAGE.format(below="")
-"""A page of summaries: keys from ``?1`` on, except ``?2`` (the page's ``after``, or NULL), each carrying every tag
-of the JSON object ``?4`` (NULL: no filter), at most ``?5`` (-1: all). A range of the primary key in its order (TEXT
-compares bytewise: code point order), so a page reads only its rows however many conversations there are."""
+"""A page of summaries: keys from ``?1`` on but ``?2`` (``after``, or NULL), with every tag of the JSON object ``?4``
+(NULL: any), at most ``?5`` (-1: all). A range of the primary key in code point order: a page reads only its rows."""
 SUMMARIES_BELOW = _PAGE.format(below=" AND conversation_key < ?3")
 """:data:`SUMMARIES` with the keys below ``?3`` (the end of a prefix's range) only."""
 
-# -- writes -------------------------------------------------------------------------
-
-VERSION_AND_COUNT = "SELECT version, message_count FROM chatlab_conversations WHERE conversation_key = ?"
 UPSERT_CONVERSATION = (
     "INSERT INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at) "
     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (conversation_key) DO UPDATE SET message_count = excluded.message_count, "
     "version = excluded.version, updated_at = excluded.updated_at"
 )
-"""A new conversation gets both times; an existing one keeps ``created_at``."""
 PUT_CONVERSATION = (
     "INSERT OR REPLACE INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at, "
     "title, tags) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -84,7 +71,7 @@ def versions_and_counts(keys: int) -> str:
 @functools.cache
 def live_records(pairs: int) -> str:
     """The live idempotency records of up to ``pairs`` (conversation, key) pairs, then the time they must outlive
-    (a join, so that each pair is a search of the records' unique index)."""
+    (a join: each pair is a search of the unique index)."""
     values = ",".join(["(?,?)"] * pairs)
     return (
         f"WITH wanted (k, i) AS (VALUES {values}) SELECT r.conversation_key, r.idempotency_key, r.fingerprint, "

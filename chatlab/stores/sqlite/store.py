@@ -1,24 +1,21 @@
 """Chat history in a SQLite file: embedded, persistent, no server to run.
 
-Uses the standard library's ``sqlite3`` in threads, so the event loop never waits on the disk: reads on reader
-threads, each with a connection of its own (:mod:`.readers`, the statements in :mod:`.reads`); writes on one
-writer thread that commits the writes waiting at one moment together (:mod:`.writer`: one fsync for many
-writes, each answered only once committed; the statements and the append rules in :mod:`.writes`).
+The standard library's ``sqlite3`` runs in threads, so the event loop never waits on the disk: reads on reader
+threads that hand answers back in batches (:mod:`.readers`, :mod:`.reads`), writes on one writer thread that
+commits the writes waiting at one moment together (:mod:`.writer`: one fsync for many writes; the append rules in
+:mod:`.writes`).
 
 Guarantees:
 
-* WAL journal with ``synchronous=FULL`` by default: a transaction that returned is in the WAL file and fsync'ed,
-  so it survives a kill -9 of the process and also a power cut (``NORMAL`` survives a crash of the process, but
-  may lose the last transactions on a power cut).
-* Writes begin with ``BEGIN IMMEDIATE``: they hold SQLite's write lock before reading a conversation's count, so
-  a batch gets contiguous positions even when several processes append to the same file, and a version or
-  idempotency check and its write are one atomic step.
+* WAL journal with ``synchronous=FULL`` by default: a transaction that returned is fsync'ed, so it survives a
+  kill -9 and a power cut (``NORMAL`` survives a crash of the process, but may lose the last ones on a power cut).
+* Writes begin with ``BEGIN IMMEDIATE``: they hold the write lock before reading a conversation's count, so a batch
+  gets contiguous positions even with several processes on one file, and a check and its write are one step.
 * Every operation ends within ``busy_timeout`` seconds of its call, waits included (for a reader thread, for the
-  writer's next group, for another connection's or process's write lock): past it, an operation that has not
-  started fails (503) and writes nothing.
+  writer's next group, for another process's write lock): past it, one that has not started fails (503) and
+  writes nothing.
 * Readers don't block the writer (WAL) and see whole transactions only.
-* The file's tables (:mod:`.schema`, version 4) are created on first use; files of versions 1 to 3 are
-  upgraded in place.
+* The tables (:mod:`.schema`, version 4) are created on first use; files of versions 1 to 3 are upgraded in place.
 """
 
 from __future__ import annotations
@@ -61,13 +58,12 @@ T = TypeVar("T")
 class SqliteChatHistoryStore(ChatHistoryStore):
     """History in one SQLite database file (created with its tables on first use).
 
-    ``busy_timeout``: the store timeout, seconds (see the module's guarantees). ``synchronous``: SQLite's
-    ``PRAGMA synchronous`` level (``FULL``: each commit fsync'ed). ``reader_threads``: at most this many reader
-    threads (default: as many as asyncio's default executor would have). ``reader_patience``: seconds a reader
-    thread may spend on one read before a read queued behind it wakes another thread, and the longest it holds
-    finished answers to hand them back together; small against a request's time, large against a short read.
+    ``busy_timeout``: the store timeout, seconds. ``synchronous``: SQLite's ``PRAGMA synchronous`` level.
+    ``reader_threads``: at most this many (default: as many as asyncio's default executor would have).
+    ``reader_patience``: seconds a reader thread may spend on one read before a read queued behind it wakes another
+    thread, and the longest it holds finished answers to hand them back together.
     ``wal_autocheckpoint``: the WAL's size in pages at which a commit copies it into the database; above SQLite's
-    default of 1,000, as a group commit rewrites the same pages often and a checkpoint copies each once.
+    1,000, as a group commit rewrites the same pages often and a checkpoint copies each once.
     """
 
     schema_version = SCHEMA_VERSION
@@ -118,10 +114,9 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         log.warning("SQLite store %s failed: %r", self.path, exc)
         return exc if isinstance(exc, StoreError) else StoreError(f"SQLite store {self.path}: {exc}")
 
-    # -- the store interface ----------------------------------------------------------
-
     async def read(self, conversation_key: str) -> Conversation:
-        return await self._read(reads.read, conversation_key)
+        whole = await self.read_slice(conversation_key)
+        return Conversation(whole.messages, whole.version)
 
     async def read_array(self, conversation_key: str) -> ConversationArray:
         return await self._read(reads.read_array, conversation_key)

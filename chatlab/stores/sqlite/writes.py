@@ -1,12 +1,9 @@
-"""What each write of the SQLite store does in the writer thread's transaction, and the rules it keeps.
+"""What each write of the SQLite store does in the writer thread's transaction, and the append rules, once.
 
-The append rules live here once, in Python: an append first finds a live idempotency record (a replay answers
-what was recorded, another request with the same key is refused), then checks ``If-Match`` against the
-conversation's version, then writes its messages at the conversation's count, the new version and count, and its
-record. Replace, delete and restore check the version by the same :func:`checked`; setting metadata reads the
-row and writes what :meth:`~chatlab.stores.metadata.MetadataChange.applied` makes of it. Everything runs inside the
-group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`), which holds SQLite's write lock from the first read:
-a check and its write are one atomic step, also against other processes writing the same file.
+An append first finds a live idempotency record (a replay answers what was recorded, another request with the same
+key is refused), then checks ``If-Match``, then writes its messages at the conversation's count, the new version
+and count, and its record. Everything runs in the group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`), which
+holds the write lock from the first read: a check and its write are one step, also against other processes.
 """
 
 from __future__ import annotations
@@ -33,17 +30,14 @@ from ..base import (
 from ..metadata import MetadataChange
 from . import statements as sql
 from .reads import summary
+from .writer import Outcome
 
 EXPIRY_INTERVAL = 1.0
 """Seconds between deletions of expired idempotency records (a lookup ignores them meanwhile)."""
 
-Outcome = tuple[WriteResult | None, BaseException | None]
-"""An append's answer: its result, or the refusal its caller gets."""
-
 
 class Append(NamedTuple):
-    """One append: the conversation, its messages, the ``If-Match`` versions (``None``: no condition), and its
-    idempotency key (``None``: none)."""
+    """One append (``if_match``, ``idempotency``: ``None`` for none)."""
 
     conversation_key: str
     messages: list[bytes]
@@ -51,23 +45,18 @@ class Append(NamedTuple):
     idempotency: Idempotency | None
 
 
-def checked(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> tuple[str, int]:
-    """The conversation's version and count, or :class:`VersionMismatch` when ``if_match`` does not hold."""
-    row = conn.execute(sql.VERSION_AND_COUNT, (conversation_key,)).fetchone()
-    version, count = (row[0], row[1]) if row is not None else (ABSENT, 0)
+def check(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> None:
+    """Raise :class:`VersionMismatch` unless ``if_match`` holds."""
+    row = conn.execute(sql.COUNT_AND_VERSION, (conversation_key,)).fetchone()
+    version = row[1] if row is not None else ABSENT
     if not version_matches(version, if_match):
         raise VersionMismatch(version)
-    return version, count
 
 
 class Appends:
-    """The appends queued together, as one batch of the writer (:meth:`.writer.GroupCommitter.submit_batch`).
-
-    One read of every version, count and record they need, then each append decided in queue order against
-    what the ones before it wrote, as if each had run alone (a refused one writes no row), then one
-    ``executemany`` each for the conversations, the messages and the records. ``clock`` stamps the
-    conversations; records expire by the wall clock.
-    """
+    """The appends queued together, as one batch of the writer (:meth:`.writer.GroupCommitter.submit_batch`): one
+    read of the versions, counts and records they need, each decided in queue order as if it ran alone (a refused
+    one writes nothing), then one ``executemany`` per table. ``clock`` stamps the conversations."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
@@ -113,7 +102,7 @@ def _state(
     conn: sqlite3.Connection, appends: Sequence[Append], now: float
 ) -> tuple[dict[str, tuple[str, int]], dict[tuple[str, str], tuple[str, str]]]:
     """The (version, count) of each existing conversation and the (fingerprint, version) of each live record the
-    appends need: two statements, whatever their number."""
+    appends need: two statements."""
     keys: list[object] = list(dict.fromkeys(append.conversation_key for append in appends))
     padded = sql.padded(keys)
     conversations = {
@@ -134,8 +123,8 @@ def _state(
 def replace(
     conn: sqlite3.Connection, conversation_key: str, messages: list[bytes], if_match: Collection[str] | None, now: float
 ) -> WriteResult:
-    """Make the conversation hold exactly ``messages``, with a new generation (``now``: its last write)."""
-    checked(conn, conversation_key, if_match)
+    """Make the conversation hold exactly ``messages``, with a new generation."""
+    check(conn, conversation_key, if_match)
     version = new_version(len(messages))
     conn.execute(sql.UPSERT_CONVERSATION, (conversation_key, len(messages), version, now, now))
     conn.execute(sql.DELETE_MESSAGES, (conversation_key,))
@@ -145,7 +134,7 @@ def replace(
 
 def delete(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> None:
     """Forget the conversation (its idempotency records stay)."""
-    checked(conn, conversation_key, if_match)
+    check(conn, conversation_key, if_match)
     conn.execute(sql.DELETE_CONVERSATION, (conversation_key,))
     conn.execute(sql.DELETE_MESSAGES, (conversation_key,))
 
@@ -154,26 +143,16 @@ def restore(conn: sqlite3.Connection, records: Sequence[ConversationRecord]) -> 
     """Write whole conversations with their own versions and times, each only if at its ``expected`` version."""
     for record in records:
         key = record.conversation_key
-        checked(conn, key, [record.expected])
+        check(conn, key, [record.expected])
         conn.execute(sql.DELETE_MESSAGES, (key,))
-        conn.execute(
-            sql.PUT_CONVERSATION,
-            (
-                key,
-                len(record.messages),
-                record.version,
-                record.created_at,
-                record.updated_at,
-                record.title,
-                tags_json(record.tags),
-            ),
-        )
+        row = (key, len(record.messages), record.version, record.created_at, record.updated_at, record.title)
+        conn.execute(sql.PUT_CONVERSATION, (*row, tags_json(record.tags)))
         conn.executemany(sql.INSERT_MESSAGE, [(key, i, bytes(m)) for i, m in enumerate(record.messages)])
 
 
 def set_metadata(conn: sqlite3.Connection, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-    """Make ``change`` to the conversation's title and tags (``None``: no such conversation). The writer's
-    transaction holds the write lock from the read on; a refused change (too many tags) raises before writing."""
+    """Make ``change`` to the conversation's title and tags (``None``: no such conversation); a refused change
+    (too many tags) raises before writing."""
     row = conn.execute(sql.SUMMARY, (conversation_key,)).fetchone()
     if row is None:
         return None
@@ -184,12 +163,10 @@ def set_metadata(conn: sqlite3.Connection, conversation_key: str, change: Metada
 
 
 def tags_json(tags: Mapping[str, str]) -> str:
-    """Tags as the JSON object the ``tags`` column holds."""
     return json.dumps(dict(tags), ensure_ascii=False, separators=(",", ":"))
 
 
 def sweep(conn: sqlite3.Connection, cutoff: float) -> int:
     """Delete every conversation last written at or before ``cutoff`` (found by the ``updated_at`` index)."""
     conn.execute(sql.DELETE_DUE_MESSAGES, (cutoff,))
-    deleted: int = conn.execute(sql.DELETE_DUE_CONVERSATIONS, (cutoff,)).rowcount
-    return deleted
+    return int(conn.execute(sql.DELETE_DUE_CONVERSATIONS, (cutoff,)).rowcount)
