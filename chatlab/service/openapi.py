@@ -1,9 +1,5 @@
-"""The OpenAPI description, made to say what the service really does.
-
-FastAPI infers most of it from the routes; what it cannot know is added here: the response
-headers, the error answers each endpoint can give (as the settings make them possible), the
-request bodies (parsed by hand, :mod:`.bodies`), errors as problem JSON, and 400 instead of
-FastAPI's 422 for an invalid parameter.
+"""The OpenAPI description completed where FastAPI cannot know: response headers, the error answers the settings
+make possible, the request bodies (parsed by hand, :mod:`.bodies`), errors as problem JSON, 400 instead of 422.
 """
 
 from __future__ import annotations
