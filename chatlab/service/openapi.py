@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from fastapi import FastAPI
-from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from . import schema as wire
@@ -106,12 +105,9 @@ def complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
 
 def _add_body_schemas(schema: dict[str, Any], settings: ServiceSettings) -> None:
     """The write bodies' schemas (with the configured ``maxItems``), in place of FastAPI's validation errors."""
-    models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
-        (wire.AppendChatMessagesRequest, "validation"),
-        (wire.ReplaceChatMessagesRequest, "validation"),
-        (wire.ConversationMetadataPatch, "validation"),
-    ]
-    _, defs = models_json_schema(models, ref_template="#/components/schemas/{model}")
+    mode: JsonSchemaMode = "validation"
+    bodies = (wire.AppendChatMessagesRequest, wire.ReplaceChatMessagesRequest, wire.ConversationMetadataPatch)
+    _, defs = models_json_schema([(model, mode) for model in bodies], ref_template="#/components/schemas/{model}")
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components.update(defs["$defs"])
     for name in ("HTTPValidationError", "ValidationError"):

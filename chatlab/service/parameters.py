@@ -149,22 +149,17 @@ THROUGH = _parameter(
 )
 
 
-def read_positions(request: Request) -> tuple[int | None, int | None]:
-    """``after`` and ``limit`` of a read (``None`` when absent); any other query parameter is a 400."""
+def read_query(request: Request) -> tuple[int | None, int | None, bool]:
+    """``after`` and ``limit`` of a read (``None`` when absent), and whether it asks for ``view=summary``; any other
+    query parameter is a 400."""
     if not request.scope["query_string"]:  # the common read: no query to parse
-        return None, None
+        return None, None, False
     refuse_unknown_query(request, ("after", "limit", "view"))
-    return read_position(request, "after", 0), read_position(request, "limit", 1)
-
-
-def read_view(request: Request) -> str | None:
-    """The ``view`` of a read: ``"summary"``, or ``None`` for the messages themselves."""
+    after, limit = read_position(request, "after", 0), read_position(request, "limit", 1)
     view = request.query_params.get("view")
-    if view is None:
-        return None
-    if view != "summary":
+    if view not in (None, "summary"):
         raise Refused(400, f"query parameter view={view!r}: the only view is 'summary' (or leave view out)")
-    return view
+    return after, limit, view == "summary"
 
 
 def read_through(request: Request) -> int | None:

@@ -40,28 +40,12 @@ from ..stores import ChatHistoryStore
 from ..stores.base import ConversationSummary, Idempotency
 from ..stores.metadata import MAX_TAG_NAME, MAX_TAG_VALUE, MetadataChange, TooManyTags
 from ..vocabulary import ABSENT, FORK_OF, FORK_THROUGH, Refused
-from . import jsontext
+from . import jsontext, parameters
 from . import schema as wire
 from .bodies import BodyReader
 from .callers import caller_dependency, caller_resolver
 from .checkpoints import summary_view
 from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_docs, header_doc, problem_doc
-from .parameters import (
-    AFTER,
-    IDEMPOTENCY_KEY,
-    IF_MATCH,
-    LIMIT,
-    THROUGH,
-    VIEW,
-    condition_headers,
-    conversation_key_check,
-    conversation_key_parameter,
-    parse_header,
-    read_positions,
-    read_through,
-    read_view,
-    refuse_unknown_query,
-)
 from .responses import Answer, json_answer, json_response
 from .security.auth import Caller
 from .security.conditions import etag, fingerprint, parse_idempotency_key, parse_if_match
@@ -80,21 +64,18 @@ class Arguments:
         dependency = caller_dependency(settings)
         self.caller = Depends(dependency)
         self._resolve = caller_resolver(dependency, settings)
-        self.check_key = conversation_key_check(settings)
-        self._key = conversation_key_parameter(settings)
-        self._security: list[dict[str, list[str]]] | None = [{"ApiKey": []}] if settings.api_keys else None
+        self.check_key = parameters.conversation_key_check(settings)
+        self._key = parameters.conversation_key_parameter(settings)
+        self._security: dict[str, Any] = {"security": [{"ApiKey": []}]} if settings.api_keys else {}
 
     async def of(self, request: Request) -> tuple[Caller, str]:
         """Who calls, then which conversation (so no valid API key is a 401 whatever the key)."""
         caller = await self._resolve(request)
         return caller, self.check_key(request.path_params["conversationKey"])
 
-    def documented(self, *parameters: dict[str, Any]) -> dict[str, Any]:
-        """The ``openapi_extra`` of a conversation's route: the key, the ``parameters`` it reads, the API keys."""
-        extra: dict[str, Any] = {"parameters": [self._key, *parameters]}
-        if self._security is not None:
-            extra["security"] = self._security
-        return extra
+    def documented(self, *read: dict[str, Any]) -> dict[str, Any]:
+        """The ``openapi_extra`` of a conversation's route: the key, the other parameters it reads, the API keys."""
+        return {"parameters": [self._key, *read], **self._security}
 
 
 def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
@@ -104,10 +85,16 @@ def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings)
     # a conversation's routes first: the router tries routes in order, and they serve nearly every request
     _add_reading_routes(app, store, arguments, errors)
     _add_writing_routes(app, store, settings, arguments, errors)
-    _add_fork_route(app, store, settings, arguments, errors)
-    _add_metadata_route(app, store, settings, arguments, errors)
     _add_listing_routes(app, store, settings, arguments, errors)
-    _refuse_empty_key(app)
+
+    @app.api_route("/chat-history/", methods=["GET", "HEAD", "POST", "PUT", "DELETE"], include_in_schema=False)
+    async def empty_key() -> Response:
+        """``/chat-history/`` (an empty key) is a bad request, not the listing nor a 404."""
+        raise Refused(
+            400,
+            "the conversation key is empty: use /chat-history/{conversationKey}, or GET /chat-history (no "
+            "trailing slash) for the list of conversations",
+        )
 
 
 #: The largest page of ``GET /chat-history?limit=L``.
@@ -157,7 +144,7 @@ def _add_listing_routes(
         ] = None,
     ) -> Response:
         if request.scope["query_string"]:  # ``?limt=10`` would otherwise answer every conversation
-            refuse_unknown_query(request, ("limit", "after", "tag"))
+            parameters.refuse_unknown_query(request, ("limit", "after", "tag"))
         wanted = _tag_filter(tag or [])
         cursor = caller.stored_key(arguments.check_key(after)) if after is not None else None
         if wanted is None:
@@ -226,49 +213,6 @@ def _summary_row(summary: ConversationSummary, prefix: str) -> dict[str, Any]:
     return row
 
 
-def _add_metadata_route(
-    app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings, arguments: Arguments, errors: ErrorDocs
-) -> None:
-    read_body = BodyReader(settings)
-
-    @app.patch(
-        "/chat-history/{conversationKey}",
-        response_model=wire.ChatHistorySummary,
-        responses={
-            200: {"description": "The conversation's summary after the change."},
-            **errors.writes,
-            404: problem_doc("No such conversation."),
-            422: problem_doc("The change would leave more tags than a conversation may carry."),
-        },
-        summary="Set a conversation's title and tags (a JSON merge patch: null removes, what is not named stays)",
-        description="Metadata is not part of the conversation's version: its `ETag` stays, and no cached history "
-        "is invalidated. `replace` keeps it; `delete` drops it.",
-        openapi_extra={**body_doc("ConversationMetadataPatch"), **arguments.documented()},
-    )
-    async def patch_metadata(request: Request) -> Response:
-        caller, key = await arguments.of(request)
-        change = wire.decode_metadata_patch(await read_body.json_bytes(request))
-        try:
-            summary = await store.set_metadata(caller.stored_key(key), change)
-        except TooManyTags as exc:
-            raise Refused(422, f"{exc}: remove some with null; nothing was written") from None
-        if summary is None:
-            raise Refused(404, "there is no such conversation: write its messages first, then set its title and tags")
-        return json_response(_summary_row(summary, caller.prefix))
-
-
-def _refuse_empty_key(app: FastAPI) -> None:
-    """``/chat-history/`` (an empty key) is a bad request, not the listing nor a 404."""
-
-    @app.api_route("/chat-history/", methods=["GET", "HEAD", "POST", "PUT", "DELETE"], include_in_schema=False)
-    async def empty_key() -> Response:
-        raise Refused(
-            400,
-            "the conversation key is empty: use /chat-history/{conversationKey}, or GET /chat-history (no "
-            "trailing slash) for the list of conversations",
-        )
-
-
 def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Arguments, errors: ErrorDocs) -> None:
 
     @app.get(
@@ -284,13 +228,13 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         description="Without parameters, every message in order (the article's request). `after=N` skips the "
         "first N, `limit=L` returns at most L; the `ETag` and `X-Message-Count` describe the whole conversation "
         "in the same snapshot as the messages returned.",
-        openapi_extra=arguments.documented(AFTER, LIMIT, VIEW),
+        openapi_extra=arguments.documented(parameters.AFTER, parameters.LIMIT, parameters.VIEW),
     )
     async def get_messages(request: Request) -> Response:
         caller, key = await arguments.of(request)
-        after, limit = read_positions(request)
+        after, limit, summary = parameters.read_query(request)
         stored = caller.stored_key(key)
-        if request.scope["query_string"] and read_view(request) == "summary":
+        if summary:
             return await _summary_view(store, stored, key, after or 0, limit)
         if after is None and limit is None:  # the article's read
             whole = await store.read_array(stored)
@@ -356,6 +300,7 @@ def _version_headers(version: str, count: int) -> list[tuple[bytes, bytes]]:
 def _add_writing_routes(
     app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings, arguments: Arguments, errors: ErrorDocs
 ) -> None:
+    """``POST``, ``PUT``, ``DELETE``, fork and ``PATCH`` of one conversation."""
     read_messages = BodyReader(settings)
 
     @app.post(
@@ -377,13 +322,16 @@ def _add_writing_routes(
             422: problem_doc("The `Idempotency-Key` was used before with other messages."),
         },
         summary="Append messages to a conversation",
-        openapi_extra={**body_doc("AppendChatMessagesRequest"), **arguments.documented(IF_MATCH, IDEMPOTENCY_KEY)},
+        openapi_extra={
+            **body_doc("AppendChatMessagesRequest"),
+            **arguments.documented(parameters.IF_MATCH, parameters.IDEMPOTENCY_KEY),
+        },
     )
     async def append_messages(request: Request) -> Response:
         caller, key = await arguments.of(request)
-        if_match, idempotency_key = condition_headers(request)
-        condition = parse_header(parse_if_match, if_match)
-        idem_key = parse_header(parse_idempotency_key, idempotency_key)
+        if_match, idempotency_key = parameters.condition_headers(request)
+        condition = parameters.parse_header(parse_if_match, if_match)
+        idem_key = parameters.parse_header(parse_idempotency_key, idempotency_key)
         messages = await read_messages(request)
         idempotency = _idempotency(settings, idem_key, "append", messages)
         result = await store.append(caller.stored_key(key), messages, if_match=condition, idempotency=idempotency)
@@ -398,11 +346,11 @@ def _add_writing_routes(
         response_class=Response,
         responses={204: {"description": "Replaced.", "headers": {"ETag": ETAG_DOC}}, **errors.writes},
         summary="Replace a conversation's messages",
-        openapi_extra={**body_doc("ReplaceChatMessagesRequest"), **arguments.documented(IF_MATCH)},
+        openapi_extra={**body_doc("ReplaceChatMessagesRequest"), **arguments.documented(parameters.IF_MATCH)},
     )
     async def replace_messages(request: Request) -> Response:
         caller, key = await arguments.of(request)
-        condition = parse_header(parse_if_match, condition_headers(request)[0])
+        condition = parameters.parse_header(parse_if_match, parameters.condition_headers(request)[0])
         messages = await read_messages(request)
         result = await store.replace(caller.stored_key(key), messages, if_match=condition)
         return Answer(204, [(b"etag", etag(result.version).encode())])
@@ -418,18 +366,13 @@ def _add_writing_routes(
         summary="Delete a conversation",
         description="Without `If-Match`, as in the article. With the `ETag` of a GET, only if nobody wrote "
         "meanwhile: a client that read a conversation and decided to delete it never wipes an append it did not see.",
-        openapi_extra=arguments.documented(IF_MATCH),
+        openapi_extra=arguments.documented(parameters.IF_MATCH),
     )
     async def delete_conversation(request: Request) -> Response:
         caller, key = await arguments.of(request)
-        condition = parse_header(parse_if_match, condition_headers(request)[0])
+        condition = parameters.parse_header(parse_if_match, parameters.condition_headers(request)[0])
         await store.delete(caller.stored_key(key), if_match=condition)
         return Answer(204, [])
-
-
-def _add_fork_route(
-    app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings, arguments: Arguments, errors: ErrorDocs
-) -> None:
 
     @app.post(
         "/chat-history/{conversationKey}/fork",
@@ -447,12 +390,12 @@ def _add_fork_route(
         summary="Fork a conversation: a new one holding its first N messages (all by default)",
         description="The new conversation's key is chosen by the service. With an `Idempotency-Key`, a retry answers "
         "the same new conversation and copies nothing twice.",
-        openapi_extra=arguments.documented(THROUGH, IDEMPOTENCY_KEY),
+        openapi_extra=arguments.documented(parameters.THROUGH, parameters.IDEMPOTENCY_KEY),
     )
     async def fork_conversation(request: Request) -> Response:
         caller, key = await arguments.of(request)
-        through = read_through(request)
-        idem_key = parse_header(parse_idempotency_key, condition_headers(request)[1])
+        through = parameters.read_through(request)
+        idem_key = parameters.parse_header(parse_idempotency_key, parameters.condition_headers(request)[1])
         source = await store.read(caller.stored_key(key))
         if not source.messages:
             raise Refused(404, f"there is no conversation {key!r} to fork")
@@ -468,6 +411,31 @@ def _add_fork_route(
         # after the append (a retry of it sets the same tags again): where the fork came from
         await store.set_metadata(stored, MetadataChange(tags={FORK_OF: key, FORK_THROUGH: str(len(messages))}))
         return Answer(201, [*_created_headers(new_key, result.version), (b"content-length", b"0")])
+
+    @app.patch(
+        "/chat-history/{conversationKey}",
+        response_model=wire.ChatHistorySummary,
+        responses={
+            200: {"description": "The conversation's summary after the change."},
+            **errors.writes,
+            404: problem_doc("No such conversation."),
+            422: problem_doc("The change would leave more tags than a conversation may carry."),
+        },
+        summary="Set a conversation's title and tags (a JSON merge patch: null removes, what is not named stays)",
+        description="Metadata is not part of the conversation's version: its `ETag` stays, and no cached history "
+        "is invalidated. `replace` keeps it; `delete` drops it.",
+        openapi_extra={**body_doc("ConversationMetadataPatch"), **arguments.documented()},
+    )
+    async def patch_metadata(request: Request) -> Response:
+        caller, key = await arguments.of(request)
+        change = wire.decode_metadata_patch(await read_messages.json_bytes(request))
+        try:
+            summary = await store.set_metadata(caller.stored_key(key), change)
+        except TooManyTags as exc:
+            raise Refused(422, f"{exc}: remove some with null; nothing was written") from None
+        if summary is None:
+            raise Refused(404, "there is no such conversation: write its messages first, then set its title and tags")
+        return json_response(_summary_row(summary, caller.prefix))
 
 
 def _idempotency(

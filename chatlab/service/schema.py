@@ -1,10 +1,7 @@
-"""The article's wire format, as the service checks and documents it.
+"""The article's wire format, Microsoft.Extensions.AI ``ChatMessage`` JSON (``shared/reference/meai-wire.md``).
 
-Bodies are Microsoft.Extensions.AI ``ChatMessage`` JSON (``shared/reference/meai-wire.md``).
-The pydantic models below are the single description of that format: they produce the
-OpenAPI schemas and validate what a client sends. The service validates the parsed JSON
-against them but stores the parsed JSON itself, so every key, its order, nulls and
-unknown fields survive; the models never rewrite a message.
+The pydantic models below are its one description: they make the OpenAPI schemas and validate what a client sends.
+The service stores the parsed JSON itself, so every key, its order, nulls and unknown fields survive.
 """
 
 from __future__ import annotations
@@ -27,15 +24,7 @@ from pydantic import (
     create_model,
 )
 
-from ..stores.metadata import (
-    MAX_TAG_NAME,
-    MAX_TAG_VALUE,
-    MAX_TAGS,
-    MAX_TITLE,
-    TAG_NAME_PATTERN,
-    TEXT_PATTERN,
-    MetadataChange,
-)
+from ..stores import metadata
 from ..vocabulary import CONTENT_KINDS, Refused
 from . import jsontext, pieces, precheck
 
@@ -173,11 +162,8 @@ class ReplaceChatMessagesRequest(AppendChatMessagesRequest):
 
 
 class ChatHistorySummary(BaseModel):
-    """One conversation in ``GET /chat-history``, as it goes on the wire (camelCase keys).
-
-    Only the OpenAPI schema of that answer: the service and the stores hold summaries as
-    :class:`chatlab.vocabulary.ConversationSummary`.
-    """
+    """The OpenAPI schema of one conversation in ``GET /chat-history`` (the stores hold a
+    :class:`chatlab.vocabulary.ConversationSummary`)."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -208,8 +194,8 @@ class ChatHistorySummary(BaseModel):
     )
 
 
-TagName = Annotated[str, Field(pattern=TAG_NAME_PATTERN, min_length=1, max_length=MAX_TAG_NAME)]
-TagValue = Annotated[StrictStr, Field(max_length=MAX_TAG_VALUE, pattern=TEXT_PATTERN)]
+TagName = Annotated[str, Field(pattern=metadata.TAG_NAME_PATTERN, min_length=1, max_length=metadata.MAX_TAG_NAME)]
+TagValue = Annotated[StrictStr, Field(max_length=metadata.MAX_TAG_VALUE, pattern=metadata.TEXT_PATTERN)]
 
 
 def _tag_names_schema(schema: dict[str, Any]) -> None:
@@ -217,7 +203,7 @@ def _tag_names_schema(schema: dict[str, Any]) -> None:
     ``patternProperties`` (which lets names that do not match through, unchecked)."""
     (value,) = schema.pop("patternProperties").values()
     schema["additionalProperties"] = value
-    schema["propertyNames"] = {"pattern": TAG_NAME_PATTERN, "minLength": 1, "maxLength": MAX_TAG_NAME}
+    schema["propertyNames"] = {"pattern": metadata.TAG_NAME_PATTERN, "minLength": 1, "maxLength": metadata.MAX_TAG_NAME}
 
 
 class ConversationMetadataPatch(BaseModel):
@@ -230,28 +216,28 @@ class ConversationMetadataPatch(BaseModel):
         json_schema_extra={"examples": [{"title": "Trip to Kyoto", "tags": {"user": "u42", "draft": None}}]},
     )
     title: StrictStr | None = Field(
-        default=None, max_length=MAX_TITLE, pattern=TEXT_PATTERN, description="`null` removes the title."
+        default=None,
+        max_length=metadata.MAX_TITLE,
+        pattern=metadata.TEXT_PATTERN,
+        description="`null` removes the title.",
     )
     tags: dict[TagName, TagValue | None] = Field(
         default_factory=dict,
-        max_length=MAX_TAGS,
-        description=f"Tags to set, or remove with `null`; a conversation carries at most {MAX_TAGS}.",
+        max_length=metadata.MAX_TAGS,
+        description=f"Tags to set, or remove with `null`; a conversation carries at most {metadata.MAX_TAGS}.",
         json_schema_extra=_tag_names_schema,
     )
 
 
-_metadata_adapter = TypeAdapter(ConversationMetadataPatch)
-
-
-def decode_metadata_patch(body: bytes) -> MetadataChange:
+def decode_metadata_patch(body: bytes) -> metadata.MetadataChange:
     """The change a ``PATCH`` body asks for; a 400 that says what is wrong with a body that is not one."""
     try:
-        patch = _metadata_adapter.validate_json(body)
+        patch = ConversationMetadataPatch.model_validate_json(body)
     except ValidationError as exc:
         errors = [{"path": _path(tuple(e["loc"])) or "(body)", "message": e["msg"]} for e in exc.errors()]
         first, shape = errors[0], '{"title": ..., "tags": {...}}'
         raise Refused(400, f"{first['path']}: {first['message']} (send {shape})", errors[:MAX_ERRORS]) from None
-    return MetadataChange(patch.title, "title" in patch.model_fields_set, patch.tags)
+    return metadata.MetadataChange(patch.title, "title" in patch.model_fields_set, patch.tags)
 
 
 class ServiceInfo(BaseModel):
