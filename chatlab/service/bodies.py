@@ -1,8 +1,7 @@
 """A write's body, read raw and parsed once (:mod:`.schema`) within every size limit: FastAPI never parses it.
 
 A large body is decoded in a worker thread, one at a time and in pieces (:mod:`.pieces`), so the event loop keeps its
-turns; a small one on the loop, where a thread's hand-off would cost more. A body not arriving with its head has
-``body_timeout`` to arrive whole, else 408 and the connection closed.
+turns; a small one on the loop. A body not arriving with its head has ``body_timeout`` to arrive whole, else 408.
 """
 
 from __future__ import annotations
@@ -19,8 +18,7 @@ from . import schema as wire
 from .security.browser import is_json
 from .settings import ServiceSettings
 
-#: A body up to this share of the largest one allowed is decoded on the event loop, which it holds for at most
-#: this share of the time the largest body's decoding takes.
+#: A body up to this share of the largest one allowed is decoded on the event loop.
 INLINE_SHARE = 1 / 256
 
 
@@ -30,9 +28,7 @@ class BodyReader:
     def __init__(self, settings: ServiceSettings) -> None:
         self._settings = settings
         self._decode = partial(
-            wire.decode_messages_body,
-            max_messages=settings.max_messages,
-            max_message_bytes=settings.max_message_bytes,
+            wire.decode_messages_body, max_messages=settings.max_messages, max_message_bytes=settings.max_message_bytes
         )
         self._limiter: anyio.CapacityLimiter | None = None
         #: the largest body decoded on the loop (:data:`INLINE_SHARE` of the limit)
@@ -40,9 +36,7 @@ class BodyReader:
 
     async def __call__(self, request: Request) -> list[bytes]:
         """The checked, encoded messages of a JSON body (415 for another type), within every size limit."""
-        content_type, declared = _content_headers(request.scope["headers"])
-        _check_json(content_type)
-        body = await self._read(request, declared)
+        body = await self.json_bytes(request)
         if len(body) <= self.inline_bytes:
             return self._decode(body)
         if self._limiter is None:  # made here, on the loop that serves the app
@@ -50,16 +44,18 @@ class BodyReader:
         return await anyio.to_thread.run_sync(partial(self._decode, body, in_pieces=True), limiter=self._limiter)
 
     async def json_bytes(self, request: Request) -> bytes:
-        """The raw bytes of a small JSON body (``PATCH``'s), under the same type, size and time limits."""
+        """The raw bytes of a JSON body (415 for another type, what a cross-site form sends), within the limits."""
         content_type, declared = _content_headers(request.scope["headers"])
-        _check_json(content_type)
+        if not is_json(content_type or ""):
+            raise Refused(
+                415, f"a write's body must be JSON: send Content-Type: application/json, not {content_type or 'none'}"
+            )
         return await self._read(request, declared)
 
     async def _read(self, request: Request, declared: str) -> bytes:
-        """The request body: 413 as soon as it is known to exceed the limit, 408 when it arrives too slowly.
-
-        Read from ``receive`` itself: Starlette's ``request.stream()`` is an async generator, dearer per body.
-        """
+        """The request body: 413 as soon as it is known to exceed the limit, 408 when it arrives too slowly (the
+        connection is then closed: the rest may still come). Read from ``receive`` itself: Starlette's
+        ``request.stream()`` is an async generator, dearer per body."""
         limit = self._settings.max_body_bytes
         # 19 digits or more are over any limit, and are not made an int (of thousands of digits, int() raises)
         declared = declared.lstrip("0")
@@ -75,7 +71,8 @@ class BodyReader:
                     async with asyncio.timeout_at(deadline):
                         message = await receive()
                 except TimeoutError:
-                    raise self._too_late() from None
+                    detail = f"the body did not arrive within {self._settings.body_timeout:g} s: send it at once"
+                    raise Refused(408, detail, headers={"Connection": "close"}) from None
             if message["type"] == "http.disconnect":
                 raise ClientDisconnect()
             chunk = message.get("body", b"")
@@ -88,15 +85,7 @@ class BodyReader:
             if deadline is None:  # the body is still arriving: from now on it has body_timeout
                 deadline = asyncio.get_running_loop().time() + self._settings.body_timeout
 
-    def _too_late(self) -> Refused:
-        """The 408 of a body that did not arrive in time; the connection is closed (the rest may still come)."""
-        timeout = self._settings.body_timeout
-        return Refused(
-            408, f"the body did not arrive within {timeout:g} s: send it at once", headers={"Connection": "close"}
-        )
-
     def _too_large(self) -> Refused:
-        """The 413 of a body over the limit (built only when one is: this is every write's path)."""
         limit = self._settings.max_body_bytes
         return Refused(413, f"the body is larger than {limit} bytes: send fewer or smaller messages per request")
 
@@ -111,11 +100,3 @@ def _content_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str | None, st
         elif name == b"content-length" and content_length is None:
             content_length = value.decode("latin-1")
     return content_type, content_length or ""
-
-
-def _check_json(content_type: str | None) -> None:
-    """415 for a body that is not JSON (what a cross-site form sends: :mod:`.security.browser`)."""
-    if not is_json(content_type or ""):
-        raise Refused(
-            415, f"a write's body must be JSON: send Content-Type: application/json, not {content_type or 'none'}"
-        )

@@ -1,8 +1,7 @@
 """Summary checkpoints: ``GET /chat-history/{key}?view=summary`` answers the latest one and what follows it.
 
 A checkpoint is an ordinary stored message with ``additionalProperties["chatlab.summaryThrough"] = N``, summarizing
-messages 1..N (docs/conversations.md); the plain ``GET`` still answers everything. Only messages whose bytes mention
-the property are decoded.
+messages 1..N (docs/conversations.md). Only messages whose bytes mention the property are decoded.
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ from collections.abc import Sequence
 import msgspec
 
 from ..vocabulary import SUMMARY_THROUGH
-
-__all__ = ["summarized_through", "summary_view"]
 
 _MARK = SUMMARY_THROUGH.encode()
 
@@ -35,10 +32,7 @@ def summarized_through(message: bytes) -> int | None:
 
 def summary_view(messages: Sequence[bytes]) -> list[bytes]:
     """The latest checkpoint followed by the messages after its N; the whole conversation when it has none.
-
-    A checkpoint counts only when it summarizes messages that come before it (N below its own position); any
-    other is an ordinary message.
-    """
+    A checkpoint counts only when it summarizes messages before it (N below its own position)."""
     for position in range(len(messages) - 1, -1, -1):
         through = summarized_through(messages[position])
         if through is not None and through <= position:

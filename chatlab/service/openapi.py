@@ -1,9 +1,5 @@
-"""The OpenAPI description, made to say what the service really does.
-
-FastAPI infers most of it from the routes; what it cannot know is added here: the response
-headers, the error answers each endpoint can give (as the settings make them possible), the
-request bodies (parsed by hand, :mod:`.bodies`), errors as problem JSON, and 400 instead of
-FastAPI's 422 for an invalid parameter.
+"""The OpenAPI description completed where FastAPI cannot know: response headers, the error answers the settings
+make possible, the request bodies (parsed by hand, :mod:`.bodies`), errors as problem JSON, 400 instead of 422.
 """
 
 from __future__ import annotations
@@ -11,7 +7,6 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from fastapi import FastAPI
-from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from . import schema as wire
@@ -110,12 +105,9 @@ def complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
 
 def _add_body_schemas(schema: dict[str, Any], settings: ServiceSettings) -> None:
     """The write bodies' schemas (with the configured ``maxItems``), in place of FastAPI's validation errors."""
-    models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
-        (wire.AppendChatMessagesRequest, "validation"),
-        (wire.ReplaceChatMessagesRequest, "validation"),
-        (wire.ConversationMetadataPatch, "validation"),
-    ]
-    _, defs = models_json_schema(models, ref_template="#/components/schemas/{model}")
+    mode: JsonSchemaMode = "validation"
+    bodies = (wire.AppendChatMessagesRequest, wire.ReplaceChatMessagesRequest, wire.ConversationMetadataPatch)
+    _, defs = models_json_schema([(model, mode) for model in bodies], ref_template="#/components/schemas/{model}")
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components.update(defs["$defs"])
     for name in ("HTTPValidationError", "ValidationError"):

@@ -1,10 +1,8 @@
-"""What a request names besides its body: the conversation key, ``If-Match``, ``Idempotency-Key``,
-``after`` and ``limit``.
+"""What a request names besides its body: the conversation key, ``If-Match``, ``Idempotency-Key`` and the query.
 
-Each is read from the request by the endpoints of a conversation themselves, which take only the request (FastAPI
-then solves no parameters per request, the dearest part of serving one), and described here, once, for the
-OpenAPI description (the routes' ``openapi_extra``). A bad one is a 400 problem that says what is wrong, and an
-unknown query parameter is refused.
+A conversation's endpoints read them from the request themselves (FastAPI then solves no parameters per request, the
+dearest part of serving one); they are described here for OpenAPI (the routes' ``openapi_extra``). A bad one, or an
+unknown query parameter, is a 400 problem that says what is wrong.
 """
 
 from __future__ import annotations
@@ -20,16 +18,9 @@ from .security.conditions import IDEMPOTENCY_KEY_PATTERN
 from .settings import KEY_PATTERN, ServiceSettings
 
 
-def _parameter(where: str, name: str, description: str, schema: dict[str, Any], example: Any) -> dict[str, Any]:
-    """An OpenAPI Parameter Object: what a request may carry that its endpoint reads from the request itself."""
-    return {
-        "name": name,
-        "in": where,
-        "required": False,
-        "description": description,
-        "schema": schema,
-        "example": example,
-    }
+def _parameter(where: str, name: str, text: str, schema: dict[str, Any], example: Any) -> dict[str, Any]:
+    """An OpenAPI Parameter Object, of an optional parameter."""
+    return {"name": name, "in": where, "required": False, "description": text, "schema": schema, "example": example}
 
 
 IF_MATCH = _parameter(
@@ -73,9 +64,7 @@ LIMIT = _parameter(
 
 def conversation_key_check(settings: ServiceSettings) -> Callable[[str], str]:
     """The check of a conversation key against the configured pattern and length (a 400 saying what a key is)."""
-    pattern = re.compile(settings.key_pattern)
-    max_length = settings.key_max_length
-    rule = _key_rule(settings)
+    pattern, max_length, rule = re.compile(settings.key_pattern), settings.key_max_length, _key_rule(settings)
 
     def check(key: str) -> str:
         if not (1 <= len(key) <= max_length and pattern.fullmatch(key)):
@@ -116,19 +105,19 @@ def _key_rule(settings: ServiceSettings) -> str:
 
 
 def refuse_unknown_query(request: Request, known: tuple[str, ...]) -> None:
-    """A 400 for a query parameter the endpoint does not take (``?afer=3`` would otherwise read everything)."""
+    """A 400 for a query parameter the endpoint does not take (``?afer=3`` would read everything)."""
     unknown = [name for name in request.query_params if name not in known]
     if unknown:
         raise Refused(400, f"unknown query parameter {unknown[0]!r}: this endpoint takes {' and '.join(known)} only")
 
 
 def read_position(request: Request, name: str, minimum: int) -> int | None:
-    """A query parameter that is a position (``after``) or a count (``limit``), checked as its OpenAPI says."""
+    """A query parameter that is a position or a count, checked as its OpenAPI says."""
     value = request.query_params.get(name)
     if value is None:
         return None
     digits = value[1:] if value.startswith("-") else value
-    # at most as many digits as MAX_POSITION has: int() of thousands of them raises, and they are out of range
+    # at most as many digits as MAX_POSITION has (int() of thousands of them raises)
     number = int(value) if value.isascii() and digits.isdigit() and len(digits) <= _DIGITS else None
     if number is None or not minimum <= number <= MAX_POSITION:
         raise Refused(400, f"query parameter {name}={value!r}: use a whole number from {minimum} to {MAX_POSITION}")
@@ -160,22 +149,17 @@ THROUGH = _parameter(
 )
 
 
-def read_positions(request: Request) -> tuple[int | None, int | None]:
-    """``after`` and ``limit`` of a read (``None`` when absent); any other query parameter is a 400."""
+def read_query(request: Request) -> tuple[int | None, int | None, bool]:
+    """``after`` and ``limit`` of a read (``None`` when absent), and whether it asks for ``view=summary``; any other
+    query parameter is a 400."""
     if not request.scope["query_string"]:  # the common read: no query to parse
-        return None, None
+        return None, None, False
     refuse_unknown_query(request, ("after", "limit", "view"))
-    return read_position(request, "after", 0), read_position(request, "limit", 1)
-
-
-def read_view(request: Request) -> str | None:
-    """The ``view`` of a read: ``"summary"``, or ``None`` for the messages themselves."""
+    after, limit = read_position(request, "after", 0), read_position(request, "limit", 1)
     view = request.query_params.get("view")
-    if view is None:
-        return None
-    if view != "summary":
+    if view not in (None, "summary"):
         raise Refused(400, f"query parameter view={view!r}: the only view is 'summary' (or leave view out)")
-    return view
+    return after, limit, view == "summary"
 
 
 def read_through(request: Request) -> int | None:
@@ -185,11 +169,9 @@ def read_through(request: Request) -> int | None:
 
 
 def condition_headers(request: Request) -> tuple[str | None, str | None]:
-    """The first ``If-Match`` and the ``Idempotency-Key``, in one pass over the raw headers.
-
-    Several ``Idempotency-Key`` lines are one list (RFC 9110 section 5.3), which is not the one String the header
-    holds: they are joined, and refused as malformed; an empty one is there, and malformed too.
-    """
+    """The first ``If-Match`` and the ``Idempotency-Key``, in one pass over the raw headers. Several
+    ``Idempotency-Key`` lines are one list (RFC 9110 section 5.3), not the one String the header holds: joined, they
+    are refused as malformed."""
     if_match, keys = None, []
     for name, value in request.scope["headers"]:
         if name == b"if-match":

@@ -1,8 +1,5 @@
-"""A large body's messages cut into validation calls of a bounded size, each knowing where its errors are.
-
-Pydantic holds the GIL for a whole call, so a large body validated in a worker thread goes in pieces to let the event
-loop run between them, and each piece's models are freed before the next is built.
-"""
+"""A large body's messages cut into validation calls of a bounded size, each knowing where its errors are:
+pydantic holds the GIL for a whole call, so the event loop runs between the pieces."""
 
 from __future__ import annotations
 

@@ -6,12 +6,10 @@ accept the models accept; anything they refuse or cannot tell goes to pydantic, 
 
 from __future__ import annotations
 
-import types
 from datetime import datetime
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, Union
 
 import msgspec
-from pydantic import StrictBool, StrictStr
 
 Json = Any
 
@@ -19,8 +17,9 @@ Json = Any
 def structs(checked: dict[str, dict[str, tuple[Any, Any]]], tag_name: str) -> Any:
     """A struct whose ``messages`` is a list of messages as msgspec structs: one per ``$type`` of ``checked``
     (tagged), other keys allowed; ``tag_name`` is the name of the models' tag field. A struct, not ``list[...]``:
-    msgspec keeps a struct's type information, but collects a generic alias's anew on every ``convert`` (about
-    half of the check's time)."""
+    msgspec keeps a struct's type information, but collects a generic alias's anew on every ``convert``.
+
+    msgspec reads pydantic's ``StrictStr`` and ``StrictBool`` as its own (strict) ``str`` and ``bool``."""
 
     class Content(msgspec.Struct, tag_field="$type", kw_only=True):
         annotations: list[dict[str, Json]] | None = None
@@ -28,21 +27,16 @@ def structs(checked: dict[str, dict[str, tuple[Any, Any]]], tag_name: str) -> An
 
     # pydantic reads a content's tag from this key too (the tag field's own name): one that holds it, whatever
     # the value, is left to pydantic (UNSET is the only value this type takes, and no JSON value is it)
-    kinds_fields = [(tag_name, msgspec.UnsetType, msgspec.UNSET)]
+    tag_field = (tag_name, msgspec.UnsetType, msgspec.UNSET)
 
-    kinds = [
-        msgspec.defstruct(
-            f"{name}Content",
-            kinds_fields
-            + [
-                (field, _plain(annotation), _default(default)) for field, (annotation, default) in checked[name].items()
-            ],
-            bases=(Content,),
-            tag=name,
-            kw_only=True,
-        )
-        for name in checked
-    ]
+    def kind(name: str, fields: dict[str, tuple[Any, Any]]) -> Any:
+        own = [
+            (field, annotation, msgspec.NODEFAULT if default is ... else default)
+            for field, (annotation, default) in fields.items()
+        ]
+        return msgspec.defstruct(f"{name}Content", [tag_field, *own], bases=(Content,), tag=name, kw_only=True)
+
+    kinds = [kind(name, fields) for name, fields in checked.items()]
     message = msgspec.defstruct(
         "ChatMessage",
         [
@@ -65,22 +59,10 @@ def valid(messages: list[Json], checked_type: Any) -> bool:
         converted = msgspec.convert({"messages": messages}, checked_type).messages
     except msgspec.ValidationError:
         return False
-    for message in converted:
-        if message.createdAt is not None:
-            try:
+    try:
+        for message in converted:
+            if message.createdAt is not None:
                 datetime.fromisoformat(message.createdAt)
-            except ValueError:
-                return False
+    except ValueError:
+        return False
     return True
-
-
-def _plain(annotation: Any) -> Any:
-    """A field's type as msgspec checks it: pydantic's strict ``str`` and ``bool`` are msgspec's own (strict)."""
-    if get_origin(annotation) in (Union, types.UnionType):
-        return Union[tuple(_plain(member) for member in get_args(annotation))]  # noqa: UP007 - built at run time
-    return {id(StrictStr): str, id(StrictBool): bool}.get(id(annotation), annotation)
-
-
-def _default(default: Any) -> Any:
-    """Pydantic's ``...`` (required) as msgspec's."""
-    return msgspec.NODEFAULT if default is ... else default

@@ -22,24 +22,13 @@ from .responses import json_response
 from .security.conditions import etag
 
 PROBLEM_JSON = "application/problem+json"
-_TITLES = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    408: "Request Timeout",
-    412: "Precondition Failed",
-    413: "Content Too Large",
-    414: "URI Too Long",
-    415: "Unsupported Media Type",
-    421: "Misdirected Request",
-    422: "Unprocessable Content",
-    429: "Too Many Requests",
-    431: "Request Header Fields Too Large",
-    503: "Service Unavailable",
-}
+#: The RFC 9110 names where Python's ``HTTPStatus`` still has the older ones.
+_TITLES = {413: "Content Too Large", 414: "URI Too Long", 422: "Unprocessable Content"}
 
 
-def _problem_response(status: int, title: str, detail: str, errors: list[dict[str, Any]] | None = None) -> Response:
-    """The problem JSON; ``errors`` has one entry per invalid field of a body, when it helps."""
+def problem_response(status: int, detail: str, errors: list[dict[str, Any]] | None = None, title: str = "") -> Response:
+    """The problem JSON of a refusal; ``errors`` has one entry per invalid field of a body, when it helps."""
+    title = title or _TITLES.get(status) or HTTPStatus(status).phrase
     body: dict[str, Any] = {"title": title, "status": status, "detail": detail}
     if errors:
         body["errors"] = errors
@@ -49,11 +38,6 @@ def _problem_response(status: int, title: str, detail: str, errors: list[dict[st
     return response
 
 
-def problem_response(status: int, detail: str) -> Response:
-    """The problem JSON of a refusal made outside the routes (where raising would not reach the handlers)."""
-    return _problem_response(status, _TITLES.get(status, "Error"), detail)
-
-
 def add_error_handlers(app: FastAPI) -> None:
     """Answer every error below as problem JSON, FastAPI's and Starlette's own included."""
     for exception, handler in _HANDLERS.items():
@@ -61,73 +45,61 @@ def add_error_handlers(app: FastAPI) -> None:
 
 
 async def _refused(_: Request, exc: Refused) -> Response:
-    title = _TITLES.get(exc.status) or HTTPStatus(exc.status).phrase
-    response = _problem_response(exc.status, title, exc.detail, exc.errors)
+    response = problem_response(exc.status, exc.detail, exc.errors)
     response.headers.update(exc.headers)
     return response
 
 
-async def _precondition_failed(_: Request, exc: VersionMismatch) -> Response:
+async def _precondition_failed(request: Request, exc: VersionMismatch) -> Response:
     """412 with the current ``ETag``, so the client knows the version it has to redo its change on."""
-    response = _problem_response(
-        412,
-        _TITLES[412],
+    detail = (
         "the conversation changed since the If-Match version (it is now at the ETag of this answer): "
-        "GET it again, redo your change and retry; nothing was written",
+        "GET it again, redo your change and retry; nothing was written"
     )
-    response.headers["ETag"] = etag(exc.current)
-    return response
+    return await _refused(request, Refused(412, detail, headers={"ETag": etag(exc.current)}))
 
 
-async def _idempotency_key_reused(_: Request, exc: IdempotencyKeyReused) -> Response:
-    return _problem_response(
-        422,
-        _TITLES[422],
+async def _idempotency_key_reused(request: Request, exc: IdempotencyKeyReused) -> Response:
+    detail = (
         "this Idempotency-Key was already used for an append of other messages to this conversation: "
-        "use a new key for each new append; nothing was written",
+        "use a new key for each new append; nothing was written"
     )
+    return await _refused(request, Refused(422, detail))
 
 
-async def _invalid_parameter(_: Request, exc: RequestValidationError) -> Response:
+async def _invalid_parameter(request: Request, exc: RequestValidationError) -> Response:
     """400, not FastAPI's 422: an invalid parameter is a bad request, as everywhere else in the service."""
     detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-    return _problem_response(400, _TITLES[400], detail)
+    return await _refused(request, Refused(400, detail))
 
 
 #: Seconds a client is asked to wait after a store failure (``Retry-After`` of the 503).
 STORE_RETRY_AFTER = 1
 
 
-async def _store_unavailable(_: Request, exc: StoreError) -> Response:
-    response = _problem_response(503, _TITLES[503], f"the history store failed: {exc}; retry later")
-    response.headers["Retry-After"] = str(STORE_RETRY_AFTER)
-    return response
+async def _store_unavailable(request: Request, exc: StoreError) -> Response:
+    retry = {"Retry-After": str(STORE_RETRY_AFTER)}
+    return await _refused(request, Refused(503, f"the history store failed: {exc}; retry later", headers=retry))
 
 
 async def _http_error(request: Request, exc: HTTPException) -> Response:
     """Starlette's 404 and 405, with a hint where the API is described."""
-    response = _problem_response(exc.status_code, str(exc.detail), _http_hint(exc.status_code))
+    if exc.status_code == 404:
+        hint = "no such endpoint: see GET /openapi.json for the API (/, /chat-history, /chat-history/{conversationKey})"
+    elif exc.status_code == 405:
+        hint = "this endpoint does not accept that method: see GET /openapi.json"
+    else:
+        hint = "see GET /openapi.json for the API"
+    response = problem_response(exc.status_code, hint, title=str(exc.detail))
     response.headers.update(exc.headers or {})
     if exc.status_code == 405:  # Starlette names only the first route's method; list every one
-        response.headers["Allow"] = ", ".join(_allowed_methods(request))
+        methods: set[str] = set()
+        for route in request.app.router.routes:
+            match, _ = route.matches({**request.scope, "method": "GET"})
+            if match != Match.NONE and getattr(route, "methods", None):
+                methods |= set(route.methods)
+        response.headers["Allow"] = ", ".join(sorted(methods))
     return response
-
-
-def _allowed_methods(request: Request) -> list[str]:
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches({**request.scope, "method": "GET"})
-        if match != Match.NONE and getattr(route, "methods", None):
-            methods |= set(route.methods)
-    return sorted(methods)
-
-
-def _http_hint(status: int) -> str:
-    if status == 404:
-        return "no such endpoint: see GET /openapi.json for the API (/, /chat-history, /chat-history/{conversationKey})"
-    if status == 405:
-        return "this endpoint does not accept that method: see GET /openapi.json"
-    return "see GET /openapi.json for the API"
 
 
 _HANDLERS: dict[type[Exception], Any] = {

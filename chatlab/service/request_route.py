@@ -1,11 +1,9 @@
 """The service's route class: an endpoint that takes only the ``Request`` is called with it, as it is.
 
-FastAPI's handler around an endpoint solves its dependencies, reads and validates its body and serializes what it
-returns. A conversation's endpoints need none of that: they read the request themselves (:mod:`.parameters`,
-:mod:`.bodies`) and return a ``Response``. So for them the route's handler is the endpoint itself, the extension
-FastAPI documents for this ("Custom Request and APIRoute class": subclass ``APIRoute`` and override
-``get_route_handler``, https://fastapi.tiangolo.com/how-to/custom-request-and-route/). Routing, the exception
-handlers, middleware and the OpenAPI description stay FastAPI's; any other endpoint keeps FastAPI's handler.
+FastAPI's handler solves an endpoint's dependencies, reads its body and serializes what it returns; a conversation's
+endpoints read the request themselves and return a ``Response``, so their handler is the endpoint itself (FastAPI's
+documented extension: https://fastapi.tiangolo.com/how-to/custom-request-and-route/). Routing, exception handlers,
+middleware and OpenAPI stay FastAPI's.
 """
 
 from __future__ import annotations
@@ -32,17 +30,11 @@ class RequestRoute(APIRoute):
 def takes_only_the_request(route: APIRoute) -> bool:
     """Whether FastAPI has nothing to solve for the route's endpoint: an ``async def f(request: Request)``."""
     wants = route.dependant
-    solved = (
-        wants.path_params,
-        wants.query_params,
-        wants.header_params,
-        wants.cookie_params,
-        wants.body_params,
-        wants.dependencies,
-    )
+    solved = (wants.path_params, wants.query_params, wants.header_params, wants.cookie_params, wants.body_params)
     return (
         wants.request_param_name is not None
         and not any(solved)
+        and not wants.dependencies
         and not route.dependencies
         and inspect.iscoroutinefunction(route.endpoint)
         and len(inspect.signature(route.endpoint).parameters) == 1

@@ -1,8 +1,5 @@
-"""JSON responses written by hand, so the service decides their exact bytes.
-
-FastAPI's own encoding would validate and re-encode every answer; the service's answers are
-already plain data (or the stored messages' bytes), so it writes compact UTF-8 JSON itself.
-"""
+"""JSON responses written by hand: the answers are plain data or the stored messages' bytes, which FastAPI's
+encoding would validate and re-encode."""
 
 from __future__ import annotations
 
@@ -22,12 +19,8 @@ def json_response(value: Any) -> Response:
 
 
 class Answer(Response):
-    """A response whose head is given as the bytes sent: the conversation routes' answers.
-
-    Starlette's ``Response`` lower-cases, encodes and scans the headers of every answer it builds;
-    these routes' headers are few and known, so they are given ready. It stays a ``Response``:
-    ``headers`` reads and changes them as usual.
-    """
+    """A ``Response`` whose headers are given as the bytes sent (Starlette's would lower-case, encode and scan them:
+    these routes' headers are few and known); ``headers`` reads and changes them as usual."""
 
     def __init__(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes = b"") -> None:
         self.status_code = status

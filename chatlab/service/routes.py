@@ -16,13 +16,11 @@
 
 Stored messages are returned as the bytes the store holds, so reads never re-encode.
 
-A conversation's version (``ETag``) is ``"<generation>.<count>"``: the generation changes
-when it is created, replaced or deleted, never on an append. So a client holding the first N
-messages of a generation asks for ``?after=N`` and knows from the answer's ``ETag`` whether
-those N are still the start (same generation) or it must read everything again
-(:mod:`chatlab.client.cache`, which the provider uses). ``PUT``, ``POST`` and ``DELETE`` take
-an ``ETag`` back in ``If-Match`` and answer 412, changing nothing, when the conversation has
-moved on since.
+A conversation's version (``ETag``) is ``"<generation>.<count>"``: the generation changes when it is created,
+replaced or deleted, never on an append. So a client holding the first N messages of a generation asks for
+``?after=N`` and knows from the answer's ``ETag`` whether those N are still the start or it must read everything
+again (:mod:`chatlab.client.cache`). ``PUT``, ``POST`` and ``DELETE`` take an ``ETag`` back in ``If-Match`` and
+answer 412, changing nothing, when the conversation has moved on since.
 """
 
 from __future__ import annotations
@@ -42,28 +40,12 @@ from ..stores import ChatHistoryStore
 from ..stores.base import ConversationSummary, Idempotency
 from ..stores.metadata import MAX_TAG_NAME, MAX_TAG_VALUE, MetadataChange, TooManyTags
 from ..vocabulary import ABSENT, FORK_OF, FORK_THROUGH, Refused
-from . import jsontext
+from . import jsontext, parameters
 from . import schema as wire
 from .bodies import BodyReader
 from .callers import caller_dependency, caller_resolver
 from .checkpoints import summary_view
 from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_docs, header_doc, problem_doc
-from .parameters import (
-    AFTER,
-    IDEMPOTENCY_KEY,
-    IF_MATCH,
-    LIMIT,
-    THROUGH,
-    VIEW,
-    condition_headers,
-    conversation_key_check,
-    conversation_key_parameter,
-    parse_header,
-    read_positions,
-    read_through,
-    read_view,
-    refuse_unknown_query,
-)
 from .responses import Answer, json_answer, json_response
 from .security.auth import Caller
 from .security.conditions import etag, fingerprint, parse_idempotency_key, parse_if_match
@@ -74,37 +56,26 @@ _encode = msgspec.json.Encoder().encode
 
 
 class Arguments:
-    """Who calls and which conversation, for every endpoint: ``caller`` as a FastAPI dependency (``GET /`` and
-    ``GET /chat-history``), and both read from the request itself by a conversation's endpoints (:meth:`of`),
-    which take only the request, with what they read described once in :meth:`documented`.
-
-    Use ``caller`` as a parameter default, not in a local ``Annotated`` alias: the endpoints' annotations are
-    strings, resolved in this module's scope.
-    """
+    """Who calls and which conversation: ``caller`` as a FastAPI dependency (a parameter default: the endpoints'
+    annotations are strings, resolved in this module's scope), or both read by a conversation's endpoints from
+    the request itself (:meth:`of`), with what they read described in :meth:`documented`."""
 
     def __init__(self, settings: ServiceSettings) -> None:
         dependency = caller_dependency(settings)
         self.caller = Depends(dependency)
         self._resolve = caller_resolver(dependency, settings)
-        self._check_key = conversation_key_check(settings)
-        self._key = conversation_key_parameter(settings)
-        self._security: list[dict[str, list[str]]] | None = [{"ApiKey": []}] if settings.api_keys else None
-
-    def checked_key(self, key: str) -> str:
-        """``key`` if it is a valid conversation key, else the same 400 a request naming it gets."""
-        return self._check_key(key)
+        self.check_key = parameters.conversation_key_check(settings)
+        self._key = parameters.conversation_key_parameter(settings)
+        self._security: dict[str, Any] = {"security": [{"ApiKey": []}]} if settings.api_keys else {}
 
     async def of(self, request: Request) -> tuple[Caller, str]:
         """Who calls, then which conversation (so no valid API key is a 401 whatever the key)."""
         caller = await self._resolve(request)
-        return caller, self._check_key(request.path_params["conversationKey"])
+        return caller, self.check_key(request.path_params["conversationKey"])
 
-    def documented(self, *parameters: dict[str, Any]) -> dict[str, Any]:
-        """The ``openapi_extra`` of a conversation's route: the key, the other ``parameters`` it reads, the keys."""
-        extra: dict[str, Any] = {"parameters": [self._key, *parameters]}
-        if self._security is not None:
-            extra["security"] = self._security
-        return extra
+    def documented(self, *read: dict[str, Any]) -> dict[str, Any]:
+        """The ``openapi_extra`` of a conversation's route: the key, the other parameters it reads, the API keys."""
+        return {"parameters": [self._key, *read], **self._security}
 
 
 def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
@@ -114,10 +85,16 @@ def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings)
     # a conversation's routes first: the router tries routes in order, and they serve nearly every request
     _add_reading_routes(app, store, arguments, errors)
     _add_writing_routes(app, store, settings, arguments, errors)
-    _add_fork_route(app, store, settings, arguments, errors)
-    _add_metadata_route(app, store, settings, arguments, errors)
     _add_listing_routes(app, store, settings, arguments, errors)
-    _refuse_empty_key(app)
+
+    @app.api_route("/chat-history/", methods=["GET", "HEAD", "POST", "PUT", "DELETE"], include_in_schema=False)
+    async def empty_key() -> Response:
+        """``/chat-history/`` (an empty key) is a bad request, not the listing nor a 404."""
+        raise Refused(
+            400,
+            "the conversation key is empty: use /chat-history/{conversationKey}, or GET /chat-history (no "
+            "trailing slash) for the list of conversations",
+        )
 
 
 #: The largest page of ``GET /chat-history?limit=L``.
@@ -130,13 +107,11 @@ TagFilter = Annotated[str, StringConstraints(pattern=TAG_FILTER_PATTERN)]
 def _add_listing_routes(
     app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings, arguments: Arguments, errors: ErrorDocs
 ) -> None:
-    """``GET /`` and ``GET /chat-history``: what the service is and which conversations the caller has."""
 
     @app.get("/", response_model=wire.ServiceInfo, responses=errors.common, summary="Service name and description")
     async def service_info(caller: Caller = arguments.caller) -> Response:
         return json_response({"service": SERVICE_NAME, "description": store.description})
 
-    # a default, not an ``Annotated`` alias: the annotations are strings, resolved in the module's scope
     after_query = Query(
         None,
         min_length=1,
@@ -169,9 +144,9 @@ def _add_listing_routes(
         ] = None,
     ) -> Response:
         if request.scope["query_string"]:  # ``?limt=10`` would otherwise answer every conversation
-            refuse_unknown_query(request, ("limit", "after", "tag"))
+            parameters.refuse_unknown_query(request, ("limit", "after", "tag"))
         wanted = _tag_filter(tag or [])
-        cursor = caller.stored_key(arguments.checked_key(after)) if after is not None else None
+        cursor = caller.stored_key(arguments.check_key(after)) if after is not None else None
         if wanted is None:
             return json_answer(b"[]", [])
         if limit is None and cursor is None and not wanted:  # the article's request
@@ -188,8 +163,7 @@ def _add_listing_routes(
 
 
 def _tag_filter(tags: list[str]) -> dict[str, str] | None:
-    """``["name:value", ...]`` as the tags a listing keeps; ``None`` when one name is asked for two values,
-    which no conversation matches."""
+    """``["name:value", ...]`` as a dict; ``None`` when one name is asked for two values (nothing matches)."""
     wanted: dict[str, str] = {}
     for text in tags:
         name, _, value = text.partition(":")
@@ -201,10 +175,8 @@ def _tag_filter(tags: list[str]) -> dict[str, str] | None:
 async def _page(
     store: ChatHistoryStore, caller: Caller, cursor: str | None, limit: int | None, wanted: dict[str, str]
 ) -> tuple[list[ConversationSummary], bool]:
-    """Up to ``limit`` of the caller's conversations after ``cursor``, and whether more remain.
-
-    The store is asked for one more than the page, so that a full page knows whether another follows; keys
-    the caller may not see (without API keys, the namespaced ones) are skipped, reading on past them."""
+    """Up to ``limit`` of the caller's conversations after ``cursor``, and whether more remain (the store is asked
+    for one more); keys the caller may not see (without API keys, the namespaced ones) are skipped."""
     found: list[ConversationSummary] = []
     while True:
         want = None if limit is None else limit + 1 - len(found)
@@ -220,16 +192,14 @@ async def _page(
 
 
 def _listing(summaries: list[ConversationSummary], caller: Caller) -> bytes:
-    """The JSON of ``GET /chat-history``: the caller's summaries, encoded :data:`jsontext.PIECE` at a time (each
-    encoding call holds the GIL, which the event loop needs between them)."""
+    """The caller's summaries as JSON, encoded :data:`jsontext.PIECE` at a time (a call holds the GIL)."""
     rows = [_summary_row(s, caller.prefix) for s in summaries if caller.owns(s.conversation_key)]
     pieces = [_encode(rows[i : i + jsontext.PIECE])[1:-1] for i in range(0, len(rows), jsontext.PIECE)]
     return b"[" + b",".join(pieces) + b"]"
 
 
 def _summary_row(summary: ConversationSummary, prefix: str) -> dict[str, Any]:
-    """One conversation as the listing and ``PATCH`` answer it: the article's two fields, its times, and its
-    title and tags when it has them."""
+    """One conversation as the listing and ``PATCH`` answer it."""
     row: dict[str, Any] = {
         "conversationKey": summary.conversation_key[len(prefix) :],
         "messageCount": summary.message_count,
@@ -243,52 +213,7 @@ def _summary_row(summary: ConversationSummary, prefix: str) -> dict[str, Any]:
     return row
 
 
-def _add_metadata_route(
-    app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings, arguments: Arguments, errors: ErrorDocs
-) -> None:
-    """``PATCH /chat-history/{key}``: a conversation's title and tags, beside its messages and outside its version."""
-    read_body = BodyReader(settings)
-
-    @app.patch(
-        "/chat-history/{conversationKey}",
-        response_model=wire.ChatHistorySummary,
-        responses={
-            200: {"description": "The conversation's summary after the change."},
-            **errors.writes,
-            404: problem_doc("No such conversation."),
-            422: problem_doc("The change would leave more tags than a conversation may carry."),
-        },
-        summary="Set a conversation's title and tags (a JSON merge patch: null removes, what is not named stays)",
-        description="Metadata is not part of the conversation's version: its `ETag` stays, and no cached history "
-        "is invalidated. `replace` keeps it; `delete` drops it.",
-        openapi_extra={**body_doc("ConversationMetadataPatch"), **arguments.documented()},
-    )
-    async def patch_metadata(request: Request) -> Response:
-        caller, key = await arguments.of(request)
-        change = wire.decode_metadata_patch(await read_body.json_bytes(request))
-        try:
-            summary = await store.set_metadata(caller.stored_key(key), change)
-        except TooManyTags as exc:
-            raise Refused(422, f"{exc}: remove some with null; nothing was written") from None
-        if summary is None:
-            raise Refused(404, "there is no such conversation: write its messages first, then set its title and tags")
-        return json_response(_summary_row(summary, caller.prefix))
-
-
-def _refuse_empty_key(app: FastAPI) -> None:
-    """``/chat-history/`` (a conversation key left empty) is a bad request, not the listing nor a 404."""
-
-    @app.api_route("/chat-history/", methods=["GET", "HEAD", "POST", "PUT", "DELETE"], include_in_schema=False)
-    async def empty_key() -> Response:
-        raise Refused(
-            400,
-            "the conversation key is empty: use /chat-history/{conversationKey}, or GET /chat-history (no "
-            "trailing slash) for the list of conversations",
-        )
-
-
 def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Arguments, errors: ErrorDocs) -> None:
-    """``GET`` and ``HEAD`` of one conversation: its messages, or only how many there are and their version."""
 
     @app.get(
         "/chat-history/{conversationKey}",
@@ -303,13 +228,13 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         description="Without parameters, every message in order (the article's request). `after=N` skips the "
         "first N, `limit=L` returns at most L; the `ETag` and `X-Message-Count` describe the whole conversation "
         "in the same snapshot as the messages returned.",
-        openapi_extra=arguments.documented(AFTER, LIMIT, VIEW),
+        openapi_extra=arguments.documented(parameters.AFTER, parameters.LIMIT, parameters.VIEW),
     )
     async def get_messages(request: Request) -> Response:
         caller, key = await arguments.of(request)
-        after, limit = read_positions(request)
+        after, limit, summary = parameters.read_query(request)
         stored = caller.stored_key(key)
-        if request.scope["query_string"] and read_view(request) == "summary":
+        if summary:
             return await _summary_view(store, stored, key, after or 0, limit)
         if after is None and limit is None:  # the article's read
             whole = await store.read_array(stored)
@@ -344,8 +269,7 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
 
 
 async def _summary_view(store: ChatHistoryStore, stored: str, key: str, after: int, limit: int | None) -> Response:
-    """``?view=summary``: the latest checkpoint and what follows it (``after``/``limit``: a page of that view);
-    ``ETag`` and ``X-Message-Count`` describe the whole conversation."""
+    """``?view=summary``: the latest checkpoint and what follows it, ``after`` and ``limit`` paging that view."""
     snapshot = await store.read(stored)
     view = summary_view(snapshot.messages)
     end = len(view) if limit is None else min(len(view), after + limit)
@@ -357,8 +281,7 @@ async def _summary_view(store: ChatHistoryStore, stored: str, key: str, after: i
 
 
 def conversation_path(key: str) -> str:
-    """The path of a conversation as a header carries it: ASCII, the key percent-encoded as UTF-8 (RFC 3986),
-    so that any key the key pattern allows makes a valid ``Location`` or ``Link``."""
+    """The path of a conversation as a ``Location`` or ``Link`` carries it: the key percent-encoded (RFC 3986)."""
     return "/chat-history/" + quote(key, safe="")
 
 
@@ -370,15 +293,14 @@ def iso_time(seconds: float | None) -> str | None:
 
 
 def _version_headers(version: str, count: int) -> list[tuple[bytes, bytes]]:
-    """``ETag`` and ``X-Message-Count``: which version of the conversation an answer is, and how many messages
-    it holds (the stored messages are sent joined as they are: nothing is decoded or encoded again)."""
+    """``ETag`` and ``X-Message-Count``: the conversation's version and how many messages it holds."""
     return [(b"etag", etag(version).encode()), (b"x-message-count", str(count).encode())]
 
 
 def _add_writing_routes(
     app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings, arguments: Arguments, errors: ErrorDocs
 ) -> None:
-    """``POST``, ``PUT`` and ``DELETE`` of one conversation: append, replace, forget."""
+    """``POST``, ``PUT``, ``DELETE``, fork and ``PATCH`` of one conversation."""
     read_messages = BodyReader(settings)
 
     @app.post(
@@ -400,27 +322,23 @@ def _add_writing_routes(
             422: problem_doc("The `Idempotency-Key` was used before with other messages."),
         },
         summary="Append messages to a conversation",
-        openapi_extra={**body_doc("AppendChatMessagesRequest"), **arguments.documented(IF_MATCH, IDEMPOTENCY_KEY)},
+        openapi_extra={
+            **body_doc("AppendChatMessagesRequest"),
+            **arguments.documented(parameters.IF_MATCH, parameters.IDEMPOTENCY_KEY),
+        },
     )
-    async def append_messages(
-        request: Request,
-    ) -> Response:
+    async def append_messages(request: Request) -> Response:
         caller, key = await arguments.of(request)
-        if_match, idempotency_key = condition_headers(request)
-        condition = parse_header(parse_if_match, if_match) if if_match is not None else None
-        idem_key = parse_header(parse_idempotency_key, idempotency_key) if idempotency_key is not None else None
+        if_match, idempotency_key = parameters.condition_headers(request)
+        condition = parameters.parse_header(parse_if_match, if_match)
+        idem_key = parameters.parse_header(parse_idempotency_key, idempotency_key)
         messages = await read_messages(request)
-        idempotency = (
-            Idempotency(idem_key, fingerprint("append", messages), settings.idempotency_ttl)
-            if idem_key is not None
-            else None
-        )
+        idempotency = _idempotency(settings, idem_key, "append", messages)
         result = await store.append(caller.stored_key(key), messages, if_match=condition, idempotency=idempotency)
-        headers = [(b"location", conversation_path(key).encode("ascii")), (b"etag", etag(result.version).encode())]
+        headers = _created_headers(key, result.version)
         if result.replayed:
             headers.append((b"idempotent-replayed", b"true"))
-        headers.append((b"content-length", b"0"))
-        return Answer(202, headers)
+        return Answer(202, [*headers, (b"content-length", b"0")])
 
     @app.put(
         "/chat-history/{conversationKey}",
@@ -428,14 +346,11 @@ def _add_writing_routes(
         response_class=Response,
         responses={204: {"description": "Replaced.", "headers": {"ETag": ETAG_DOC}}, **errors.writes},
         summary="Replace a conversation's messages",
-        openapi_extra={**body_doc("ReplaceChatMessagesRequest"), **arguments.documented(IF_MATCH)},
+        openapi_extra={**body_doc("ReplaceChatMessagesRequest"), **arguments.documented(parameters.IF_MATCH)},
     )
-    async def replace_messages(
-        request: Request,
-    ) -> Response:
+    async def replace_messages(request: Request) -> Response:
         caller, key = await arguments.of(request)
-        if_match = condition_headers(request)[0]
-        condition = parse_header(parse_if_match, if_match)
+        condition = parameters.parse_header(parse_if_match, parameters.condition_headers(request)[0])
         messages = await read_messages(request)
         result = await store.replace(caller.stored_key(key), messages, if_match=condition)
         return Answer(204, [(b"etag", etag(result.version).encode())])
@@ -451,21 +366,13 @@ def _add_writing_routes(
         summary="Delete a conversation",
         description="Without `If-Match`, as in the article. With the `ETag` of a GET, only if nobody wrote "
         "meanwhile: a client that read a conversation and decided to delete it never wipes an append it did not see.",
-        openapi_extra=arguments.documented(IF_MATCH),
+        openapi_extra=arguments.documented(parameters.IF_MATCH),
     )
-    async def delete_conversation(
-        request: Request,
-    ) -> Response:
+    async def delete_conversation(request: Request) -> Response:
         caller, key = await arguments.of(request)
-        if_match = condition_headers(request)[0]
-        await store.delete(caller.stored_key(key), if_match=parse_header(parse_if_match, if_match))
+        condition = parameters.parse_header(parse_if_match, parameters.condition_headers(request)[0])
+        await store.delete(caller.stored_key(key), if_match=condition)
         return Answer(204, [])
-
-
-def _add_fork_route(
-    app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings, arguments: Arguments, errors: ErrorDocs
-) -> None:
-    """``POST /chat-history/{key}/fork?through=N``: a new conversation holding the first N messages, byte for byte."""
 
     @app.post(
         "/chat-history/{conversationKey}/fork",
@@ -483,13 +390,12 @@ def _add_fork_route(
         summary="Fork a conversation: a new one holding its first N messages (all by default)",
         description="The new conversation's key is chosen by the service. With an `Idempotency-Key`, a retry answers "
         "the same new conversation and copies nothing twice.",
-        openapi_extra=arguments.documented(THROUGH, IDEMPOTENCY_KEY),
+        openapi_extra=arguments.documented(parameters.THROUGH, parameters.IDEMPOTENCY_KEY),
     )
     async def fork_conversation(request: Request) -> Response:
         caller, key = await arguments.of(request)
-        through = read_through(request)
-        idempotency_key = condition_headers(request)[1]
-        idem_key = parse_header(parse_idempotency_key, idempotency_key) if idempotency_key is not None else None
+        through = parameters.read_through(request)
+        idem_key = parameters.parse_header(parse_idempotency_key, parameters.condition_headers(request)[1])
         source = await store.read(caller.stored_key(key))
         if not source.messages:
             raise Refused(404, f"there is no conversation {key!r} to fork")
@@ -498,21 +404,53 @@ def _add_fork_route(
                 422, f"through={through}: the conversation holds {len(source.messages)} messages; fork at most those"
             )
         messages = source.messages[:through]
-        new_key = arguments.checked_key(_fork_key(key, idem_key))
-        idempotency = (
-            Idempotency(idem_key, fingerprint("fork", messages), settings.idempotency_ttl) if idem_key else None
-        )
+        new_key = arguments.check_key(_fork_key(key, idem_key))
         stored = caller.stored_key(new_key)
+        idempotency = _idempotency(settings, idem_key, "fork", messages)
         result = await store.append(stored, messages, if_match=[ABSENT], idempotency=idempotency)
         # after the append (a retry of it sets the same tags again): where the fork came from
         await store.set_metadata(stored, MetadataChange(tags={FORK_OF: key, FORK_THROUGH: str(len(messages))}))
-        headers = [(b"location", conversation_path(new_key).encode("ascii")), (b"etag", etag(result.version).encode())]
-        return Answer(201, [*headers, (b"content-length", b"0")])
+        return Answer(201, [*_created_headers(new_key, result.version), (b"content-length", b"0")])
+
+    @app.patch(
+        "/chat-history/{conversationKey}",
+        response_model=wire.ChatHistorySummary,
+        responses={
+            200: {"description": "The conversation's summary after the change."},
+            **errors.writes,
+            404: problem_doc("No such conversation."),
+            422: problem_doc("The change would leave more tags than a conversation may carry."),
+        },
+        summary="Set a conversation's title and tags (a JSON merge patch: null removes, what is not named stays)",
+        description="Metadata is not part of the conversation's version: its `ETag` stays, and no cached history "
+        "is invalidated. `replace` keeps it; `delete` drops it.",
+        openapi_extra={**body_doc("ConversationMetadataPatch"), **arguments.documented()},
+    )
+    async def patch_metadata(request: Request) -> Response:
+        caller, key = await arguments.of(request)
+        change = wire.decode_metadata_patch(await read_messages.json_bytes(request))
+        try:
+            summary = await store.set_metadata(caller.stored_key(key), change)
+        except TooManyTags as exc:
+            raise Refused(422, f"{exc}: remove some with null; nothing was written") from None
+        if summary is None:
+            raise Refused(404, "there is no such conversation: write its messages first, then set its title and tags")
+        return json_response(_summary_row(summary, caller.prefix))
+
+
+def _idempotency(
+    settings: ServiceSettings, key: str | None, operation: str, messages: list[bytes]
+) -> Idempotency | None:
+    """What a write with an ``Idempotency-Key`` records, so that a retry is answered as the first time."""
+    return None if key is None else Idempotency(key, fingerprint(operation, messages), settings.idempotency_ttl)
+
+
+def _created_headers(key: str, version: str) -> list[tuple[bytes, bytes]]:
+    return [(b"location", conversation_path(key).encode("ascii")), (b"etag", etag(version).encode())]
 
 
 def _fork_key(key: str, idempotency_key: str | None) -> str:
-    """A new conversation key (32 hex digits, like the article's): random, or fixed by the fork's idempotency key,
-    so that a retry finds the fork it made."""
+    """A new conversation key (32 hex digits): random, or fixed by the idempotency key so a retry finds its fork."""
     if idempotency_key is None:
         return uuid.uuid4().hex
     return hashlib.sha256(f"fork\n{key}\n{idempotency_key}".encode()).hexdigest()[:32]

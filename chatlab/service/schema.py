@@ -1,10 +1,7 @@
-"""The article's wire format, as the service checks and documents it.
+"""The article's wire format, Microsoft.Extensions.AI ``ChatMessage`` JSON (``shared/reference/meai-wire.md``).
 
-Bodies are Microsoft.Extensions.AI ``ChatMessage`` JSON (``shared/reference/meai-wire.md``).
-The pydantic models below are the single description of that format: they produce the
-OpenAPI schemas and validate what a client sends. The service validates the parsed JSON
-against them but stores the parsed JSON itself, so every key, its order, nulls and
-unknown fields survive; the models never rewrite a message.
+The pydantic models below are its one description: they make the OpenAPI schemas and validate what a client sends.
+The service stores the parsed JSON itself, so every key, its order, nulls and unknown fields survive.
 """
 
 from __future__ import annotations
@@ -24,17 +21,10 @@ from pydantic import (
     StrictStr,
     TypeAdapter,
     ValidationError,
+    create_model,
 )
 
-from ..stores.metadata import (
-    MAX_TAG_NAME,
-    MAX_TAG_VALUE,
-    MAX_TAGS,
-    MAX_TITLE,
-    TAG_NAME_PATTERN,
-    TEXT_PATTERN,
-    MetadataChange,
-)
+from ..stores import metadata
 from ..vocabulary import CONTENT_KINDS, Refused
 from . import jsontext, pieces, precheck
 
@@ -64,39 +54,31 @@ class _Content(BaseModel):
 _TAG_FIELD = "chatlab_content_type_tag"
 
 
-def _content(type_name: str, doc: str, **fields: Any) -> type[_Content]:
+def _content(type_name: str, doc: str, fields: dict[str, tuple[Any, Any]]) -> type[_Content]:
     """One ``AIContent`` subtype: ``$type`` fixed to ``type_name`` plus its own keys."""
-    # The field's Python name must never be a key a client sends: pydantic looks the union's tag up
+    # The tag field's Python name must never be a key a client sends: pydantic looks the union's tag up
     # by name as well as by alias, so a field named "type" read a content's own "type" key as its $type.
-    annotations = {_TAG_FIELD: Literal[type_name]}
-    namespace: dict[str, Any] = {_TAG_FIELD: Field(alias="$type"), "__doc__": doc}
-    for name, (annotation, default) in fields.items():
-        annotations[name] = annotation
-        namespace[name] = default
-    namespace["__annotations__"] = annotations
-    name = type_name[0].upper() + type_name[1:] + "Content"
-    return type(name, (_Content,), namespace)
+    keys: dict[str, Any] = {_TAG_FIELD: (Literal[type_name], Field(alias="$type")), **fields}
+    return create_model(type_name[0].upper() + type_name[1:] + "Content", __base__=_Content, __doc__=doc, **keys)
 
 
+_TEXT: tuple[Any, Any] = (StrictStr | None, None)  # an optional string
+_NEEDED: tuple[Any, Any] = (StrictStr, ...)  # a required string
 #: The keys the service checks, per ``$type``; every other kind in the vocabulary is stored as received.
 _CHECKED_FIELDS: dict[str, dict[str, tuple[Any, Any]]] = {
-    "text": {"text": (StrictStr | None, None)},
-    "reasoning": {"text": (StrictStr | None, None), "protectedData": (StrictStr | None, None)},
-    "data": {"uri": (StrictStr, ...), "name": (StrictStr | None, None), "mediaType": (StrictStr | None, None)},
-    "uri": {"uri": (StrictStr, ...), "mediaType": (StrictStr | None, None)},
-    "error": {
-        "message": (StrictStr | None, None),
-        "errorCode": (StrictStr | None, None),
-        "details": (StrictStr | None, None),
-    },
+    "text": {"text": _TEXT},
+    "reasoning": {"text": _TEXT, "protectedData": _TEXT},
+    "data": {"uri": _NEEDED, "name": _TEXT, "mediaType": _TEXT},
+    "uri": {"uri": _NEEDED, "mediaType": _TEXT},
+    "error": {"message": _TEXT, "errorCode": _TEXT, "details": _TEXT},
     "usage": {"details": (dict[str, Json] | None, None)},
     "functionCall": {
-        "callId": (StrictStr, ...),
-        "name": (StrictStr, ...),
+        "callId": _NEEDED,
+        "name": _NEEDED,
         "arguments": (dict[str, Json] | None, None),
         "informationalOnly": (StrictBool | None, None),
     },
-    "functionResult": {"callId": (StrictStr, ...), "result": (Json, None)},
+    "functionResult": {"callId": _NEEDED, "result": (Json, None)},
 }
 
 #: Every ``$type`` the service accepts, in the vocabulary's order (the OpenAPI ``oneOf`` lists them so).
@@ -105,7 +87,7 @@ _CONTENT_MODELS = [
     _content(
         kind.meai,
         kind.description or f"MEAI content `{kind.meai}`, stored as received.",
-        **_CHECKED_FIELDS.get(kind.meai, {}),
+        _CHECKED_FIELDS.get(kind.meai, {}),
     )
     for kind in CONTENT_KINDS
     if kind.meai is not None
@@ -180,11 +162,8 @@ class ReplaceChatMessagesRequest(AppendChatMessagesRequest):
 
 
 class ChatHistorySummary(BaseModel):
-    """One conversation in ``GET /chat-history``, as it goes on the wire (camelCase keys).
-
-    Only the OpenAPI schema of that answer: the service and the stores hold summaries as
-    :class:`chatlab.vocabulary.ConversationSummary`.
-    """
+    """The OpenAPI schema of one conversation in ``GET /chat-history`` (the stores hold a
+    :class:`chatlab.vocabulary.ConversationSummary`)."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -215,8 +194,8 @@ class ChatHistorySummary(BaseModel):
     )
 
 
-TagName = Annotated[str, Field(pattern=TAG_NAME_PATTERN, min_length=1, max_length=MAX_TAG_NAME)]
-TagValue = Annotated[StrictStr, Field(max_length=MAX_TAG_VALUE, pattern=TEXT_PATTERN)]
+TagName = Annotated[str, Field(pattern=metadata.TAG_NAME_PATTERN, min_length=1, max_length=metadata.MAX_TAG_NAME)]
+TagValue = Annotated[StrictStr, Field(max_length=metadata.MAX_TAG_VALUE, pattern=metadata.TEXT_PATTERN)]
 
 
 def _tag_names_schema(schema: dict[str, Any]) -> None:
@@ -224,7 +203,7 @@ def _tag_names_schema(schema: dict[str, Any]) -> None:
     ``patternProperties`` (which lets names that do not match through, unchecked)."""
     (value,) = schema.pop("patternProperties").values()
     schema["additionalProperties"] = value
-    schema["propertyNames"] = {"pattern": TAG_NAME_PATTERN, "minLength": 1, "maxLength": MAX_TAG_NAME}
+    schema["propertyNames"] = {"pattern": metadata.TAG_NAME_PATTERN, "minLength": 1, "maxLength": metadata.MAX_TAG_NAME}
 
 
 class ConversationMetadataPatch(BaseModel):
@@ -237,28 +216,28 @@ class ConversationMetadataPatch(BaseModel):
         json_schema_extra={"examples": [{"title": "Trip to Kyoto", "tags": {"user": "u42", "draft": None}}]},
     )
     title: StrictStr | None = Field(
-        default=None, max_length=MAX_TITLE, pattern=TEXT_PATTERN, description="`null` removes the title."
+        default=None,
+        max_length=metadata.MAX_TITLE,
+        pattern=metadata.TEXT_PATTERN,
+        description="`null` removes the title.",
     )
     tags: dict[TagName, TagValue | None] = Field(
         default_factory=dict,
-        max_length=MAX_TAGS,
-        description=f"Tags to set, or remove with `null`; a conversation carries at most {MAX_TAGS}.",
+        max_length=metadata.MAX_TAGS,
+        description=f"Tags to set, or remove with `null`; a conversation carries at most {metadata.MAX_TAGS}.",
         json_schema_extra=_tag_names_schema,
     )
 
 
-_metadata_adapter = TypeAdapter(ConversationMetadataPatch)
-
-
-def decode_metadata_patch(body: bytes) -> MetadataChange:
+def decode_metadata_patch(body: bytes) -> metadata.MetadataChange:
     """The change a ``PATCH`` body asks for; a 400 that says what is wrong with a body that is not one."""
     try:
-        patch = _metadata_adapter.validate_json(body)
+        patch = ConversationMetadataPatch.model_validate_json(body)
     except ValidationError as exc:
         errors = [{"path": _path(tuple(e["loc"])) or "(body)", "message": e["msg"]} for e in exc.errors()]
         first, shape = errors[0], '{"title": ..., "tags": {...}}'
         raise Refused(400, f"{first['path']}: {first['message']} (send {shape})", errors[:MAX_ERRORS]) from None
-    return MetadataChange(patch.title, "title" in patch.model_fields_set, patch.tags)
+    return metadata.MetadataChange(patch.title, "title" in patch.model_fields_set, patch.tags)
 
 
 class ServiceInfo(BaseModel):
@@ -281,8 +260,6 @@ class Problem(BaseModel):
 
 #: The refusal of a body nested deeper than a parser or validator on its way takes (each has its own limit).
 TOO_DEEP = "the body is nested too deeply for a chat message: flatten it"
-
-
 #: The most validation errors listed in one answer (a body can hold 500,000 invalid items).
 MAX_ERRORS = 100
 _messages_adapter = TypeAdapter(list[ChatMessage])
@@ -300,34 +277,26 @@ def decode_messages_body(
 ) -> list[bytes]:
     """Parse a ``{"messages": [...]}`` body once, check it and return each message as compact JSON.
 
-    Each message's bytes are the compact JSON of what was sent, every number's text kept
-    (:mod:`.jsontext`). The limits (413) are checked before the schema (400), the cheap before the dear; a body
-    nested deeper than a parser takes is a 400 (:data:`TOO_DEEP`), whichever parser finds it.
-    Raises :class:`~chatlab.vocabulary.Refused` saying what is wrong; nothing is returned for a bad body,
-    so a refused request changes nothing. ``in_pieces``: a large body in a worker thread is
-    validated, encoded and freed in pieces that each hold the GIL briefly, and freed there.
+    Each message's bytes are the compact JSON of what was sent, every number's text kept (:mod:`.jsontext`). The
+    limits (413) are checked before the schema (400), the cheap before the dear; a body nested deeper than a parser
+    takes is a 400 (:data:`TOO_DEEP`). A bad body raises :class:`~chatlab.vocabulary.Refused` saying what is wrong,
+    so a refused request changes nothing. ``in_pieces``: a large body in a worker thread is validated, encoded and
+    freed there in pieces that each hold the GIL briefly.
     """
     try:
-        return _decode_body(body, max_messages, max_message_bytes, in_pieces)
-    except RecursionError:  # raised cleanly by each parser and encoder at its own depth limit
-        raise Refused(400, TOO_DEEP) from None
-
-
-def _decode_body(body: bytes, max_messages: int, max_message_bytes: int | None, in_pieces: bool) -> list[bytes]:
-    if not in_pieces:
-        stored = _already_stored_form(body, max_messages, max_message_bytes)
+        stored = None if in_pieces else _already_stored_form(body, max_messages, max_message_bytes)
         if stored is not None:
             return stored
-    try:
         document = jsontext.parse(body)
+        try:
+            return _decode(document, max_messages, max_message_bytes, in_pieces)
+        finally:
+            if in_pieces:  # here, not where a refusal is handled (on the event loop)
+                _release(document)
     except jsontext.InvalidJson as exc:
         raise Refused(400, str(exc)) from None
-    if not in_pieces:
-        return _decode(document, max_messages, max_message_bytes, in_pieces)
-    try:
-        return _decode(document, max_messages, max_message_bytes, in_pieces)
-    finally:  # here, not where a refusal is handled (on the event loop)
-        _release(document)
+    except RecursionError:  # raised cleanly by each parser and encoder at its own depth limit
+        raise Refused(400, TOO_DEEP) from None
 
 
 #: What a compact body starts and ends with: the provider's, and any client's that writes compact JSON.
@@ -337,12 +306,10 @@ _COMPACT_HEAD, _COMPACT_TAIL = b'{"messages":[', b"]}"
 def _already_stored_form(body: bytes, max_messages: int, max_message_bytes: int | None) -> list[bytes] | None:
     """The messages of a compact, valid body, each as sent; ``None``: let the full parse decide.
 
-    A body that is exactly ``{"messages":[`` and its messages as msgspec encodes them, joined by commas, and ``]}``
-    holds each message as the full parse would store it: compact, no repeated key (one would be dropped), every
-    number in the text msgspec writes (``1.10``, ``-0`` or ``1E2`` would come back otherwise), strings escaped as
-    msgspec escapes them (JSON values delimit themselves, so each message's text is its encoding). Such a body,
-    whose messages are certainly valid, needs neither the number-keeping parse nor an encoding (the dearest
-    steps of an append). Any doubt goes to the full parse: the same bytes, or the same refusal, as without this path.
+    A body that is exactly ``{"messages":[``, its messages as msgspec encodes them joined by commas, and ``]}`` holds
+    each message as the full parse would store it: compact, no repeated key, every number and string as msgspec
+    writes it. Such a body needs neither the number-keeping parse nor an encoding (the dearest steps of an append).
+    Any doubt goes to the full parse: the same bytes, or the same refusal, as without this path.
     """
     if not (body.startswith(_COMPACT_HEAD) and body.endswith(_COMPACT_TAIL)):
         return None
@@ -354,24 +321,14 @@ def _already_stored_form(body: bytes, max_messages: int, max_message_bytes: int 
         if _COMPACT_HEAD + b",".join(encoded) + _COMPACT_TAIL != body:
             return None
         too_large = max_message_bytes is not None and encoded and max(map(len, encoded)) > max_message_bytes
-        if too_large or not precheck.valid(messages, _PRECHECKED):
+        if too_large or not precheck.valid(messages, _PRECHECKED) or _misplaced_type(messages):
             return None
     except (msgspec.MsgspecError, ValueError, RecursionError):  # not JSON, numbers out of range, or too deep
         return None
-    for message in messages:  # valid: each is an object whose "contents" is a list of objects
-        for content in message["contents"]:
-            if next(iter(content)) != "$type":
-                return None
-    return _cut(body, encoded)
-
-
-def _cut(body: bytes, encoded: list[bytes]) -> list[bytes]:
-    """Each message's bytes as a slice of the body (``encoded``'s bytes): an encoding keeps ~50 spare bytes."""
-    start, stored = len(_COMPACT_HEAD), []
-    for message in encoded:
-        end = start + len(message)
-        stored.append(body[start:end])
-        start = end + 1
+    stored, start = [], len(_COMPACT_HEAD)
+    for message in encoded:  # slices of the body: an encoding keeps spare bytes
+        stored.append(body[start : start + len(message)])
+        start += len(message) + 1
     return stored
 
 
@@ -385,9 +342,14 @@ def _decode(document: Json, max_messages: int, max_message_bytes: int | None, in
         raise Refused(
             413, f"{len(messages)} messages in one request; the limit is {max_messages}: send them in smaller batches"
         )
-    encoded = _encode(messages, "contents" if in_pieces else None)
-    if max_message_bytes is not None:
-        _check_sizes(encoded, max_message_bytes)
+    encoded = [jsontext.encode(message, long_list="contents" if in_pieces else None) for message in messages]
+    for i, message in enumerate(encoded):
+        if max_message_bytes is not None and len(message) > max_message_bytes:
+            raise Refused(
+                413,
+                f"messages[{i}] is {len(message)} bytes as compact JSON; the limit is {max_message_bytes} bytes "
+                "per message",
+            )
     _check_messages(messages, pieces.cut(messages) if in_pieces else [("messages", messages, pieces.shifted(0))])
     return encoded
 
@@ -400,21 +362,6 @@ def _release(document: Json) -> None:
             if isinstance(contents, list):
                 jsontext.release(contents)
         jsontext.release(messages)
-
-
-def _encode(messages: list[Json], long_list: str | None) -> list[bytes]:
-    try:
-        return [jsontext.encode(message, long_list=long_list) for message in messages]
-    except jsontext.InvalidJson as exc:
-        raise Refused(400, str(exc)) from None
-
-
-def _check_sizes(encoded: list[bytes], limit: int) -> None:
-    for i, message in enumerate(encoded):
-        if len(message) > limit:
-            raise Refused(
-                413, f"messages[{i}] is {len(message)} bytes as compact JSON; the limit is {limit} bytes per message"
-            )
 
 
 def _check_messages(messages: list[Json], parts: Iterable[tuple[pieces.Kind, Json, pieces.Where]]) -> None:
@@ -434,14 +381,21 @@ def _check_messages(messages: list[Json], parts: Iterable[tuple[pieces.Kind, Jso
         listed = f' (and {more} more in "errors")' if more else ""
         stopped = f"; checking stopped after {MAX_ERRORS} errors" if len(errors) == MAX_ERRORS else ""
         raise Refused(400, f"{first['path']}: {first['message']}{listed}{stopped}", errors)
+    misplaced = _misplaced_type(messages)
+    if misplaced:
+        raise Refused(
+            400,
+            f'{misplaced}: "$type" must be the first key of a content object (.NET clients cannot read it otherwise)',
+        )
+
+
+def _misplaced_type(messages: list[Json]) -> str:
+    """Where the first content of valid ``messages`` whose first key is not ``$type`` is, or ``""``."""
     for i, message in enumerate(messages):
         for j, content in enumerate(message["contents"]):
             if next(iter(content)) != "$type":
-                raise Refused(
-                    400,
-                    f'messages[{i}].contents[{j}]: "$type" must be the first key of a content object '
-                    "(.NET clients cannot read it otherwise)",
-                )
+                return f"messages[{i}].contents[{j}]"
+    return ""
 
 
 def _message(error: Any) -> str:
@@ -460,14 +414,11 @@ def _path(loc: tuple[Any, ...]) -> str:
     for k, part in enumerate(loc):
         if isinstance(part, int):
             out += f"[{part}]"
-        elif k >= 2 and loc[k - 2] == "contents" and part in CONTENT_TYPES:
-            continue  # pydantic puts the union's tag into the location
-        else:
+        elif k < 2 or loc[k - 2] != "contents" or part not in CONTENT_TYPES:  # pydantic puts the tag in the loc
             out += f".{part}" if out else str(part)
     return out
 
 
 def _json_type(value: Json) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number"
-    )
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
