@@ -1,11 +1,10 @@
 """The HTTP figures: requests per second of a read and an append, against the baseline and the ceiling.
 
-For each store three servers run side by side on the same stack: the **service** (``chatlab
-serve``), the **baseline** for that store (:mod:`benchmarks.baselines`: what a user would write
-instead) and the **ceiling** (:mod:`benchmarks.ceiling`: a bare Starlette app). Each pass runs
-the three back to back, in alternating order, and each ratio is the median over the passes of
-the service's rate over the other's in the same pass, so a noisy moment of a shared machine hits
-both sides of a ratio alike.
+For each store four servers run side by side on the same stack: the **service** (``chatlab serve``), the
+**baseline** for that store (:mod:`benchmarks.baselines`: what a user would write instead), the **ceiling**
+(:mod:`benchmarks.ceiling`: a bare Starlette app) and the **floor** (a bare FastAPI app made as the service's). Each
+pass runs the four back to back, in alternating order, and each ratio is the median over the passes of one side's
+rate over the other's in the same pass, so a noisy moment of a shared machine hits both sides of a ratio alike.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from .workload import APPEND_KEYS, READ_MESSAGES, append_body, body, read_answer
 READ_PATH = "/chat-history/bench-read"
 APPEND_PATH = "/chat-history/bench-append"
 OPS = ("read", "append")
-SIDES = ("service", "baseline", "ceiling")
+SIDES = ("service", "baseline", "ceiling", "floor")
 
 
 @dataclass
@@ -38,6 +37,8 @@ class HttpRow:
     #: the service's rate over the baseline's, and over the ceiling's, in each pass
     vs_baseline: list[float] = field(default_factory=list)
     vs_ceiling: list[float] = field(default_factory=list)
+    #: the FastAPI floor's rate over the ceiling's, in each pass: the most a FastAPI service reaches here
+    floor_vs_ceiling: list[float] = field(default_factory=list)
     #: each side's server CPU time per answered request (seconds), in each pass: steadier than the rate on a busy
     #: machine, since it does not count the time the server waited for a CPU
     cpu: dict[str, list[float]] = field(default_factory=lambda: {side: [] for side in SIDES})
@@ -53,6 +54,10 @@ class HttpRow:
     def ceiling_ratio(self) -> float:
         return statistics.median(self.vs_ceiling) if self.vs_ceiling else float("nan")
 
+    @property
+    def floor_ratio(self) -> float:
+        return statistics.median(self.floor_vs_ceiling) if self.floor_vs_ceiling else float("nan")
+
     def cpu_per_request(self, side: str) -> float:
         """The median over the passes of ``side``'s server CPU seconds per request."""
         return statistics.median(self.cpu[side]) if self.cpu[side] else float("nan")
@@ -66,6 +71,7 @@ class HttpRow:
         service = runs["service"].rps
         self.vs_baseline.append(ratio(service, runs["baseline"].rps))
         self.vs_ceiling.append(ratio(service, runs["ceiling"].rps))
+        self.floor_vs_ceiling.append(ratio(runs["floor"].rps, runs["ceiling"].rps))
 
 
 def ratio(a: float, b: float) -> float:
@@ -87,21 +93,25 @@ def pass_order(repeat: int) -> tuple[str, ...]:
 
 
 def bench_http(config: BenchConfig, targets: list[StoreTarget], tmp: Path, gen: LoadGenerator) -> list[HttpRow]:
-    """Each store's service, baseline and ceiling, in passes; prints each row as it is measured."""
+    """Each store's service and baseline, with the ceiling and the floor, in passes; prints each row as measured."""
     from .report import print_http_row
 
     (tmp / "read.json").write_bytes(read_answer())
     (tmp / "append.json").write_bytes(append_body())
     loads = {"read": Load(READ_PATH, None, 1), "append": Load(APPEND_PATH, tmp / "append.json", APPEND_KEYS)}
     rows: list[HttpRow] = []
-    with ServerProcess("ceiling", config.stack, child=["--read-body", str(tmp / "read.json")]) as ceiling:
+    read_body = ["--read-body", str(tmp / "read.json")]
+    with (
+        ServerProcess("ceiling", config.stack, child=read_body) as ceiling,
+        ServerProcess("floor", config.stack, child=read_body) as floor,
+    ):
         for target in targets:
             baseline_child = ["--store", target.name, "--url", target.baseline_url]
             with (
                 ServerProcess("service", config.stack, store=target.url) as service,
                 ServerProcess("baseline", config.stack, child=baseline_child) as baseline,
             ):
-                servers = {"service": service, "baseline": baseline, "ceiling": ceiling}
+                servers = {"service": service, "baseline": baseline, "ceiling": ceiling, "floor": floor}
                 for server in (service, baseline):
                     fill_read_conversation(server.url)
                 for op in OPS:

@@ -58,7 +58,7 @@ def print_setup(config: BenchConfig, load_name: str, stores: Sequence[str]) -> N
     )
     say(
         f"load generator: {load_name}; {config.seconds:g} s per run; ratio = median over {config.repeats} passes "
-        "of the three servers run back to back (in alternating order); loopback"
+        "of the four servers run back to back (in alternating order); loopback"
     )
     say(
         f"stores: {', '.join(stores)}"
@@ -72,15 +72,16 @@ def print_http_header(read_size: int, append_size: int) -> None:
         f"\nHTTP: read = GET of a {READ_MESSAGES}-message conversation ({read_size:,} bytes); append = POST of a "
         f"{APPEND_MESSAGES}-message batch ({append_size:,} bytes) with an Idempotency-Key, to {APPEND_KEYS} "
         "conversations in turn. service = `chatlab serve`; baseline = the obvious FastAPI app on the same store "
-        "(benchmarks/baselines); ceiling = a bare Starlette app"
+        "(benchmarks/baselines); ceiling = a bare Starlette app; floor = a bare FastAPI app made as the service's"
     )
     say(
-        "x baseline, x ceiling: the service's requests a second over theirs, median of the passes; CPU: the server "
-        "process's CPU time per request (steadier than the rate on a busy machine; a database's own CPU not counted)"
+        "x baseline, x ceiling: the service's requests a second over theirs, median of the passes; floor: the floor's "
+        "over the ceiling's (the most a FastAPI service reaches here); CPU: the server process's CPU time per request "
+        "(steadier than the rate on a busy machine; a database's own CPU not counted)"
     )
     say(
         f"{'store':<11} {'op':<7} {'service/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'CPU µs':>7} | {'baseline/s':>10} "
-        f"{'p50 ms':>7} {'CPU µs':>7} | {'ceiling/s':>9} | {'x baseline':>10} {'x ceiling':>9}"
+        f"{'p50 ms':>7} {'CPU µs':>7} | {'ceiling/s':>9} | {'x baseline':>10} {'x ceiling':>9} {'floor':>6}"
     )
 
 
@@ -92,7 +93,7 @@ def print_http_row(row: HttpRow) -> None:
     say(
         f"{row.store:<11} {row.op:<7} {s.rps:>9,.0f} {s.p50_ms:>7.2f} {s.p99_ms:>7.2f} {cpu_s:>7,.0f} | "
         f"{b.rps:>10,.0f} {b.p50_ms:>7.2f} {cpu_b:>7,.0f} | {c.rps:>9,.0f} | {row.baseline_ratio:>10.2f} "
-        f"{row.ceiling_ratio:>9.2f}{note}"
+        f"{row.ceiling_ratio:>9.2f} {row.floor_ratio:>6.2f}{note}"
     )
 
 
@@ -195,6 +196,9 @@ def print_goals(config: BenchConfig, measured: Sequence[Goal], http_rows: Sequen
     say("\nGoals (from this run):")
     for goal in measured:
         say(goal.line())
+    floors = [f"{r.op} {r.floor_ratio:.2f}" for r in http_rows if r.store == "memory"]
+    if floors:
+        say(f"FastAPI floor against the ceiling (the most any FastAPI service reaches here): {', '.join(floors)}")
     database = [r for r in http_rows if r.store != "memory"]
     if database:
         say("Database stores against the ceiling (printed, not goals):")

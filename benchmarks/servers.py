@@ -3,7 +3,7 @@
 The service is started exactly as a user starts it, ``python -m chatlab serve`` (quiet: no
 access log), with only the store, the port and the log level given; every other ``CHATLAB_*``
 setting of the environment is left out, so it is the article's open service (API keys or a
-rate limit would change what is measured). The ceiling, the baselines and the listing service
+rate limit would change what is measured). The ceiling, the FastAPI floor, the baselines and the listing service
 run under ``uvicorn.run`` with the stack's options (``python -m benchmarks --serve-child``).
 Each process gets the server stack by ``CHATLAB_SERVER_STACK``, which every chatlab server reads.
 """
@@ -33,11 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def serve_child(argv: Sequence[str]) -> None:
-    """Entry point of a child: ``--target ceiling|baseline|listing --port N`` and the target's options."""
+    """Entry point of a child: ``--target ceiling|floor|baseline|listing --port N`` and the target's options."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks --serve-child")
-    parser.add_argument("--target", choices=["ceiling", "baseline", "listing"], required=True)
+    parser.add_argument("--target", choices=["ceiling", "floor", "baseline", "listing"], required=True)
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--read-body", help="ceiling: the file of the read's answer")
+    parser.add_argument("--read-body", help="ceiling and floor: the file of the read's answer")
     parser.add_argument("--store", help="baseline: memory, sqlite, postgresql or redis")
     parser.add_argument("--url", help="baseline: where it keeps its data")
     parser.add_argument("--conversations", type=int, help="listing: conversations stored before it serves")
@@ -49,6 +49,10 @@ def serve_child(argv: Sequence[str]) -> None:
         from .ceiling import ceiling_app
 
         app = ceiling_app(Path(args.read_body).read_bytes())
+    elif args.target == "floor":
+        from .ceiling import floor_app
+
+        app = floor_app(Path(args.read_body).read_bytes())
     elif args.target == "baseline":
         from .baselines import baseline_app
 

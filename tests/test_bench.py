@@ -20,7 +20,7 @@ import pytest
 
 from benchmarks import add_arguments, config_from_args
 from benchmarks.baselines import baseline_app
-from benchmarks.ceiling import ceiling_app
+from benchmarks.ceiling import ceiling_app, floor_app
 from benchmarks.http import HttpRow, pass_order
 from benchmarks.listing import ListingRow, PageTimes, bench_listing, expected_page, key, middle
 from benchmarks.load import LoadResult, median_run
@@ -71,10 +71,11 @@ def run(rps: float) -> LoadResult:
 
 def test_a_ratio_is_the_median_of_its_passes_not_of_medians() -> None:
     row = HttpRow("memory", "read")
-    for service, baseline, ceiling in [(300, 100, 400), (100, 100, 100), (250, 50, 500)]:
-        row.add_pass({"service": run(service), "baseline": run(baseline), "ceiling": run(ceiling)})
+    for service, baseline, ceiling, floor in [(300, 100, 400, 200), (100, 100, 100, 90), (250, 50, 500, 400)]:
+        row.add_pass({"service": run(service), "baseline": run(baseline), "ceiling": run(ceiling), "floor": run(floor)})
     assert row.vs_baseline == [3.0, 1.0, 5.0] and row.baseline_ratio == 3.0
     assert row.vs_ceiling == [0.75, 1.0, 0.5] and row.ceiling_ratio == 0.75
+    assert row.floor_vs_ceiling == [0.5, 0.9, 0.8] and row.floor_ratio == 0.8
     assert row.median("service").rps == 250 == median_run(row.runs["service"]).rps
     assert row.cpu_per_request("service") != row.cpu_per_request("service")  # NaN: no CPU times given
 
@@ -82,9 +83,9 @@ def test_a_ratio_is_the_median_of_its_passes_not_of_medians() -> None:
 def test_cpu_per_request_is_the_median_of_the_passes() -> None:
     row = HttpRow("memory", "append")
     for seconds in (1.0, 3.0, 2.0):
-        row.add_pass({side: run(1000) for side in ("service", "baseline", "ceiling")}, dict.fromkeys(row.cpu, seconds))
+        row.add_pass({side: run(1000) for side in row.runs}, dict.fromkeys(row.cpu, seconds))
     assert row.cpu_per_request("service") == 0.002 and row.cpu["baseline"] == [0.001, 0.003, 0.002]
-    assert pass_order(0) == ("service", "baseline", "ceiling") and pass_order(1) == pass_order(0)[::-1]
+    assert pass_order(0) == ("service", "baseline", "ceiling", "floor") and pass_order(1) == pass_order(0)[::-1]
 
 
 def test_goals_cover_every_store_against_its_baseline_and_memory_against_the_ceiling() -> None:
@@ -93,7 +94,8 @@ def test_goals_cover_every_store_against_its_baseline_and_memory_against_the_cei
     for store in ("memory", "sqlite"):
         for op in ("read", "append"):
             row = HttpRow(store, op)
-            row.add_pass({"service": run(210), "baseline": run(100), "ceiling": run(1000 if op == "read" else 300)})
+            ceiling = 1000 if op == "read" else 300
+            row.add_pass({"service": run(210), "baseline": run(100), "ceiling": run(ceiling), "floor": run(ceiling)})
             rows.append(row)
     turns = [
         TurnRow("memory", length, mode, 1.0, 100, ratio)
@@ -202,9 +204,14 @@ def test_an_unknown_baseline_says_which_exist() -> None:
         baseline_app("mongo", "mongodb://")
 
 
-def test_the_ceiling_answers_the_reads_bytes_and_takes_appends(serve: list[BackgroundServer]) -> None:
-    serve.append(BackgroundServer(ceiling_app(read_answer()), name="ceiling").start())
+@pytest.mark.parametrize("make", [ceiling_app, floor_app])
+def test_the_ceiling_and_the_floor_answer_the_reads_bytes_and_take_appends(
+    make: object, serve: list[BackgroundServer]
+) -> None:
+    assert callable(make)
+    serve.append(BackgroundServer(make(read_answer()), name="framework-limit").start())
     with httpx.Client(base_url=serve[-1].url, timeout=10) as client:
+        assert client.get("/").status_code == 200
         assert client.get("/chat-history/any").content == read_answer()
         answer = client.post("/chat-history/k-1", content=append_body())
         assert answer.status_code == 202 and answer.headers["location"] == "/chat-history/k-1"
@@ -245,6 +252,7 @@ def test_the_quick_benchmark_prints_every_table_and_goal() -> None:
     assert "one page of 100 summaries" in out.stdout and "from a store of 200 conversations" in out.stdout
     [listing] = [line for line in rows_of(out.stdout, "memory") if "|" in line and line.split()[1][0].isdigit()]
     listing_row_has_its_figures(listing)
+    assert "FastAPI floor against the ceiling (the most any FastAPI service reaches here): read " in out.stdout
     goal_lines = [line for line in out.stdout.splitlines() if line.endswith(("(met)", "(NOT met)"))]
     for goal in (
         "memory read >= 2.0 x the baseline",
