@@ -1,10 +1,6 @@
-"""The Redis store: chat history in Redis, shared by any number of service processes.
-
-Every operation is one Lua script (:mod:`chatlab.stores.redis.scripts`), which Redis runs as one atomic step: an
-append lands whole and in order whatever other clients append meanwhile, a condition or an idempotency record is
-checked in the same step as the write, and a read is one snapshot. Listing merges a page from each bucket
-(:mod:`chatlab.stores.redis.keys`). Every operation ends within ``timeout`` seconds, connecting included.
-"""
+"""The Redis store, shared by any number of service processes. Every operation is one Lua script (``scripts``), one
+atomic step: an append lands whole and in order, its condition and idempotency record are checked in the same step,
+a read is one snapshot. Listing merges a page from each bucket (``keys``). Each ends within ``timeout`` seconds."""
 
 from __future__ import annotations
 
@@ -98,14 +94,11 @@ def _lex_range(prefix: str, after: str | None) -> tuple[bytes, bytes]:
 
 
 class RedisChatHistoryStore(ChatHistoryStore):
-    """History in Redis lists (layout created on first use, older layouts upgraded).
+    """History in Redis lists (layout created on first use, older layouts upgraded; docs/stores.md).
 
-    ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS, ``unix:///path``), or
-    ``redis+cluster://host:port`` (``rediss+cluster://``) for Redis Cluster, any node as the first contact. The
-    extra query parameter ``prefix=...`` (or the ``prefix`` argument) namespaces every key; ``buckets=N`` sets a
-    new store's bucket count (default 1 on a single server, :data:`CLUSTER_BUCKETS` on a cluster). ``timeout``
-    bounds each operation, connecting included; ``max_connections`` bounds the connections of each event loop
-    (per node on a cluster).
+    ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``) or ``redis+cluster://host:port`` (any node;
+    ``rediss+cluster://``). ``prefix`` (argument or URL parameter) namespaces every key; ``buckets=N`` sets a new
+    store's bucket count. ``max_connections`` bounds the connections of each event loop (per node on a cluster).
     """
 
     schema_version = SCHEMA_VERSION
@@ -143,16 +136,13 @@ class RedisChatHistoryStore(ChatHistoryStore):
         self.description = (
             f"Chat history is stored in Redis at {self.where} (key prefix {self.prefix!r}) and exposed over HTTP."
         )
-        self._clients: PerLoop[Calls] = PerLoop(self._open_client, Calls.close)
+        self._clients: PerLoop[Calls] = PerLoop(
+            lambda: open_calls(self.client_url, self.cluster, self.timeout, self.max_connections), Calls.close
+        )
         self._layout: Layout | None = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.where} prefix={self.prefix!r}>"
-
-    async def _open_client(self) -> Calls:
-        return await open_calls(
-            self.client_url, cluster=self.cluster, timeout=self.timeout, max_connections=self.max_connections
-        )
 
     async def _check_layout(self, calls: Calls) -> Layout:
         """Create the layout, or upgrade an older one, or refuse one this chatlab does not know."""
@@ -264,8 +254,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
             async def read(bucket: int, start: bytes, count: int | None) -> list[Any]:
                 base = layout.bases[bucket]
                 args = [base, start, high, "" if count is None else count, *wanted]
-                rows: list[Any] = await calls.script(scripts.SUMMARIES, [base + b"conversations"], args)
-                return rows
+                return list(await calls.script(scripts.SUMMARIES, [base + b"conversations"], args))
 
             return [_summary(*row) for row in await _first(read, layout.buckets, low, limit)]
 
@@ -353,9 +342,8 @@ async def _first(
     read: Callable[[int, bytes, int | None], Awaitable[list[Any]]], buckets: int, low: bytes, limit: int | None
 ) -> list[Any]:
     """The first ``limit`` rows (``None``: all) of the buckets in key order (a row's key first), from ``read(bucket,
-    low, count)``. A page holds about ``limit / buckets`` rows of each bucket, so each is asked for twice that, all at
-    once; only a bucket whose last row comes before the page's last may hold more, and is read again (twice as
-    many). So a page reads about ``2 * limit`` rows in one round, however many conversations there are."""
+    low, count)``. Each bucket is asked for twice its share of the page at once; only one whose last row comes before
+    the page's last may hold more, and is read again (twice as many): about ``2 * limit`` rows, in one round."""
     by_key = itemgetter(0)  # code point order, as UTF-8's byte order
     if limit is None:
         parts = await asyncio.gather(*(read(b, low, None) for b in range(buckets)))
