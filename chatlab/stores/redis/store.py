@@ -5,12 +5,13 @@ a read is one snapshot. Listing merges a page from each bucket (``keys``). Each 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import traceback
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any
 
 from .._loops import PerLoop
 from .._urls import split_url
@@ -38,7 +39,6 @@ from .keys import Layout
 from .scripts import Script
 from .upgrade import STEP, upgrade
 
-R = TypeVar("R")
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 4
@@ -178,19 +178,19 @@ class RedisChatHistoryStore(ChatHistoryStore):
         self._layout = layout
         return layout
 
-    async def _guard(self, work: Callable[[Calls, Layout], Awaitable[R]]) -> R:
-        """Await ``work(calls, layout)`` within the timeout; redis-py and socket errors become StoreError."""
+    @contextlib.asynccontextmanager
+    async def _connected(self) -> AsyncIterator[tuple[Calls, Layout]]:
+        """The client and layout, for work within the timeout; redis-py and socket errors become StoreError."""
         try:
             async with asyncio.timeout(self.timeout):
                 calls = await self._clients.get()  # no I/O: connections open on first use
-                layout = self._layout or await self._check_layout(calls)
-                return await work(calls, layout)
+                yield calls, self._layout or await self._check_layout(calls)
         except Exception as exc:
             message = None if isinstance(exc, StoreError) else self._failure(exc)
             if message is None:
                 raise
-        log.warning("%s", message)
-        raise StoreError(message)
+            log.warning("%s", message)
+            raise StoreError(message) from None
 
     def _failure(self, exc: Exception) -> str | None:
         """What a redis-py or socket error (or the deadline) says; None for any other exception."""
@@ -216,14 +216,11 @@ class RedisChatHistoryStore(ChatHistoryStore):
         self, script: Script, conversation_key: str, args: Sequence[Any], idempotency_key: str | None = None
     ) -> Any:
         """A script's reply on one conversation: its keys (then the idempotency record) as KEYS, its key ARGV[1]."""
-
-        async def work(calls: Calls, layout: Layout) -> Any:
+        async with self._connected() as (calls, layout):
             keys = [*layout.conversation(conversation_key)]
             if idempotency_key is not None:
                 keys.append(layout.idempotency(conversation_key, idempotency_key))
             return await calls.script(script, keys, [conversation_key.encode("utf-8"), *args])
-
-        return await self._guard(work)
 
     async def read(self, conversation_key: str) -> Conversation:
         whole = await self.read_slice(conversation_key)
@@ -250,15 +247,14 @@ class RedisChatHistoryStore(ChatHistoryStore):
         low, high = _lex_range(prefix, after)
         wanted = [part for name, value in (tags or {}).items() for part in (name.encode(), value.encode())]
 
-        async def work(calls: Calls, layout: Layout) -> list[ConversationSummary]:
+        async with self._connected() as (calls, layout):
+
             async def read(bucket: int, start: bytes, count: int | None) -> list[Any]:
                 base = layout.bases[bucket]
                 args = [base, start, high, "" if count is None else count, *wanted]
                 return list(await calls.script(scripts.SUMMARIES, [base + b"conversations"], args))
 
             return [_summary(*row) for row in await _first(read, layout.buckets, low, limit)]
-
-        return await self._guard(work)
 
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
         args = [MAX_TAGS, *_patch(change.sets_title, change.title, change.tags)]
@@ -302,8 +298,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         """Each record in its own script, in order; the first whose conversation is elsewhere stops the rest."""
-
-        async def work(calls: Calls, layout: Layout) -> None:
+        async with self._connected() as (calls, layout):
             for record in records:
                 key = record.conversation_key
                 times = f"{record.created_at!r} {record.updated_at!r}"
@@ -312,8 +307,6 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 current = await calls.script(scripts.RESTORE, layout.conversation(key), [*args, *record.messages])
                 if current is not None:
                     raise VersionMismatch(current.decode())
-
-        await self._guard(work)
 
     async def sweep(self) -> int:
         """Delete what each bucket's ``updated`` index says is due, a bounded step per script."""
@@ -328,10 +321,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 deleted += count
             return deleted
 
-        async def work(calls: Calls, layout: Layout) -> int:
+        async with self._connected() as (calls, layout):
             return sum(await asyncio.gather(*(one(calls, base) for base in layout.bases)))
-
-        return await self._guard(work)
 
     async def close(self) -> None:
         """Close the clients and their connections (a later call opens new ones)."""
