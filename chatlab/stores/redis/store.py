@@ -47,8 +47,7 @@ DEFAULT_PREFIX = "chatlab:"
 #: Query parameters of a store URL that chatlab reads itself (redis-py would refuse them).
 CHATLAB_PARAMETERS: tuple[str, ...] = ("prefix", "buckets")
 
-#: The bucket count a new store gets on a cluster (``?buckets=N`` overrides it): enough hash slots to spread
-#: the conversations over a few primaries, few enough that listing every bucket stays one short pipeline.
+#: A new store's bucket count on a cluster: enough hash slots to spread over a few primaries, few enough to list.
 CLUSTER_BUCKETS = 64
 
 
@@ -82,15 +81,6 @@ def _summary(key: bytes, count: int, version: bytes, times: bytes, metadata: lis
     return ConversationSummary(
         key.decode("utf-8"), int(count), version.decode(), created, updated, fields.get("title"), tags
     )
-
-
-def _lex_range(prefix: str, after: str | None) -> tuple[bytes, bytes]:
-    """The ``ZRANGEBYLEX`` bounds of the keys that start with ``prefix`` and come after ``after``."""
-    upper = prefix_upper_bound(prefix)
-    high = b"+" if upper is None else b"(" + upper.encode("utf-8")
-    if after is not None and after >= prefix:  # code point order, as UTF-8's byte order
-        return b"(" + after.encode("utf-8"), high
-    return b"[" + prefix.encode("utf-8"), high
 
 
 class RedisChatHistoryStore(ChatHistoryStore):
@@ -149,7 +139,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         wanted = self.buckets or (CLUSTER_BUCKETS if self.cluster else 1)
         meta = f"{self.prefix}meta".encode()
         version, buckets = await calls.script(scripts.SCHEMA, [meta], [SCHEMA_VERSION, wanted])
-        if version is not None and int(version) in (1, 2, 3):
+        if int(version) in (1, 2, 3):  # SCHEMA always answers a version
             if self.cluster:
                 raise StoreError(
                     f"Redis store {self.where} prefix {self.prefix!r} has layout version {int(version)}: "
@@ -162,12 +152,10 @@ class RedisChatHistoryStore(ChatHistoryStore):
             except Exception as exc:  # a failure here is the store's: say which
                 raise StoreError(f"Redis store {self.prefix!r}: upgrading to layout 4 failed: {exc}") from exc
             await calls.client.hset(meta, "schema_version", SCHEMA_VERSION)
-            version = str(SCHEMA_VERSION).encode()
-        if version is None or int(version) != SCHEMA_VERSION:
+        elif int(version) != SCHEMA_VERSION:
             raise StoreError(
-                f"Redis store {self.where} prefix {self.prefix!r} has schema version "
-                f"{version.decode() if version else None}; this chatlab reads version {SCHEMA_VERSION} "
-                "(and upgrades versions 1 to 3) only"
+                f"Redis store {self.where} prefix {self.prefix!r} has schema version {version.decode()}; "
+                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 3) only"
             )
         layout = Layout(self.prefix, int(buckets))
         if self.buckets is not None and self.buckets != layout.buckets:
@@ -244,7 +232,9 @@ class RedisChatHistoryStore(ChatHistoryStore):
         """A merge of the buckets' pages, one script per bucket: see :func:`_first`."""
         if limit is not None and limit <= 0:
             return []
-        low, high = _lex_range(prefix, after)
+        upper = prefix_upper_bound(prefix)  # the ZRANGEBYLEX bounds: code point order, as UTF-8's byte order
+        low = b"(" + after.encode("utf-8") if after is not None and after >= prefix else b"[" + prefix.encode("utf-8")
+        high = b"+" if upper is None else b"(" + upper.encode("utf-8")
         wanted = [part for name, value in (tags or {}).items() for part in (name.encode(), value.encode())]
 
         async with self._connected() as (calls, layout):
