@@ -269,8 +269,6 @@ class RedisChatHistoryStore(ChatHistoryStore):
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
         batch = [bytes(m) for m in messages]
-        if not batch and if_match is None and idempotency is None:
-            return WriteResult(await self.version(conversation_key))
         record = [idempotency.fingerprint, max(1, int(idempotency.ttl * 1000))] if idempotency else ["", 0]
         args = [new_generation(), *record, *self._stamps(self.clock()), *_conditions(if_match), *batch]
         key = idempotency.key if idempotency else None
