@@ -1,6 +1,5 @@
 """The Lua scripts of the Redis store: one per operation, each one atomic step on one hash slot, and the upgrade's.
-The append rules live once, in :data:`APPEND` (the ``If-Match`` check, the idempotency record, the count).
-"""
+The append rules live once, in :data:`APPEND` (the ``If-Match`` check, the idempotency record, the count)."""
 
 from __future__ import annotations
 

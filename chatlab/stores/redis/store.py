@@ -36,7 +36,6 @@ from ..metadata import MAX_TAGS, MetadataChange, TooManyTags
 from . import scripts
 from .connections import CLUSTER_SCHEMES, Calls, open_calls, redacted
 from .keys import Layout
-from .scripts import Script
 from .upgrade import STEP, upgrade
 
 log = logging.getLogger(__name__)
@@ -201,7 +200,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         return None
 
     async def _script(
-        self, script: Script, conversation_key: str, args: Sequence[Any], idempotency_key: str | None = None
+        self, script: scripts.Script, conversation_key: str, args: Sequence[Any], idempotency_key: str | None = None
     ) -> Any:
         """A script's reply on one conversation: its keys (then the idempotency record) as KEYS, its key ARGV[1]."""
         async with self._connected() as (calls, layout):
