@@ -1,8 +1,5 @@
-"""Chat history in Redis (``pip install 'chatlab[redis]'``: redis-py with hiredis), on one server or a cluster.
-
-:class:`RedisChatHistoryStore` (``store``) over its key layout (``keys``), its Lua scripts, one per operation
-(``scripts``), redis-py's clients and their pipelining (``connections``), and the upgrade of older layouts.
-"""
+"""Chat history in Redis (``pip install 'chatlab[redis]'``: redis-py with hiredis), on one server or a cluster:
+the store, its key layout (``keys``), Lua scripts, clients (``connections``) and the upgrade of older layouts."""
 
 from __future__ import annotations
 

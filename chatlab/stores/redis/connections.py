@@ -1,10 +1,9 @@
 """The Redis store's clients (redis-py's, one per event loop) and the pipelining of its script calls.
 
-On a single server the ``EVALSHA`` calls made in one turn of the event loop go out as one pipeline. redis-py's
-cluster pipelines refuse scripts, so on a cluster each call is its own command, at most ``max_connections`` in
-flight (a node's pool refuses more rather than queue them). A script Redis has not cached (after a restart or a
-failover) is loaded and the call run again: it had not run. Nothing else is retried: a script run again after its
-answer was lost would append twice.
+redis-py's cluster pipelines refuse scripts, so on a cluster each call is its own command, at most
+``max_connections`` in flight (a node's pool refuses more rather than queue them). A script Redis has not cached
+(after a restart or a failover) is loaded and the call run again: it had not run. Nothing else is retried: a script
+run again after its answer was lost would append twice.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ def redacted(url: str) -> str:
     return f"{where}/{parts.path.lstrip('/') or '0'}"
 
 
-async def open_calls(url: str, *, cluster: bool, timeout: float, max_connections: int) -> Calls:
+async def open_calls(url: str, cluster: bool, timeout: float, max_connections: int) -> Calls:
     """redis-py's client for ``url``: no retries, every socket wait bounded by ``timeout``."""
     import redis.asyncio
     from redis.asyncio.cluster import RedisCluster
@@ -121,8 +120,7 @@ class Calls:
         pipe = self.client.pipeline(transaction=False)
         for script, keys, args, _ in calls:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
-        replies: list[Any] = await pipe.execute(raise_on_error=False)
-        return replies
+        return list(await pipe.execute(raise_on_error=False))
 
     async def close(self) -> None:
         for task in list(self._running):

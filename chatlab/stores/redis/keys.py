@@ -1,9 +1,6 @@
-"""The names of the Redis store's keys (layout version 4, tabled in docs/stores.md).
-
-A conversation belongs to one of the store's *buckets* (a CRC-32 of its key modulo the bucket count). Its keys,
-and its bucket's indexes, start with ``{prefix}{N}:``, the bucket as a Redis Cluster hash tag: so each script
-touches one hash slot, and the buckets spread the conversations over the nodes. The scripts name the tag indexes.
-"""
+"""The Redis store's key names (layout 4, tabled in docs/stores.md). A conversation's keys and its bucket's indexes
+start with ``{prefix}{N}:``, its bucket N as a Redis Cluster hash tag: each script touches one hash slot, and the
+buckets spread the conversations over the nodes. The scripts name the tag indexes."""
 
 from __future__ import annotations
 

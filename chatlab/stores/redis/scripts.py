@@ -1,13 +1,9 @@
-"""The Lua scripts of the Redis store, one per operation (each one atomic step on one hash slot), and the upgrades.
-
-The append rules live here once for this backend (:data:`APPEND`: the ``If-Match`` check, the idempotency record
-and the count in the version).
-"""
+"""The Lua scripts of the Redis store: one per operation, each one atomic step on one hash slot, and the upgrade's.
+The append rules live once, in :data:`APPEND` (the ``If-Match`` check, the idempotency record, the count)."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 
 from ..base import ABSENT
 
@@ -15,25 +11,20 @@ from ..base import ABSENT
 UNVERSIONED = "unversioned"
 
 
-@dataclass(frozen=True, slots=True)
 class Script:
-    """A Lua script and the SHA-1 digest ``EVALSHA`` names it by."""
+    """A Lua script, its placeholders filled, and the SHA-1 digest ``EVALSHA`` names it by."""
 
-    text: str
-    sha: str
-
-
-def _script(text: str) -> Script:
-    text = text.replace("ABSENT", ABSENT).replace("UNVERSIONED", UNVERSIONED)
-    return Script(text, hashlib.sha1(text.encode()).hexdigest())
+    def __init__(self, text: str) -> None:
+        self.text = text.replace("ABSENT", ABSENT).replace("UNVERSIONED", UNVERSIONED)
+        self.sha = hashlib.sha1(self.text.encode()).hexdigest()
 
 
 def _on_bucket(text: str) -> Script:
-    return _script(_BUCKET + text)
+    return Script(_BUCKET + text)
 
 
 def _on_conversation(text: str) -> Script:
-    return _script(_BUCKET + _CONVERSATION + text)
+    return Script(_BUCKET + _CONVERSATION + text)
 
 
 # Helpers naming a conversation's keys from its bucket's base (``{prefix}{N}:``) as chatlab.stores.redis.keys does.
@@ -75,8 +66,8 @@ local function drop(base, member)
 end
 """
 
-# The start of every script on one conversation. KEYS: chatlab.stores.redis.keys.ConversationKeys. ARGV[1]: its key.
-# ``current``: its version key, else 'UNVERSIONED' when it has messages and is indexed (layout 1), else 'ABSENT'.
+# The start of every script on one conversation. KEYS: keys.ConversationKeys. ARGV[1]: its key. ``current``: its
+# version key, else 'UNVERSIONED' when it has messages and is indexed (layout 1), else 'ABSENT'.
 _CONVERSATION = """
 local member = ARGV[1]
 local base = string.sub(KEYS[6], 1, #KEYS[6] - #member - #'metadata:')
@@ -137,7 +128,7 @@ end
 """
 
 # KEYS: meta. ARGV: the layout version and bucket count a new store gets. The store's layout version and count.
-SCHEMA = _script("""
+SCHEMA = Script("""
 if redis.call('HSETNX', KEYS[1], 'schema_version', ARGV[1]) == 1 then
     redis.call('HSET', KEYS[1], 'buckets', ARGV[2])
 end
@@ -151,11 +142,10 @@ if ARGV[2] ~= '' then messages = redis.call('LRANGE', KEYS[2], ARGV[2], ARGV[3])
 return {current, redis.call('LLEN', KEYS[2]), messages}
 """)
 
-# The append rules. KEYS: the conversation's, then the idempotency record (with a fingerprint only). ARGV: key, a new
-# generation, fingerprint ('' for none), ttl ms, now, expire at (ms, '0': never), condition count (-1: none),
-# conditions..., messages... A record seen before answers what it recorded ('replayed') or 'reused' (another
-# fingerprint); else the If-Match check; then the messages, and the version after them: the conversation's
-# generation (the new one if it had none), '.', its length.
+# The append rules. KEYS: the conversation's, then the idempotency record. ARGV: key, a new generation, fingerprint
+# ('' for none), ttl ms, now, expire at (ms, '0': never), condition count (-1: none), conditions..., messages...
+# A record seen before answers 'replayed' (what it recorded) or 'reused' (another fingerprint); else the If-Match
+# check, the messages, and the version: the generation (the new one if it had none), '.', the length.
 APPEND = _on_conversation("""
 local record = ARGV[3] ~= '' and redis.call('GET', KEYS[7])
 if record then
@@ -210,9 +200,8 @@ patch(8, last, {})
 return false
 """)
 
-# The merge patch of set_metadata (chatlab.stores.metadata.MetadataChange.applied). ARGV: key, the most tags a
-# conversation may carry, the ``patch``. false when the conversation does not exist; {'too_many', how many} when
-# the result would carry too many tags (nothing written either way); else {'ok', its ``summary``}.
+# The merge patch of set_metadata. ARGV: key, the most tags a conversation may carry, the ``patch``. false when the
+# conversation does not exist; {'too_many', how many} (nothing written); else {'ok', its ``summary``}.
 SET_METADATA = _on_conversation("""
 if current == 'ABSENT' then return false end
 local tags, count = tags_of(redis.call('HGETALL', KEYS[6]))
@@ -225,10 +214,9 @@ patch(3, #ARGV, tags)
 return {'ok', summary(base, member)}
 """)
 
-# A page of one bucket's ``summary``s. KEYS: the bucket's index. ARGV: its base, the lex range (members have score
-# 0, so it is the key order), how many at most ('': all), then the name and value of each tag wanted. With tags,
-# the keys come from the smallest of those tags' indexes and the other tags are checked in the metadata hash; so it
-# reads a page's worth of entries, and more only for those it leaves out (or that expired, not yet swept).
+# A page of one bucket's ``summary``s. KEYS: the bucket's index. ARGV: its base, the lex range (score 0: key order),
+# how many at most ('': all), then each wanted tag's name and value. With tags, the keys come from the smallest of
+# those tags' indexes, the others checked in the metadata hash: it reads about a page, more only for those left out.
 SUMMARIES = _on_bucket("""
 local base, low, high, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local index, least, wanted = KEYS[1], nil, {}
@@ -258,8 +246,8 @@ while true do
 end
 """)
 
-# KEYS: a bucket's index and updated. ARGV: cutoff, the bucket's base, how many at most.
-# Deletes that many due conversations of the bucket at most, metadata included; how many it deleted.
+# KEYS: a bucket's index and updated. ARGV: cutoff, its base, how many at most. Deletes at most that many due
+# conversations of the bucket, metadata included; how many it deleted.
 SWEEP = _on_bucket("""
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, key in ipairs(due) do drop(ARGV[2], key) end
@@ -269,7 +257,7 @@ return #due
 # Layouts 1 to 3 to 4, one conversation (chatlab.stores.redis.upgrade). KEYS: old index, old updated, old list,
 # version, times, then the new ConversationKeys. ARGV: member, now (layouts 1 and 2, which had no times; else '').
 # 0 when another process moved it first.
-UPGRADE_MOVE = _script("""
+UPGRADE_MOVE = Script("""
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 for i = 3, 5 do
     if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('RENAME', KEYS[i], KEYS[i + 4]) end

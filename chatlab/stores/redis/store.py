@@ -1,20 +1,17 @@
-"""The Redis store: chat history in Redis, shared by any number of service processes.
-
-Every operation is one Lua script (:mod:`chatlab.stores.redis.scripts`), which Redis runs as one atomic step: an
-append lands whole and in order whatever other clients append meanwhile, a condition or an idempotency record is
-checked in the same step as the write, and a read is one snapshot. Listing merges a page from each bucket
-(:mod:`chatlab.stores.redis.keys`). Every operation ends within ``timeout`` seconds, connecting included.
-"""
+"""The Redis store, shared by any number of service processes. Every operation is one Lua script (``scripts``), one
+atomic step: an append lands whole and in order, its condition and idempotency record are checked in the same step,
+a read is one snapshot. Listing merges a page from each bucket (``keys``). Each ends within ``timeout`` seconds."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import traceback
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any
 
 from .._loops import PerLoop
 from .._urls import split_url
@@ -39,10 +36,8 @@ from ..metadata import MAX_TAGS, MetadataChange, TooManyTags
 from . import scripts
 from .connections import CLUSTER_SCHEMES, Calls, open_calls, redacted
 from .keys import Layout
-from .scripts import Script
 from .upgrade import STEP, upgrade
 
-R = TypeVar("R")
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 4
@@ -51,8 +46,7 @@ DEFAULT_PREFIX = "chatlab:"
 #: Query parameters of a store URL that chatlab reads itself (redis-py would refuse them).
 CHATLAB_PARAMETERS: tuple[str, ...] = ("prefix", "buckets")
 
-#: The bucket count a new store gets on a cluster (``?buckets=N`` overrides it): enough hash slots to spread
-#: the conversations over a few primaries, few enough that listing every bucket stays one short pipeline.
+#: A new store's bucket count on a cluster: enough hash slots to spread over a few primaries, few enough to list.
 CLUSTER_BUCKETS = 64
 
 
@@ -88,24 +82,12 @@ def _summary(key: bytes, count: int, version: bytes, times: bytes, metadata: lis
     )
 
 
-def _lex_range(prefix: str, after: str | None) -> tuple[bytes, bytes]:
-    """The ``ZRANGEBYLEX`` bounds of the keys that start with ``prefix`` and come after ``after``."""
-    upper = prefix_upper_bound(prefix)
-    high = b"+" if upper is None else b"(" + upper.encode("utf-8")
-    if after is not None and after >= prefix:  # code point order, as UTF-8's byte order
-        return b"(" + after.encode("utf-8"), high
-    return b"[" + prefix.encode("utf-8"), high
-
-
 class RedisChatHistoryStore(ChatHistoryStore):
-    """History in Redis lists (layout created on first use, older layouts upgraded).
+    """History in Redis lists (layout created on first use, older layouts upgraded; docs/stores.md).
 
-    ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS, ``unix:///path``), or
-    ``redis+cluster://host:port`` (``rediss+cluster://``) for Redis Cluster, any node as the first contact. The
-    extra query parameter ``prefix=...`` (or the ``prefix`` argument) namespaces every key; ``buckets=N`` sets a
-    new store's bucket count (default 1 on a single server, :data:`CLUSTER_BUCKETS` on a cluster). ``timeout``
-    bounds each operation, connecting included; ``max_connections`` bounds the connections of each event loop
-    (per node on a cluster).
+    ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``) or ``redis+cluster://host:port`` (any node;
+    ``rediss+cluster://``). ``prefix`` (argument or URL parameter) namespaces every key; ``buckets=N`` sets a new
+    store's bucket count. ``max_connections`` bounds the connections of each event loop (per node on a cluster).
     """
 
     schema_version = SCHEMA_VERSION
@@ -143,23 +125,20 @@ class RedisChatHistoryStore(ChatHistoryStore):
         self.description = (
             f"Chat history is stored in Redis at {self.where} (key prefix {self.prefix!r}) and exposed over HTTP."
         )
-        self._clients: PerLoop[Calls] = PerLoop(self._open_client, Calls.close)
+        self._clients: PerLoop[Calls] = PerLoop(
+            lambda: open_calls(self.client_url, self.cluster, self.timeout, self.max_connections), Calls.close
+        )
         self._layout: Layout | None = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.where} prefix={self.prefix!r}>"
-
-    async def _open_client(self) -> Calls:
-        return await open_calls(
-            self.client_url, cluster=self.cluster, timeout=self.timeout, max_connections=self.max_connections
-        )
 
     async def _check_layout(self, calls: Calls) -> Layout:
         """Create the layout, or upgrade an older one, or refuse one this chatlab does not know."""
         wanted = self.buckets or (CLUSTER_BUCKETS if self.cluster else 1)
         meta = f"{self.prefix}meta".encode()
         version, buckets = await calls.script(scripts.SCHEMA, [meta], [SCHEMA_VERSION, wanted])
-        if version is not None and int(version) in (1, 2, 3):
+        if int(version) in (1, 2, 3):  # SCHEMA always answers a version
             if self.cluster:
                 raise StoreError(
                     f"Redis store {self.where} prefix {self.prefix!r} has layout version {int(version)}: "
@@ -172,12 +151,10 @@ class RedisChatHistoryStore(ChatHistoryStore):
             except Exception as exc:  # a failure here is the store's: say which
                 raise StoreError(f"Redis store {self.prefix!r}: upgrading to layout 4 failed: {exc}") from exc
             await calls.client.hset(meta, "schema_version", SCHEMA_VERSION)
-            version = str(SCHEMA_VERSION).encode()
-        if version is None or int(version) != SCHEMA_VERSION:
+        elif int(version) != SCHEMA_VERSION:
             raise StoreError(
-                f"Redis store {self.where} prefix {self.prefix!r} has schema version "
-                f"{version.decode() if version else None}; this chatlab reads version {SCHEMA_VERSION} "
-                "(and upgrades versions 1 to 3) only"
+                f"Redis store {self.where} prefix {self.prefix!r} has schema version {version.decode()}; "
+                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 3) only"
             )
         layout = Layout(self.prefix, int(buckets))
         if self.buckets is not None and self.buckets != layout.buckets:
@@ -188,19 +165,19 @@ class RedisChatHistoryStore(ChatHistoryStore):
         self._layout = layout
         return layout
 
-    async def _guard(self, work: Callable[[Calls, Layout], Awaitable[R]]) -> R:
-        """Await ``work(calls, layout)`` within the timeout; redis-py and socket errors become StoreError."""
+    @contextlib.asynccontextmanager
+    async def _connected(self) -> AsyncIterator[tuple[Calls, Layout]]:
+        """The client and layout, for work within the timeout; redis-py and socket errors become StoreError."""
         try:
             async with asyncio.timeout(self.timeout):
                 calls = await self._clients.get()  # no I/O: connections open on first use
-                layout = self._layout or await self._check_layout(calls)
-                return await work(calls, layout)
+                yield calls, self._layout or await self._check_layout(calls)
         except Exception as exc:
             message = None if isinstance(exc, StoreError) else self._failure(exc)
             if message is None:
                 raise
-        log.warning("%s", message)
-        raise StoreError(message)
+            log.warning("%s", message)
+            raise StoreError(message) from None
 
     def _failure(self, exc: Exception) -> str | None:
         """What a redis-py or socket error (or the deadline) says; None for any other exception."""
@@ -223,17 +200,14 @@ class RedisChatHistoryStore(ChatHistoryStore):
         return None
 
     async def _script(
-        self, script: Script, conversation_key: str, args: Sequence[Any], idempotency_key: str | None = None
+        self, script: scripts.Script, conversation_key: str, args: Sequence[Any], idempotency_key: str | None = None
     ) -> Any:
         """A script's reply on one conversation: its keys (then the idempotency record) as KEYS, its key ARGV[1]."""
-
-        async def work(calls: Calls, layout: Layout) -> Any:
+        async with self._connected() as (calls, layout):
             keys = [*layout.conversation(conversation_key)]
             if idempotency_key is not None:
                 keys.append(layout.idempotency(conversation_key, idempotency_key))
             return await calls.script(script, keys, [conversation_key.encode("utf-8"), *args])
-
-        return await self._guard(work)
 
     async def read(self, conversation_key: str) -> Conversation:
         whole = await self.read_slice(conversation_key)
@@ -257,19 +231,19 @@ class RedisChatHistoryStore(ChatHistoryStore):
         """A merge of the buckets' pages, one script per bucket: see :func:`_first`."""
         if limit is not None and limit <= 0:
             return []
-        low, high = _lex_range(prefix, after)
+        upper = prefix_upper_bound(prefix)  # the ZRANGEBYLEX bounds: code point order, as UTF-8's byte order
+        low = b"(" + after.encode("utf-8") if after is not None and after >= prefix else b"[" + prefix.encode("utf-8")
+        high = b"+" if upper is None else b"(" + upper.encode("utf-8")
         wanted = [part for name, value in (tags or {}).items() for part in (name.encode(), value.encode())]
 
-        async def work(calls: Calls, layout: Layout) -> list[ConversationSummary]:
+        async with self._connected() as (calls, layout):
+
             async def read(bucket: int, start: bytes, count: int | None) -> list[Any]:
                 base = layout.bases[bucket]
                 args = [base, start, high, "" if count is None else count, *wanted]
-                rows: list[Any] = await calls.script(scripts.SUMMARIES, [base + b"conversations"], args)
-                return rows
+                return list(await calls.script(scripts.SUMMARIES, [base + b"conversations"], args))
 
             return [_summary(*row) for row in await _first(read, layout.buckets, low, limit)]
-
-        return await self._guard(work)
 
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
         args = [MAX_TAGS, *_patch(change.sets_title, change.title, change.tags)]
@@ -294,8 +268,6 @@ class RedisChatHistoryStore(ChatHistoryStore):
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
         batch = [bytes(m) for m in messages]
-        if not batch and if_match is None and idempotency is None:
-            return WriteResult(await self.version(conversation_key))
         record = [idempotency.fingerprint, max(1, int(idempotency.ttl * 1000))] if idempotency else ["", 0]
         args = [new_generation(), *record, *self._stamps(self.clock()), *_conditions(if_match), *batch]
         key = idempotency.key if idempotency else None
@@ -313,8 +285,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         """Each record in its own script, in order; the first whose conversation is elsewhere stops the rest."""
-
-        async def work(calls: Calls, layout: Layout) -> None:
+        async with self._connected() as (calls, layout):
             for record in records:
                 key = record.conversation_key
                 times = f"{record.created_at!r} {record.updated_at!r}"
@@ -323,8 +294,6 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 current = await calls.script(scripts.RESTORE, layout.conversation(key), [*args, *record.messages])
                 if current is not None:
                     raise VersionMismatch(current.decode())
-
-        await self._guard(work)
 
     async def sweep(self) -> int:
         """Delete what each bucket's ``updated`` index says is due, a bounded step per script."""
@@ -339,10 +308,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 deleted += count
             return deleted
 
-        async def work(calls: Calls, layout: Layout) -> int:
+        async with self._connected() as (calls, layout):
             return sum(await asyncio.gather(*(one(calls, base) for base in layout.bases)))
-
-        return await self._guard(work)
 
     async def close(self) -> None:
         """Close the clients and their connections (a later call opens new ones)."""
@@ -353,9 +320,8 @@ async def _first(
     read: Callable[[int, bytes, int | None], Awaitable[list[Any]]], buckets: int, low: bytes, limit: int | None
 ) -> list[Any]:
     """The first ``limit`` rows (``None``: all) of the buckets in key order (a row's key first), from ``read(bucket,
-    low, count)``. A page holds about ``limit / buckets`` rows of each bucket, so each is asked for twice that, all at
-    once; only a bucket whose last row comes before the page's last may hold more, and is read again (twice as
-    many). So a page reads about ``2 * limit`` rows in one round, however many conversations there are."""
+    low, count)``. Each bucket is asked for twice its share of the page at once; only one whose last row comes before
+    the page's last may hold more, and is read again (twice as many): about ``2 * limit`` rows, in one round."""
     by_key = itemgetter(0)  # code point order, as UTF-8's byte order
     if limit is None:
         parts = await asyncio.gather(*(read(b, low, None) for b in range(buckets)))

@@ -1,9 +1,6 @@
-"""Upgrading a Redis store written by an older chatlab, in place, on its first use (see docs/stores.md).
-
-Layouts 1 to 3 kept the keys under the prefix with no hash tag (``{prefix}messages:{key}``, ...) and only ran on a
-single server, where a script may touch any key. Each step is idempotent: processes that start together may all
-run it.
-"""
+"""Upgrading a Redis store of layout 1 to 3 (keys with no hash tag: ``{prefix}messages:{key}``, ...; single server
+only, where a script may touch any key) in place, on its first use (docs/stores.md). Each step is idempotent:
+processes that start together may all run it."""
 
 from __future__ import annotations
 
