@@ -7,7 +7,8 @@ import hashlib
 import struct
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from .base import (
     ABSENT,
@@ -73,8 +74,10 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         self._records_lock = threading.Lock()
         self._clock = clock
 
-    def _locked_bucket(self, conversation_key: str) -> _Bucket:
-        """The conversation's bucket (a new one if none), locked, and still its current one."""
+    @contextmanager
+    def _bucket(self, conversation_key: str) -> Iterator[_Bucket]:
+        """The conversation's bucket (a new one if none), locked and still its current one. On the way out a bucket
+        left at ABSENT is dropped while still locked, so a writer waiting for it takes a new one."""
         while True:
             bucket = self._buckets.get(conversation_key)
             if bucket is None:
@@ -85,18 +88,16 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                         bisect.insort(self._keys, conversation_key)
             bucket.lock.acquire()
             if self._buckets.get(conversation_key) is bucket:
-                return bucket
+                break
             bucket.lock.release()
-
-    def _unlock(self, conversation_key: str, bucket: _Bucket) -> None:
-        """Release a bucket, dropping it first (still locked, so a waiting writer takes a new one) if at ABSENT."""
         try:
+            yield bucket
+        finally:
             if bucket.version == ABSENT:
                 with self._buckets_lock:
                     if self._buckets.get(conversation_key) is bucket:
                         del self._buckets[conversation_key]
                         del self._keys[bisect.bisect_left(self._keys, conversation_key)]
-        finally:
             bucket.lock.release()
 
     async def read(self, conversation_key: str) -> Conversation:
@@ -125,10 +126,9 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
     ) -> WriteResult:
         if not messages and if_match is None and idempotency is None:
             return WriteResult(await self.version(conversation_key))
-        bucket = self._locked_bucket(conversation_key)
         # one digest of both keys (the service's key pattern allows no NUL in a conversation key)
         record_key = _digest(f"{conversation_key}\0{idempotency.key}") if idempotency is not None else b""
-        try:
+        with self._bucket(conversation_key) as bucket:  # a condition or record on an unknown key does not create it
             if idempotency is not None:
                 recorded = self._recorded(record_key, idempotency)
                 if recorded is not None:
@@ -142,32 +142,24 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             if idempotency is not None:
                 self._record(record_key, idempotency, bucket.version)
             return WriteResult(bucket.version)
-        finally:
-            self._unlock(conversation_key, bucket)  # a condition or record on an unknown key must not create it
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
-        bucket = self._locked_bucket(conversation_key)
-        try:
+        with self._bucket(conversation_key) as bucket:
             if not version_matches(bucket.version, if_match):
                 raise VersionMismatch(bucket.version)
             bucket.touch(self.clock())
             bucket.messages[:] = messages
             bucket.version = new_version(len(messages))
             return WriteResult(bucket.version)
-        finally:
-            self._unlock(conversation_key, bucket)
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
-        bucket = self._locked_bucket(conversation_key)  # waits for a write in progress to finish
-        try:
+        with self._bucket(conversation_key) as bucket:  # waits for a write in progress to finish
             if not version_matches(bucket.version, if_match):
                 raise VersionMismatch(bucket.version)
             bucket.messages.clear()
             bucket.version = ABSENT
-        finally:
-            self._unlock(conversation_key, bucket)
 
     async def summaries(
         self,
@@ -202,14 +194,11 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         return result
 
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-        bucket = self._locked_bucket(conversation_key)
-        try:
+        with self._bucket(conversation_key) as bucket:
             if bucket.version == ABSENT:
                 return None
             bucket.title, bucket.tags = change.applied(bucket.title, bucket.tags)
             return bucket.summary(conversation_key)
-        finally:
-            self._unlock(conversation_key, bucket)
 
     def totals(self) -> tuple[int, int]:
         """How many conversations and messages the store holds (for metrics)."""
@@ -220,16 +209,13 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         for record in records:
-            bucket = self._locked_bucket(record.conversation_key)
-            try:
+            with self._bucket(record.conversation_key) as bucket:
                 if bucket.version != record.expected:
                     raise VersionMismatch(bucket.version)
                 bucket.messages[:] = record.messages
                 bucket.version = record.version
                 bucket.title, bucket.tags = record.title, dict(record.tags)
                 bucket.created_at, bucket.updated_at = record.created_at, record.updated_at
-            finally:
-                self._unlock(record.conversation_key, bucket)
 
     async def sweep(self) -> int:
         cutoff = self.cutoff()
@@ -239,14 +225,11 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             due = [k for k, b in self._buckets.items() if b.updated_at <= cutoff]
         deleted = 0
         for key in due:
-            bucket = self._locked_bucket(key)
-            try:
+            with self._bucket(key) as bucket:
                 if bucket.version != ABSENT and bucket.updated_at <= cutoff:  # not written meanwhile
                     bucket.messages.clear()
                     bucket.version = ABSENT
                     deleted += 1
-            finally:
-                self._unlock(key, bucket)
         return deleted
 
     def _recorded(self, key: bytes, idempotency: Idempotency) -> WriteResult | None:
