@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from .base import (
     ABSENT,
@@ -31,19 +32,17 @@ from .base import (
 from .metadata import MetadataChange
 
 
+@dataclass(slots=True, eq=False)
 class _Bucket:
     """One conversation, with the lock that keeps each batch contiguous."""
 
-    __slots__ = ("created_at", "lock", "messages", "tags", "title", "updated_at", "version")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.messages: list[EncodedMessage] = []
-        self.version = ABSENT
-        self.created_at = 0.0
-        self.updated_at = 0.0
-        self.title: str | None = None
-        self.tags: dict[str, str] = {}
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    messages: list[EncodedMessage] = field(default_factory=list)
+    version: str = ABSENT
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    title: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
 
     def summary(self, key: str) -> ConversationSummary:
         return ConversationSummary(
@@ -174,24 +173,21 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         result: list[ConversationSummary] = []
         start = prefix if after is None or after < prefix else after
         inclusive = after is None or after < prefix
-        while limit is None or len(result) < limit:
+        while True:
             with self._buckets_lock:
                 keys = self._keys
                 at = bisect.bisect_left(keys, start) if inclusive else bisect.bisect_right(keys, start)
                 chunk = [(k, self._buckets[k]) for k in keys[at : at + _CHUNK]]
             for key, bucket in chunk:
-                if not key.startswith(prefix):
+                if not key.startswith(prefix) or len(result) == limit:
                     return result
                 with bucket.lock:
                     # a bucket at ABSENT is being created by a write that may still fail
                     if bucket.version != ABSENT and has_tags(bucket.tags, tags):
                         result.append(bucket.summary(key))
-                if limit is not None and len(result) == limit:
-                    return result
             if len(chunk) < _CHUNK:
                 return result
             start, inclusive = chunk[-1][0], False
-        return result
 
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
         with self._bucket(conversation_key) as bucket:
@@ -251,7 +247,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             # drop expired records from the front, stopping at the first live one: usually one look, not a scan
             expired: list[bytes] = []
             for k, record in self._records.items():
-                if _EXPIRES.unpack_from(record)[0] > now or len(expired) == EXPIRED_PER_WRITE:
+                if _EXPIRES.unpack_from(record)[0] > now or len(expired) == _EXPIRED_PER_WRITE:
                     break
                 expired.append(k)
             for k in expired:
@@ -260,8 +256,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
 
 _CHUNK = 256  # keys a listing takes from the sorted index per hold of its lock
 
-EXPIRED_PER_WRITE = 64
-"""At most this many expired records are dropped by one write: more than the one it adds, so they never pile up."""
+_EXPIRED_PER_WRITE = 64  # dropped by one write at most: more than the one it adds, so they never pile up
 
 # A record holds 128-bit digests, not copies, so its size does not grow with the keys' lengths.
 _EXPIRES = struct.Struct("<d")
