@@ -100,11 +100,8 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             bucket.lock.release()
 
     async def read(self, conversation_key: str) -> Conversation:
-        bucket = self._buckets.get(conversation_key)
-        if bucket is None:
-            return Conversation([], ABSENT)
-        with bucket.lock:
-            return Conversation(bucket.messages.copy(), bucket.version)
+        whole = await self.read_slice(conversation_key)
+        return Conversation(whole.messages, whole.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         check_slice(after, limit)
