@@ -56,52 +56,30 @@ if TYPE_CHECKING:
     from .vocabulary import ConversationSummary as ConversationSummary
     from .vocabulary import Version as Version
 
-# name -> the module that defines it (tests/test_public_api.py checks this matches the imports above)
-_LAZY = {
-    "RemoteChatHistoryProvider": "client.provider",
-    "Compaction": "client.compaction",
-    "AsyncChatHistoryClient": "client.http",
-    "ChatHistoryClient": "client.http",
-    "MessagesPage": "client.operations",
-    "SummariesPage": "client.operations",
-    "ChatHistoryServiceConflict": "client.errors",
-    "ChatHistoryServiceProtocolError": "client.errors",
-    "ChatHistorySummary": "client.provider",
-    "show_provider_calls": "client.provider",
-    "service_url": "client.provider",
-    "message_to_meai": "client.codec",
-    "message_from_meai": "client.codec",
-    "messages_to_meai": "client.codec",
-    "messages_from_meai": "client.codec",
-    "content_to_meai": "client.codec",
-    "content_from_meai": "client.codec",
-    "ChatlabError": "client.errors",
-    "ChatHistoryServiceError": "client.errors",
-    "ChatHistoryServiceUnavailable": "client.errors",
-    "ChatHistoryServiceStatusError": "client.errors",
-    "ChatHistoryCodecError": "client.errors",
-    "LLMUnavailableError": "client.errors",
-    "RetryPolicy": "client.retry",
-    "ServiceSettings": "service",
-    "start_service": "service",
-    "ensure_service": "service",
-    "open_store": "stores",
-    "ConversationSummary": "vocabulary",
-    "Version": "vocabulary",
-    "LLMConnection": "tutorial.llm",
-    "connect_llm": "tutorial.llm",
-    "start_offline_model": "tutorial.offline_model",
-    "pause": "tutorial.pause",
-    "GetDateTime": "tutorial.tools",
-    "create_agent": "tutorial.agent",
-    "print_external_store": "tutorial.display",
-    "print_session_id": "tutorial.display",
-    "print_state_bag": "tutorial.display",
-    "print_agent_response": "tutorial.display",
-    "print_messages": "tutorial.display",
-    "create_or_resume_session": "tutorial.display",
-    "run_demo": "tutorial.demo",
+# each module and the names it defines (tests/test_public_api.py checks _LAZY matches the imports above)
+_MODULES = {
+    "client.provider": "RemoteChatHistoryProvider ChatHistorySummary show_provider_calls service_url",
+    "client.compaction": "Compaction",
+    "client.http": "AsyncChatHistoryClient ChatHistoryClient",
+    "client.operations": "MessagesPage SummariesPage",
+    "client.errors": "ChatlabError ChatHistoryServiceError ChatHistoryServiceUnavailable ChatHistoryServiceStatusError "
+    "ChatHistoryServiceConflict ChatHistoryServiceProtocolError ChatHistoryCodecError LLMUnavailableError",
+    "client.codec": "message_to_meai message_from_meai messages_to_meai messages_from_meai content_to_meai "
+    "content_from_meai",
+    "client.retry": "RetryPolicy",
+    "service": "ServiceSettings start_service ensure_service",
+    "stores": "open_store",
+    "vocabulary": "ConversationSummary Version",
+    "tutorial.llm": "LLMConnection connect_llm",
+    "tutorial.offline_model": "start_offline_model",
+    "tutorial.pause": "pause",
+    "tutorial.tools": "GetDateTime",
+    "tutorial.agent": "create_agent",
+    "tutorial.display": "print_external_store print_session_id print_state_bag print_agent_response print_messages "
+    "create_or_resume_session",
+    "tutorial.demo": "run_demo",
 }
+_LAZY = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 __all__ = ["__version__", *_LAZY]
 

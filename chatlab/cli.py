@@ -34,23 +34,21 @@ def _serve(args: argparse.Namespace) -> int:
     if taken is not None:  # said before any banner, without uvicorn's traceback
         print(f"error: {taken}", file=sys.stderr)
         return 1
-    tls_cert, tls_key = settings.tls_cert, settings.tls_key
     if args.host not in settings.allowed_hosts:  # the name it is started with is one it serves
         settings = settings.model_copy(update={"allowed_hosts": (*settings.allowed_hosts, args.host)})
     app = create_app(args.store, settings)
     host = f"[{args.host}]" if ":" in args.host else args.host
-    store = describe_url(args.store)  # without a password
-    scheme = "https" if tls_cert else "http"
-    print(f"Chat history service on {scheme}://{host}:{args.port} (store: {store}); Ctrl+C stops it.")
+    url = f"{'https' if settings.tls_cert else 'http'}://{host}:{args.port}"
+    print(f"Chat history service on {url} (store: {describe_url(args.store)}); Ctrl+C stops it.")
     print(f"Server: uvicorn ({server_stack()}); access log {'on' if settings.access_log else 'off'}.")
-    print(f"Protections: {_describe(settings, tls_cert is not None)}.")
+    print(f"Protections: {_describe(settings)}.")
     if settings.viewer:
-        print(f"Conversation viewer: {scheme}://{host}:{args.port}/ui (read-only; --no-viewer turns it off).")
+        print(f"Conversation viewer: {url}/ui (read-only; --no-viewer turns it off).")
     if args.host not in LOOPBACK:
         if settings.api_keys is None:
             warn = "Warning: listening beyond loopback without API keys: anyone who reaches it reads and writes."
             print(warn, file=sys.stderr)
-        if not tls_cert:
+        if not settings.tls_cert:
             warn = "Warning: listening beyond loopback without TLS: messages and keys travel in clear text."
             print(warn, file=sys.stderr)
     # out now, not when the buffer fills: a log shows the address at once, and a stop by SIGTERM (which uvicorn
@@ -62,8 +60,8 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         log_level=args.log_level,
         access_log=settings.access_log,
-        ssl_certfile=tls_cert,
-        ssl_keyfile=tls_key,
+        ssl_certfile=settings.tls_cert,
+        ssl_keyfile=settings.tls_key,
         **{**server_stack().uvicorn_options(), **server_options(settings)},
     )
     return 0
@@ -91,12 +89,12 @@ def _port_taken(host: str, port: int) -> str | None:
     return None
 
 
-def _describe(settings: ServiceSettings, tls: bool) -> str:
+def _describe(settings: ServiceSettings) -> str:
     parts = [
         f"API keys for namespaces {', '.join(settings.api_keys.namespaces)}" if settings.api_keys else "no API keys",
         f"CORS for {', '.join(settings.cors_origins)}" if settings.cors_origins else "no CORS",
         f"rate limit {settings.rate_limit}" if settings.rate_limit else "no rate limit",
-        "TLS" if tls else "no TLS",
+        "TLS" if settings.tls_cert else "no TLS",
         f"body <= {settings.max_body_bytes} bytes, <= {settings.max_messages} messages per request",
     ]
     if settings.retention is not None:
@@ -140,7 +138,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=5000, help="port (default 5000, as in the article)")
     serve.add_argument(
         "--store",
-        default=None,
         help="where to keep history (default memory://): sqlite:///history.db or a file path, "
         "postgresql://user@host/db, redis://host:6379/0 (see docs/stores.md)",
     )
@@ -159,14 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--service-url",
-        default=None,
         help="a running service (default: CHAT_HISTORY_SERVICE_URL, else one started in the background)",
     )
     demo.add_argument(
-        "--llm",
-        default=None,
-        choices=["auto", "offline", "endpoint"],
-        help="which LLM (default: CHATLAB_LLM, else auto)",
+        "--llm", choices=["auto", "offline", "endpoint"], help="which LLM (default: CHATLAB_LLM, else auto)"
     )
     demo.add_argument("--runs", type=int, default=2, help="how many runs against the same service (default 2)")
     demo.set_defaults(run=_demo)

@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 
 
 class BackgroundServer:
-    """One uvicorn server on a socket of its own, in a daemon thread: :meth:`start` and :meth:`stop`, or ``with``."""
+    """One uvicorn server on a socket of its own, in a daemon thread: :meth:`start` and :meth:`stop`, or ``with``.
+    ``server_options`` go to :class:`uvicorn.Config` (timeouts, limits, the HTTP protocol)."""
 
     _running: ClassVar[list[BackgroundServer]] = []
     _registry_lock: ClassVar[threading.RLock] = threading.RLock()
@@ -41,7 +42,6 @@ class BackgroundServer:
         access_log: bool = False,
         server_options: Mapping[str, Any] | None = None,
     ) -> None:
-        """``server_options`` go to :class:`uvicorn.Config` (timeouts, limits, the HTTP protocol)."""
         if (ssl_certfile is None) != (ssl_keyfile is None):
             raise ValueError("TLS needs both a certificate and its key (ssl_certfile and ssl_keyfile)")
         self.app, self.name, self.host, self.requested_port = app, name, host, port
@@ -66,11 +66,9 @@ class BackgroundServer:
         identity: object = None,
         **kwargs: Any,
     ) -> BackgroundServer:
-        """The running server started with equal arguments, or a new one built from ``app_factory()``.
-
-        ``identity`` stands for what ``app_factory`` builds (the service's store and settings). A fixed port taken
-        by a server started with other arguments raises ``RuntimeError`` rather than hand that server back.
-        """
+        """The running server started with equal arguments, or a new one built from ``app_factory()``. ``identity``
+        stands for what ``app_factory`` builds (the service's store and settings). A fixed port taken by a server
+        started with other arguments raises ``RuntimeError`` rather than hand that server back."""
         arguments = (identity, kwargs)
         with cls._registry_lock:
             cls._running[:] = [server for server in cls._running if server.is_running]
@@ -111,13 +109,21 @@ class BackgroundServer:
         self.port = sock.getsockname()[1]
         options = {**server_stack().uvicorn_options(), **self.options}
         config = uvicorn.Config(self.app, log_config=None, access_log=self.access_log, lifespan="on", **options)
-        self._server = uvicorn.Server(config)
+        server = self._server = uvicorn.Server(config)
         if self.access_log:  # a quiet server before this one switched the process's access logger off
             logging.getLogger("uvicorn.access").propagate = True
         self._error = None
-        self._thread = threading.Thread(target=self._serve, args=(sock,), name=f"chatlab-{self.name}", daemon=True)
-        self._thread.start()
-        self._wait_started()
+        thread = threading.Thread(target=self._serve, args=(server, sock), name=f"chatlab-{self.name}", daemon=True)
+        self._thread = thread
+        thread.start()
+        deadline = time.monotonic() + self.startup_timeout
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if not server.started:
+            error = self._error
+            self.stop()
+            reason = repr(error) if error else f"not serving after {self.startup_timeout} s"
+            raise RuntimeError(f"{self.name} failed to start on {self.host}:{self.port}: {reason}")
         with self._registry_lock:
             self._running.append(self)
         log.info("%s listening on %s", self.name, self.url)
@@ -165,22 +171,10 @@ class BackgroundServer:
         sock.setblocking(False)
         return sock
 
-    def _serve(self, sock: socket.socket) -> None:
-        assert self._server is not None
+    def _serve(self, server: uvicorn.Server, sock: socket.socket) -> None:
         try:
-            self._server.run(sockets=[sock])
-        except BaseException as exc:  # reported by _wait_started or left for inspection
+            server.run(sockets=[sock])
+        except BaseException as exc:  # reported by start or left for inspection
             self._error = exc
         finally:
             sock.close()
-
-    def _wait_started(self) -> None:
-        assert self._server is not None and self._thread is not None
-        deadline = time.monotonic() + self.startup_timeout
-        while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.005)
-        if not self._server.started:
-            error = self._error
-            self.stop()
-            reason = repr(error) if error else f"not serving after {self.startup_timeout} s"
-            raise RuntimeError(f"{self.name} failed to start on {self.host}:{self.port}: {reason}")

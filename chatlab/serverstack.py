@@ -12,8 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-STACK_VARIABLE = "CHATLAB_SERVER_STACK"
-"""``fast`` (default) or ``asyncio``: the server stack of every server chatlab starts."""
+STACK_VARIABLE = "CHATLAB_SERVER_STACK"  # fast (default) or asyncio: the stack of every server chatlab starts
 
 STACKS = ("fast", "asyncio")
 

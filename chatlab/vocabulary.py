@@ -1,9 +1,7 @@
-"""What the client side and the service side both speak: one home for each shared idea.
+"""What the client side and the service side both speak; both import this module and it imports neither.
 
-Both sides import this module and it imports neither, so the arrows run ``tutorial -> client -> vocabulary`` and
-``service -> stores -> vocabulary``: the environment variables chatlab reads, :class:`ConversationSummary`,
-:class:`Version`, :class:`Refused`, and :data:`CONTENT_KINDS`, the one table of message content kinds that the
-codec, the service's schema, the display and the history window read (a new ``$type`` is one new row).
+:data:`CONTENT_KINDS` is the one table of message content kinds that the codec, the service's schema, the display
+and the history window read (a new ``$type`` is one new row).
 """
 
 from __future__ import annotations
@@ -17,8 +15,7 @@ API_KEY_VARIABLE = "CHAT_HISTORY_SERVICE_API_KEY"  # the key a client sends (doc
 LLM_VARIABLE = "CHATLAB_LLM"  # which LLM the tutorial uses: offline, endpoint or auto (docs/llm.md)
 DEFAULT_SERVICE_URL = "http://localhost:5000"  # the article's service address
 
-ABSENT = "0"
-"""The version of a conversation that does not exist (never written, or deleted)."""
+ABSENT = "0"  # the version of a conversation that does not exist (never written, or deleted)
 
 # In a message's additionalProperties: it is a summary checkpoint of messages 1..N (docs/conversations.md).
 SUMMARY_THROUGH = "chatlab.summaryThrough"

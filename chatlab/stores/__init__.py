@@ -70,5 +70,4 @@ def describe_url(url: str | None) -> str:
     parts = urlsplit(url)
     if parts.password is None:
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)))

@@ -35,10 +35,9 @@ class PerLoop(Generic[T]):
             for other in [other for other in self._tasks if other.is_closed()]:
                 del self._tasks[other]  # a loop that ended (a finished asyncio.run): nothing left to close
                 self._opened.pop(other, None)
-            task = self._tasks.get(loop)
-            if task is None:
-                task = loop.create_task(self._opener())
-                self._tasks[loop] = task
+            if loop not in self._tasks:
+                self._tasks[loop] = loop.create_task(self._opener())
+            task = self._tasks[loop]
         try:
             resource = await asyncio.shield(task)
         except BaseException:

@@ -1,22 +1,8 @@
-"""The store interface the chat history service is written against.
+"""The store interface the chat history service is written against; what every store guarantees: docs/stores.md.
 
-The HTTP layer validates and encodes messages; a store keeps each one as the UTF-8 JSON bytes the service
-produced, so what a client POSTs is what it GETs back and a read never re-encodes anything.
-
-Versions and idempotency live in the store, so that checking them and writing are one atomic step:
-
-* a conversation's **version** (:class:`chatlab.vocabulary.Version`, kept as its text) is
-  ``"<generation>.<count>"``: a fresh random generation when it is created or replaced, kept while it is only
-  appended to, and the count of its messages. So within one generation a conversation only grows, and a client
-  holding its first ``count`` messages can fetch just the rest (:meth:`~ChatHistoryStore.read_slice`,
-  :mod:`chatlab.client.cache`). A conversation that does not exist is at :data:`ABSENT`;
-* writes take ``if_match`` (the versions the caller expects; :data:`ANY`: "exists") and raise
-  :class:`VersionMismatch` instead of writing when the conversation is at another version;
-* :meth:`~ChatHistoryStore.append` takes an :class:`Idempotency` record: a later call with the same key and
-  fingerprint writes nothing and returns the recorded result (``replayed=True``); the same key with another
-  fingerprint raises :class:`IdempotencyKeyReused`. Records are kept ``ttl`` seconds, also across a delete.
-
-Metadata (a title and string tags, :mod:`chatlab.stores.metadata`) sits outside the version.
+A store keeps each message as the UTF-8 JSON bytes the service produced, so a read never re-encodes anything.
+Versions (``"<generation>.<count>"``: appends keep the generation, a replace or a delete ends it) and idempotency
+records live in the store, so that checking them and writing are one atomic step.
 """
 
 from __future__ import annotations
@@ -61,15 +47,12 @@ def appended_version(current: str, count: int) -> str:
 
 def version_matches(current: str, if_match: Collection[str] | None) -> bool:
     """Whether a conversation at ``current`` satisfies ``if_match`` (``None``: no condition)."""
-    if if_match is None:
-        return True
-    return current in if_match or (ANY in if_match and current != ABSENT)
+    return if_match is None or current in if_match or (ANY in if_match and current != ABSENT)
 
 
 def prefix_upper_bound(prefix: str) -> str | None:
     """The least string above every string starting with ``prefix`` in code point order (``None``: none)."""
-    while prefix and ord(prefix[-1]) == 0x10FFFF:
-        prefix = prefix[:-1]
+    prefix = prefix.rstrip("\U0010ffff")  # no character follows the last one
     if not prefix:
         return None
     last = ord(prefix[-1]) + 1
@@ -161,12 +144,8 @@ class IdempotencyKeyReused(Exception):
 
 
 class ChatHistoryStore(ABC):
-    """Keeps an ordered list of encoded messages per conversation key, with a version.
-
-    Implementations guarantee: a batch passed to :meth:`append` is stored atomically and contiguously, in order;
-    :meth:`replace` and :meth:`delete` are atomic; the ``if_match`` check, the write and the idempotency record of
-    one call are one atomic step; :meth:`summaries` is ordered by key.
-    """
+    """Keeps an ordered list of encoded messages per conversation key, with a version. An append's batch is stored
+    atomically and contiguously; the ``if_match`` check, the write and the idempotency record are one atomic step."""
 
     #: One line for ``GET /``: where this store keeps the history.
     description: str = "Chat history store."

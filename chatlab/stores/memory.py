@@ -7,7 +7,9 @@ import hashlib
 import struct
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from .base import (
     ABSENT,
@@ -30,19 +32,17 @@ from .base import (
 from .metadata import MetadataChange
 
 
+@dataclass(slots=True, eq=False)
 class _Bucket:
     """One conversation, with the lock that keeps each batch contiguous."""
 
-    __slots__ = ("created_at", "lock", "messages", "tags", "title", "updated_at", "version")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.messages: list[EncodedMessage] = []
-        self.version = ABSENT
-        self.created_at = 0.0
-        self.updated_at = 0.0
-        self.title: str | None = None
-        self.tags: dict[str, str] = {}
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    messages: list[EncodedMessage] = field(default_factory=list)
+    version: str = ABSENT
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    title: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
 
     def summary(self, key: str) -> ConversationSummary:
         return ConversationSummary(
@@ -73,8 +73,10 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         self._records_lock = threading.Lock()
         self._clock = clock
 
-    def _locked_bucket(self, conversation_key: str) -> _Bucket:
-        """The conversation's bucket (a new one if none), locked, and still its current one."""
+    @contextmanager
+    def _bucket(self, conversation_key: str) -> Iterator[_Bucket]:
+        """The conversation's bucket (a new one if none), locked and still its current one. On the way out a bucket
+        left at ABSENT is dropped while still locked, so a writer waiting for it takes a new one."""
         while True:
             bucket = self._buckets.get(conversation_key)
             if bucket is None:
@@ -85,26 +87,21 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                         bisect.insort(self._keys, conversation_key)
             bucket.lock.acquire()
             if self._buckets.get(conversation_key) is bucket:
-                return bucket
+                break
             bucket.lock.release()
-
-    def _unlock(self, conversation_key: str, bucket: _Bucket) -> None:
-        """Release a bucket, dropping it first (still locked, so a waiting writer takes a new one) if at ABSENT."""
         try:
+            yield bucket
+        finally:
             if bucket.version == ABSENT:
                 with self._buckets_lock:
                     if self._buckets.get(conversation_key) is bucket:
                         del self._buckets[conversation_key]
                         del self._keys[bisect.bisect_left(self._keys, conversation_key)]
-        finally:
             bucket.lock.release()
 
     async def read(self, conversation_key: str) -> Conversation:
-        bucket = self._buckets.get(conversation_key)
-        if bucket is None:
-            return Conversation([], ABSENT)
-        with bucket.lock:
-            return Conversation(bucket.messages.copy(), bucket.version)
+        whole = await self.read_slice(conversation_key)
+        return Conversation(whole.messages, whole.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
         check_slice(after, limit)
@@ -125,10 +122,9 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
     ) -> WriteResult:
         if not messages and if_match is None and idempotency is None:
             return WriteResult(await self.version(conversation_key))
-        bucket = self._locked_bucket(conversation_key)
         # one digest of both keys (the service's key pattern allows no NUL in a conversation key)
         record_key = _digest(f"{conversation_key}\0{idempotency.key}") if idempotency is not None else b""
-        try:
+        with self._bucket(conversation_key) as bucket:  # a condition or record on an unknown key does not create it
             if idempotency is not None:
                 recorded = self._recorded(record_key, idempotency)
                 if recorded is not None:
@@ -142,32 +138,24 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             if idempotency is not None:
                 self._record(record_key, idempotency, bucket.version)
             return WriteResult(bucket.version)
-        finally:
-            self._unlock(conversation_key, bucket)  # a condition or record on an unknown key must not create it
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
-        bucket = self._locked_bucket(conversation_key)
-        try:
+        with self._bucket(conversation_key) as bucket:
             if not version_matches(bucket.version, if_match):
                 raise VersionMismatch(bucket.version)
             bucket.touch(self.clock())
             bucket.messages[:] = messages
             bucket.version = new_version(len(messages))
             return WriteResult(bucket.version)
-        finally:
-            self._unlock(conversation_key, bucket)
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
-        bucket = self._locked_bucket(conversation_key)  # waits for a write in progress to finish
-        try:
+        with self._bucket(conversation_key) as bucket:  # waits for a write in progress to finish
             if not version_matches(bucket.version, if_match):
                 raise VersionMismatch(bucket.version)
             bucket.messages.clear()
             bucket.version = ABSENT
-        finally:
-            self._unlock(conversation_key, bucket)
 
     async def summaries(
         self,
@@ -182,34 +170,28 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         result: list[ConversationSummary] = []
         start = prefix if after is None or after < prefix else after
         inclusive = after is None or after < prefix
-        while limit is None or len(result) < limit:
+        while True:
             with self._buckets_lock:
                 keys = self._keys
                 at = bisect.bisect_left(keys, start) if inclusive else bisect.bisect_right(keys, start)
                 chunk = [(k, self._buckets[k]) for k in keys[at : at + _CHUNK]]
             for key, bucket in chunk:
-                if not key.startswith(prefix):
+                if not key.startswith(prefix) or len(result) == limit:
                     return result
                 with bucket.lock:
                     # a bucket at ABSENT is being created by a write that may still fail
                     if bucket.version != ABSENT and has_tags(bucket.tags, tags):
                         result.append(bucket.summary(key))
-                if limit is not None and len(result) == limit:
-                    return result
             if len(chunk) < _CHUNK:
                 return result
             start, inclusive = chunk[-1][0], False
-        return result
 
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-        bucket = self._locked_bucket(conversation_key)
-        try:
+        with self._bucket(conversation_key) as bucket:
             if bucket.version == ABSENT:
                 return None
             bucket.title, bucket.tags = change.applied(bucket.title, bucket.tags)
             return bucket.summary(conversation_key)
-        finally:
-            self._unlock(conversation_key, bucket)
 
     def totals(self) -> tuple[int, int]:
         """How many conversations and messages the store holds (for metrics)."""
@@ -220,16 +202,13 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         for record in records:
-            bucket = self._locked_bucket(record.conversation_key)
-            try:
+            with self._bucket(record.conversation_key) as bucket:
                 if bucket.version != record.expected:
                     raise VersionMismatch(bucket.version)
                 bucket.messages[:] = record.messages
                 bucket.version = record.version
                 bucket.title, bucket.tags = record.title, dict(record.tags)
                 bucket.created_at, bucket.updated_at = record.created_at, record.updated_at
-            finally:
-                self._unlock(record.conversation_key, bucket)
 
     async def sweep(self) -> int:
         cutoff = self.cutoff()
@@ -239,14 +218,11 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             due = [k for k, b in self._buckets.items() if b.updated_at <= cutoff]
         deleted = 0
         for key in due:
-            bucket = self._locked_bucket(key)
-            try:
+            with self._bucket(key) as bucket:
                 if bucket.version != ABSENT and bucket.updated_at <= cutoff:  # not written meanwhile
                     bucket.messages.clear()
                     bucket.version = ABSENT
                     deleted += 1
-            finally:
-                self._unlock(key, bucket)
         return deleted
 
     def _recorded(self, key: bytes, idempotency: Idempotency) -> WriteResult | None:
@@ -268,7 +244,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             # drop expired records from the front, stopping at the first live one: usually one look, not a scan
             expired: list[bytes] = []
             for k, record in self._records.items():
-                if _EXPIRES.unpack_from(record)[0] > now or len(expired) == EXPIRED_PER_WRITE:
+                if _EXPIRES.unpack_from(record)[0] > now or len(expired) == _EXPIRED_PER_WRITE:
                     break
                 expired.append(k)
             for k in expired:
@@ -277,8 +253,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
 
 _CHUNK = 256  # keys a listing takes from the sorted index per hold of its lock
 
-EXPIRED_PER_WRITE = 64
-"""At most this many expired records are dropped by one write: more than the one it adds, so they never pile up."""
+_EXPIRED_PER_WRITE = 64  # dropped by one write at most: more than the one it adds, so they never pile up
 
 # A record holds 128-bit digests, not copies, so its size does not grow with the keys' lengths.
 _EXPIRES = struct.Struct("<d")
