@@ -1,5 +1,5 @@
-"""Opening the SQLite store's connections, all with the same settings: WAL, the synchronous level, the busy timeout;
-the first one also creates or upgrades the tables (:mod:`.schema`)."""
+"""Opening the SQLite store's connections, all in WAL mode with the store's settings; the first one also creates or
+upgrades the tables (:mod:`.schema`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base import StoreError
@@ -22,29 +23,24 @@ def busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
+@dataclass
 class Connections:
     """Opens connections to one SQLite file (the settings are the store's; ``clock`` gives an upgrade's time)."""
 
-    def __init__(
-        self,
-        path: Path,
-        *,
-        busy_timeout: float,
-        synchronous: str,
-        wal_autocheckpoint: int,
-        clock: Callable[[], float],
-    ) -> None:
-        if synchronous.upper() not in SYNCHRONOUS:
-            raise ValueError(f"synchronous={synchronous!r}: use one of {', '.join(SYNCHRONOUS)}")
-        if wal_autocheckpoint < 0:
-            raise ValueError(f"wal_autocheckpoint={wal_autocheckpoint}: give a number of pages, 0 or more")
-        self.path = path
-        self.busy_timeout = busy_timeout
-        self.synchronous = synchronous.upper()
-        self.wal_autocheckpoint = wal_autocheckpoint
-        self._clock = clock
-        self._schema_lock = threading.Lock()
-        self._schema_ready = False
+    path: Path
+    busy_timeout: float
+    synchronous: str
+    wal_autocheckpoint: int
+    clock: Callable[[], float]
+    _schema_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _schema_ready: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if self.synchronous.upper() not in SYNCHRONOUS:
+            raise ValueError(f"synchronous={self.synchronous!r}: use one of {', '.join(SYNCHRONOUS)}")
+        if self.wal_autocheckpoint < 0:
+            raise ValueError(f"wal_autocheckpoint={self.wal_autocheckpoint}: give a number of pages, 0 or more")
+        self.synchronous = self.synchronous.upper()
 
     def open(self) -> sqlite3.Connection:
         """A new connection in WAL mode, with the tables in place; transactions are begun explicitly."""
@@ -64,7 +60,7 @@ class Connections:
                     raise StoreError(f"SQLite store {self.path}: cannot switch to WAL journal mode (got {mode!r})")
             with self._schema_lock:
                 if not self._schema_ready:
-                    ensure_schema(conn, self._clock(), self.path)
+                    ensure_schema(conn, self.clock(), self.path)
                     self._schema_ready = True
         except BaseException:
             conn.close()

@@ -1,10 +1,9 @@
 """The SQLite store's reader threads, each with its own connection (its statements stay prepared).
 
-A thread runs the queued reads one after another and hands back the answers it finished together
-(:mod:`.answers`), when the queue runs dry or when it has held them ``patience`` seconds. Threads wake on need,
-not on every read (each woken thread would queue for the GIL behind the event loop): another thread is woken (or
-started, up to ``threads``) only when none runs, or when each running one has been on its current read for
-``patience`` seconds, so a long read holds up neither the short ones behind it nor the answers finished before it.
+A thread runs the queued reads in turn and hands its finished answers back together, when the queue runs dry or
+after holding them ``patience`` seconds. Another thread wakes (or starts, up to ``threads``) only when none runs or
+each running one has been on its read for ``patience``: a woken thread would queue for the GIL behind the event loop,
+and a long read holds up neither the reads behind it nor the answers finished before it.
 """
 
 from __future__ import annotations
@@ -28,8 +27,7 @@ NOT_WATCHING = -float("inf")  # the due time while no :meth:`Readers._watch` is 
 
 
 class _Reader:
-    """One thread's state: its held answers and since when, when its current read began, and ``wake``, which it
-    waits to acquire while parked."""
+    """A thread's held answers and since when, when its current read began, and the lock it waits on while parked."""
 
     __slots__ = ("answers", "began", "held_since", "wake")
 
@@ -41,8 +39,8 @@ class _Reader:
 
 
 class Readers:
-    """Up to ``threads`` reader threads, started when needed. ``failure`` turns a database error into the caller's
-    exception; ``too_slow`` is that of a read that waited past its deadline for a thread."""
+    """``failure`` turns a database error into the caller's exception; ``too_slow`` is that of a read that waited
+    past its deadline for a thread."""
 
     def __init__(
         self,
@@ -69,12 +67,11 @@ class Readers:
 
     @property
     def started(self) -> int:
-        """How many reader threads are started (running or parked)."""
         with self._lock:
             return len(self._threads)
 
     async def submit(self, work: Callable[[sqlite3.Connection], T], deadline: float) -> T:
-        """Run ``work`` on a reader thread's connection unless ``deadline`` passes before a thread takes it."""
+        """Run ``work`` on a reader thread's connection unless ``deadline`` passes first."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         with self._lock:
@@ -86,19 +83,16 @@ class Readers:
                 self._watch_soon(loop, now)
         return await future
 
-    def _watch_soon(self, loop: asyncio.AbstractEventLoop, now: float) -> None:
-        """Schedule :meth:`_watch` on ``loop``, replacing any scheduled before (holding the lock)."""
+    def _watch_soon(self, loop: asyncio.AbstractEventLoop, now: float) -> None:  # holding the lock
         self._watch_due = due = now + self._patience
         loop.call_later(self._patience, self._watch, due)
 
-    def _stuck(self, now: float) -> bool:
-        """No thread runs, or each running one has been on its current read for ``patience`` (holding the lock)."""
+    def _stuck(self, now: float) -> bool:  # holding the lock
         return not self._running or now - max(r.began for r in self._running) >= self._patience
 
     def _watch(self, due: float) -> None:
-        """On the loop, every ``patience`` while reads wait or answers are held: hand back the answers of a thread
-        stuck on one read, and wake another thread if every running one is stuck (no later :meth:`submit` may
-        come to do it)."""
+        """Every ``patience`` while reads wait or answers are held: hand back the answers of threads stuck on a read,
+        and wake another thread if all are stuck (no later :meth:`submit` may come to)."""
         now = time.monotonic()
         held: list[Answer] = []
         with self._lock:
@@ -116,8 +110,7 @@ class Readers:
         if held:
             settle(held)
 
-    def _wake(self) -> None:
-        """A parked thread to work, or a new one while there are fewer than the count (holding the lock)."""
+    def _wake(self) -> None:  # holding the lock
         if self._parked:
             reader = self._parked.pop()  # the last parked: its connection's pages are the warmest
             reader.began = time.monotonic()
@@ -178,8 +171,8 @@ class Readers:
                 conn.close()
 
     def _next(self, reader: _Reader) -> _Item | None:
-        """The next queued read; when there is none, hand back the held answers (while still counted as running, so
-        that the reads their callers send next find it) and park until woken (``None``: stop)."""
+        """The next queued read, or (none) hand back the held answers while still running (the reads their callers
+        send next find it) and park until woken (``None``: stop)."""
         while True:
             with self._lock:
                 if self._items:

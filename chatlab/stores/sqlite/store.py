@@ -1,21 +1,10 @@
-"""Chat history in a SQLite file: embedded, persistent, no server to run.
+"""Chat history in a SQLite file: embedded, persistent, no server to run (docs/stores.md).
 
-The standard library's ``sqlite3`` runs in threads, so the event loop never waits on the disk: reads on reader
-threads that hand answers back in batches (:mod:`.readers`, :mod:`.reads`), writes on one writer thread that
-commits the writes waiting at one moment together (:mod:`.writer`: one fsync for many writes; the append rules in
-:mod:`.writes`).
-
-Guarantees:
-
-* WAL journal with ``synchronous=FULL`` by default: a transaction that returned is fsync'ed, so it survives a
-  kill -9 and a power cut (``NORMAL`` survives a crash of the process, but may lose the last ones on a power cut).
-* Writes begin with ``BEGIN IMMEDIATE``: they hold the write lock before reading a conversation's count, so a batch
-  gets contiguous positions even with several processes on one file, and a check and its write are one step.
-* Every operation ends within ``busy_timeout`` seconds of its call, waits included (for a reader thread, for the
-  writer's next group, for another process's write lock): past it, one that has not started fails (503) and
-  writes nothing.
-* Readers don't block the writer (WAL) and see whole transactions only.
-* The tables (:mod:`.schema`, version 4) are created on first use; files of versions 1 to 3 are upgraded in place.
+``sqlite3`` runs in threads, so the event loop never waits on the disk: reads on reader threads that hand answers
+back in batches (:mod:`.readers`), writes on one writer thread that commits the writes waiting at one moment together
+(:mod:`.writer`: one fsync for many). With ``synchronous=FULL`` (default) a write that returned survives a power cut.
+Every operation ends within ``busy_timeout`` seconds of its call, waits included: past it, one that has not started
+fails (503) and writes nothing.
 """
 
 from __future__ import annotations
@@ -58,12 +47,10 @@ T = TypeVar("T")
 class SqliteChatHistoryStore(ChatHistoryStore):
     """History in one SQLite database file (created with its tables on first use).
 
-    ``busy_timeout``: the store timeout, seconds. ``synchronous``: SQLite's ``PRAGMA synchronous`` level.
-    ``reader_threads``: at most this many (default: as many as asyncio's default executor would have).
-    ``reader_patience``: seconds a reader thread may spend on one read before a read queued behind it wakes another
-    thread, and the longest it holds finished answers to hand them back together.
-    ``wal_autocheckpoint``: the WAL's size in pages at which a commit copies it into the database; above SQLite's
-    1,000, as a group commit rewrites the same pages often and a checkpoint copies each once.
+    ``busy_timeout``: the store timeout, seconds. ``reader_threads``: at most this many (default: as many as asyncio's
+    default executor). ``reader_patience``: seconds a reader thread may spend on one read before a read queued behind
+    it wakes another thread, and the longest it holds finished answers. ``synchronous`` and ``wal_autocheckpoint``
+    (pages): SQLite's pragmas (see docs/stores.md for why 10,000).
     """
 
     schema_version = SCHEMA_VERSION
@@ -165,13 +152,12 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         await self.writer.submit(lambda conn: writes.restore(conn, records))
 
     async def sweep(self) -> int:
-        """One write transaction deletes every conversation due (found by the ``updated_at`` index)."""
         cutoff = self.cutoff()
         if cutoff is None:
             return 0
         return await self.writer.submit(lambda conn: writes.sweep(conn, cutoff))
 
     async def close(self) -> None:
-        """End the writer thread and the reader threads, closing their connections (a later call opens new ones)."""
+        """End the writer and reader threads, closing their connections (a later call starts new ones)."""
         await asyncio.to_thread(self.writer.stop)
         await asyncio.to_thread(self.readers.stop)

@@ -1,14 +1,9 @@
 """The SQLite store's writer thread: group commit, so that concurrent writes share one transaction and one fsync.
 
-A SQLite file takes one writer at a time, and with ``synchronous=FULL`` every commit waits for the disk.
-:class:`GroupCommitter`'s thread takes every write queued while the previous commit ran into one ``BEGIN IMMEDIATE``
-transaction, takes in the writes queued meanwhile, commits once, and only then answers each caller: an acknowledged
-write is as durable as alone. Each write stands or falls alone: one submitted with :meth:`~GroupCommitter.submit`
-runs in a savepoint (a refusal, one of ``answers``, rolls back only it); the requests of a batch
-(:meth:`~GroupCommitter.submit_batch`, the store's appends) queued side by side run in one call, which checks each
-before writing anything for it. A write whose group has not begun by its deadline (:func:`time.monotonic` seconds)
-fails without running, and a group waits for another process's write lock only until its earliest deadline.
-"""
+The writes queued while the previous commit ran, and those queued meanwhile, run in one ``BEGIN IMMEDIATE``
+transaction, and each caller is answered once it is committed (as durable as alone). A write submitted alone runs in
+a savepoint; a batch's requests run in one call that checks each before writing it. A write whose group has not
+begun by its deadline fails without running."""
 
 from __future__ import annotations
 
@@ -32,9 +27,8 @@ Batch = Callable[[sqlite3.Connection, list[Any]], list[Outcome]]
 """Runs several requests at once: one outcome per request, in order."""
 
 MAX_GROUP = 256
-"""At most this many writes share a transaction, so that under a steady stream a group still commits after a bounded
-amount of work. The largest power of two for which a batch's lookup of idempotency records (two parameters an
-append, one more for the time) stays within the 999 parameters every SQLite allows."""
+"""Writes per transaction at most (a steady stream still commits): the largest power of two for which a batch's lookup
+of idempotency records (two parameters an append, one for the time) stays within the 999 parameters of any SQLite."""
 
 
 class _Write(NamedTuple):
@@ -50,12 +44,9 @@ def _settle(writes: list[_Write], outcomes: list[Outcome]) -> None:
 
 
 class GroupCommitter:
-    """One writer thread for a SQLite file (started by the first write); :attr:`groups` and :attr:`writes` count
-    the transactions committed and the writes they held.
-
-    ``connect`` opens a ready connection; ``failure`` turns a database error into the callers' exception;
-    exceptions in ``answers`` (refusals) reach the caller as they are and leave the transaction going.
-    """
+    """One writer thread (started by the first write); :attr:`groups` and :attr:`writes` count the transactions
+    committed and the writes they held. ``failure`` turns a database error into the callers' exception; ``answers``
+    (refusals) reach the caller as they are and leave the transaction going."""
 
     def __init__(
         self,
@@ -79,9 +70,8 @@ class GroupCommitter:
         return result
 
     async def submit_batch(self, batch: Batch, request: Any, deadline: float = float("inf")) -> Any:
-        """Run ``request`` in the next group, with the requests for the same ``batch`` queued next to it: one call
-        ``batch(conn, requests)`` for all. ``batch`` refuses a request by giving its exception (one of ``answers``)
-        instead of a result, and must decide that before writing anything for it: there is no savepoint."""
+        """Run ``request`` in the next group, in one call ``batch(conn, requests)`` with the requests for ``batch``
+        queued next to it. No savepoint: ``batch`` refuses a request (one of ``answers``) before writing for it."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         with self._lock:
@@ -139,8 +129,8 @@ class GroupCommitter:
         return conn
 
     def _begin(self, conn: sqlite3.Connection, deadline: float) -> None:
-        """``BEGIN IMMEDIATE``, waiting for another process's write lock until ``deadline`` (none: the connection's
-        busy timeout). One statement when the lock is free; the wait is set only when the lock is taken."""
+        """``BEGIN IMMEDIATE``, waiting for another process's write lock until ``deadline`` (infinite: the busy
+        timeout). One statement when the lock is free."""
         try:
             conn.execute("BEGIN IMMEDIATE")
             return
@@ -155,8 +145,7 @@ class GroupCommitter:
             conn.execute("PRAGMA busy_timeout = 0")
 
     def _commit(self, conn: sqlite3.Connection, group: list[_Write]) -> None:
-        """Run ``group`` and the writes queued meanwhile (added to it, so that a failure answers each) in one
-        transaction; answer once committed."""
+        """Run ``group`` and the writes queued meanwhile (added to it: a failure answers each) in one transaction."""
         self._drop_late(group)
         if not group:
             return
@@ -177,7 +166,7 @@ class GroupCommitter:
         _settle(group, outcomes)
 
     def _drop_late(self, writes: list[_Write]) -> None:
-        """Answer the writes whose deadline passed before their group began, and remove them."""
+        """Answer and remove the writes whose deadline passed before their group began."""
         now = time.monotonic()
         late = [write for write in writes if write.deadline <= now]
         if late:
@@ -187,7 +176,7 @@ class GroupCommitter:
 
     @staticmethod
     def _run(conn: sqlite3.Connection, writes: list[_Write]) -> list[Outcome]:
-        """Run ``writes``, the requests of one batch queued side by side in one call."""
+        """One call for each run of requests of one batch queued side by side."""
         outcomes: list[Outcome] = []
         for batch, run in itertools.groupby(writes, key=lambda write: write.batch):
             outcomes += batch(conn, [write.request for write in run])
@@ -196,7 +185,7 @@ class GroupCommitter:
     def _in_savepoints(
         self, conn: sqlite3.Connection, works: list[Callable[[sqlite3.Connection], Any]]
     ) -> list[Outcome]:
-        """The batch of writes submitted alone, each in a savepoint: a refusal undoes what it wrote, and only that."""
+        """Writes submitted alone, each in a savepoint: a refusal undoes what it wrote, and only that."""
         outcomes: list[Outcome] = []
         for work in works:
             conn.execute("SAVEPOINT chatlab_write")

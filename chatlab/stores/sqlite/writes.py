@@ -1,13 +1,12 @@
 """What each write of the SQLite store does in the writer thread's transaction, and the append rules, once.
 
-An append first finds a live idempotency record (a replay answers what was recorded, another request with the same
-key is refused), then checks ``If-Match``, then writes its messages at the conversation's count, the new version
-and count, and its record. Everything runs in the group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`), which
-holds the write lock from the first read: a check and its write are one step, also against other processes.
+The group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`) holds the write lock from its first read: a check and
+its write are one step, also against other processes.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import time
@@ -37,8 +36,6 @@ EXPIRY_INTERVAL = 1.0
 
 
 class Append(NamedTuple):
-    """One append (``if_match``, ``idempotency``: ``None`` for none)."""
-
     conversation_key: str
     messages: list[bytes]
     if_match: Collection[str] | None
@@ -54,9 +51,9 @@ def check(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[
 
 
 class Appends:
-    """The appends queued together, as one batch of the writer (:meth:`.writer.GroupCommitter.submit_batch`): one
-    read of the versions, counts and records they need, each decided in queue order as if it ran alone (a refused
-    one writes nothing), then one ``executemany`` per table. ``clock`` stamps the conversations."""
+    """The appends queued together, one batch of the writer: one read of the versions, counts and records they need,
+    each decided in queue order as if alone (its idempotency record first, then ``if_match``; a refused one writes
+    nothing), then one ``executemany`` per table. ``clock`` stamps the conversations."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
@@ -103,20 +100,15 @@ def _state(
 ) -> tuple[dict[str, tuple[str, int]], dict[tuple[str, str], tuple[str, str]]]:
     """The (version, count) of each existing conversation and the (fingerprint, version) of each live record the
     appends need: two statements."""
-    keys: list[object] = list(dict.fromkeys(append.conversation_key for append in appends))
-    padded = sql.padded(keys)
-    conversations = {
-        key: (version, count)
-        for key, version, count in conn.execute(sql.versions_and_counts(len(padded)), padded).fetchall()
-    }
+    keys = sql.padded(list(dict.fromkeys(append.conversation_key for append in appends)))
+    rows = conn.execute(sql.versions_and_counts(len(keys)), keys).fetchall()
+    conversations = {key: (version, count) for key, version, count in rows}
     pairs = list(dict.fromkeys((a.conversation_key, a.idempotency.key) for a in appends if a.idempotency is not None))
     records: dict[tuple[str, str], tuple[str, str]] = {}
     if pairs:
-        padded_pairs = sql.padded(pairs)
-        params: list[object] = [value for pair in padded_pairs for value in pair]
-        params.append(now)
-        for key, record, fingerprint, version in conn.execute(sql.live_records(len(padded_pairs)), params).fetchall():
-            records[key, record] = (fingerprint, version)
+        pairs = sql.padded(pairs)
+        found = conn.execute(sql.live_records(len(pairs)), [*itertools.chain(*pairs), now]).fetchall()
+        records = {(key, record): (fingerprint, version) for key, record, fingerprint, version in found}
     return conversations, records
 
 
