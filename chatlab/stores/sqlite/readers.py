@@ -20,8 +20,7 @@ from .answers import Answer, settle
 
 T = TypeVar("T")
 
-Work = Callable[[sqlite3.Connection], Any]
-_Item = tuple[Work, asyncio.AbstractEventLoop, "asyncio.Future[Any]", float]
+_Item = tuple[Callable[[sqlite3.Connection], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]", float]
 
 NOT_WATCHING = -float("inf")  # the due time while no :meth:`Readers._watch` is scheduled
 
@@ -67,8 +66,7 @@ class Readers:
 
     @property
     def started(self) -> int:
-        with self._lock:
-            return len(self._threads)
+        return len(self._threads)
 
     async def submit(self, work: Callable[[sqlite3.Connection], T], deadline: float) -> T:
         """Run ``work`` on a reader thread's connection unless ``deadline`` passes first."""
@@ -107,8 +105,7 @@ class Readers:
                 self._wake()
             if self._items or any(r.answers for r in self._running):
                 self._watch_soon(asyncio.get_running_loop(), now)
-        if held:
-            settle(held)
+        settle(held)
 
     def _wake(self) -> None:  # holding the lock
         if self._parked:
@@ -179,8 +176,7 @@ class Readers:
                     return self._items.popleft()
                 answers, reader.answers = reader.answers, []
                 reader.began = time.monotonic()  # between reads, not stuck on one
-            if answers:
-                settle(answers)
+            settle(answers)
             with self._lock:
                 if self._items:
                     return self._items.popleft()

@@ -37,7 +37,6 @@ def read_slice(conn: sqlite3.Connection, conversation_key: str, after: int, limi
 def summaries(
     conn: sqlite3.Connection, prefix: str, after: str | None, limit: int | None, tags: Mapping[str, str] | None
 ) -> list[ConversationSummary]:
-    """A page of the conversations whose key starts with ``prefix``: one range of the primary key, in key order."""
     start, skip = (after, after) if after is not None and after >= prefix else (prefix, None)
     wanted = json.dumps(dict(tags)) if tags else None
     upper = prefix_upper_bound(prefix)

@@ -28,8 +28,7 @@ _PAGE = (
 SUMMARIES = _PAGE.format(below="")
 """A page of summaries: keys from ``?1`` on but ``?2`` (``after``, or NULL), with every tag of the JSON object ``?4``
 (NULL: any), at most ``?5`` (-1: all). A range of the primary key in code point order: a page reads only its rows."""
-SUMMARIES_BELOW = _PAGE.format(below=" AND conversation_key < ?3")
-""":data:`SUMMARIES` with the keys below ``?3`` (the end of a prefix's range) only."""
+SUMMARIES_BELOW = _PAGE.format(below=" AND conversation_key < ?3")  # and below ?3, the end of a prefix's range
 
 UPSERT_CONVERSATION = (
     "INSERT INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at) "
@@ -40,7 +39,6 @@ PUT_CONVERSATION = (
     "INSERT OR REPLACE INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at, "
     "title, tags) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-"""A conversation with its own times and metadata (a migration's restore)."""
 SUMMARY = f"SELECT {_SUMMARY_COLUMNS} FROM chatlab_conversations WHERE conversation_key = ?"
 SET_METADATA = "UPDATE chatlab_conversations SET title = ?, tags = ? WHERE conversation_key = ?"
 INSERT_MESSAGE = "INSERT INTO chatlab_messages (conversation_key, position, body) VALUES (?, ?, ?)"

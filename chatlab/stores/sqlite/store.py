@@ -1,10 +1,6 @@
-"""Chat history in a SQLite file: embedded, persistent, no server to run (docs/stores.md).
-
-``sqlite3`` runs in threads, so the event loop never waits on the disk: reads on reader threads that hand answers
-back in batches (:mod:`.readers`), writes on one writer thread that commits the writes waiting at one moment together
-(:mod:`.writer`: one fsync for many). With ``synchronous=FULL`` (default) a write that returned survives a power cut.
-Every operation ends within ``busy_timeout`` seconds of its call, waits included: past it, one that has not started
-fails (503) and writes nothing.
+"""Chat history in a SQLite file: embedded, persistent, no server to run (docs/stores.md). ``sqlite3`` runs in
+threads so that the event loop never waits on the disk: reads on reader threads that hand answers back in batches
+(:mod:`.readers`), writes on one writer thread that commits the writes waiting at one moment together (:mod:`.writer`).
 """
 
 from __future__ import annotations
@@ -47,10 +43,10 @@ T = TypeVar("T")
 class SqliteChatHistoryStore(ChatHistoryStore):
     """History in one SQLite database file (created with its tables on first use).
 
-    ``busy_timeout``: the store timeout, seconds. ``reader_threads``: at most this many (default: as many as asyncio's
-    default executor). ``reader_patience``: seconds a reader thread may spend on one read before a read queued behind
-    it wakes another thread, and the longest it holds finished answers. ``synchronous`` and ``wal_autocheckpoint``
-    (pages): SQLite's pragmas (see docs/stores.md for why 10,000).
+    ``busy_timeout``: seconds within which every operation ends, waits included (one not started by then fails, 503,
+    and writes nothing). ``reader_threads``: at most this many (default: as asyncio's default executor).
+    ``reader_patience``: seconds a reader thread may spend on one read before a read queued behind it wakes another
+    thread, and the longest it holds finished answers. ``synchronous``, ``wal_autocheckpoint``: see docs/stores.md.
     """
 
     schema_version = SCHEMA_VERSION
@@ -68,13 +64,7 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         self.path = Path(path).expanduser().absolute()
         self.busy_timeout = busy_timeout
         self.description = f"Chat history is stored in the SQLite file {self.path} and exposed over HTTP."
-        self.connections = Connections(
-            self.path,
-            busy_timeout=busy_timeout,
-            synchronous=synchronous,
-            wal_autocheckpoint=wal_autocheckpoint,
-            clock=lambda: self.clock(),
-        )
+        self.connections = Connections(self.path, busy_timeout, synchronous, wal_autocheckpoint, lambda: self.clock())
         threads = reader_threads if reader_threads is not None else min(32, (os.cpu_count() or 1) + 4)
         self.readers = Readers(self.connections.open, self._failure, self._too_slow, threads, reader_patience)
         self.writer = GroupCommitter(

@@ -1,9 +1,6 @@
-"""The SQLite store's writer thread: group commit, so that concurrent writes share one transaction and one fsync.
-
-The writes queued while the previous commit ran, and those queued meanwhile, run in one ``BEGIN IMMEDIATE``
-transaction, and each caller is answered once it is committed (as durable as alone). A write submitted alone runs in
-a savepoint; a batch's requests run in one call that checks each before writing it. A write whose group has not
-begun by its deadline fails without running."""
+"""The SQLite store's writer thread: group commit (docs/stores.md). The writes queued while the previous commit ran,
+and those queued meanwhile, share one ``BEGIN IMMEDIATE`` transaction and one fsync; each caller is answered once it
+is committed (as durable as alone). A write whose group has not begun by its deadline fails without running."""
 
 from __future__ import annotations
 
@@ -18,13 +15,12 @@ from typing import Any, NamedTuple, TypeVar
 
 from .answers import settle
 from .connections import busy
+from .schema import rollback
 
 T = TypeVar("T")
 
-Outcome = tuple[Any, BaseException | None]
-"""A write's result, or the refusal its caller gets."""
-Batch = Callable[[sqlite3.Connection, list[Any]], list[Outcome]]
-"""Runs several requests at once: one outcome per request, in order."""
+Outcome = tuple[Any, BaseException | None]  # a write's result, or the refusal its caller gets
+Batch = Callable[[sqlite3.Connection, list[Any]], list[Outcome]]  # runs several requests: one outcome each, in order
 
 MAX_GROUP = 256
 """Writes per transaction at most (a steady stream still commits): the largest power of two for which a batch's lookup
@@ -95,7 +91,10 @@ class GroupCommitter:
             while (first := self._queue.get()) is not None:
                 group = [first, *self._queued(MAX_GROUP - 1)]
                 try:
-                    conn = conn or self._open()
+                    if conn is None:  # with no busy wait of its own: _begin sets one when the lock is taken
+                        conn = self._connect()
+                        self._patience = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+                        conn.execute("PRAGMA busy_timeout = 0")
                     self._commit(conn, group)
                 except Exception as exc:  # the whole group failed: nothing of it was committed
                     error = self._failure(exc) if isinstance(exc, sqlite3.Error | OSError) else exc
@@ -121,16 +120,8 @@ class GroupCommitter:
             writes.append(write)
         return writes
 
-    def _open(self) -> sqlite3.Connection:
-        """The writer's connection, with no busy wait of its own: :meth:`_begin` sets one when the lock is taken."""
-        conn = self._connect()
-        self._patience = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
-        conn.execute("PRAGMA busy_timeout = 0")
-        return conn
-
     def _begin(self, conn: sqlite3.Connection, deadline: float) -> None:
-        """``BEGIN IMMEDIATE``, waiting for another process's write lock until ``deadline`` (infinite: the busy
-        timeout). One statement when the lock is free."""
+        """``BEGIN IMMEDIATE``, waiting for another process's write lock until ``deadline`` (infinite: patience)."""
         try:
             conn.execute("BEGIN IMMEDIATE")
             return
@@ -158,8 +149,7 @@ class GroupCommitter:
                 outcomes += self._run(conn, more)
             conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            rollback(conn)
             raise
         self.groups += 1
         self.writes += len(group)

@@ -31,8 +31,7 @@ from . import statements as sql
 from .reads import summary
 from .writer import Outcome
 
-EXPIRY_INTERVAL = 1.0
-"""Seconds between deletions of expired idempotency records (a lookup ignores them meanwhile)."""
+EXPIRY_INTERVAL = 1.0  # seconds between deletions of expired idempotency records (a lookup ignores them meanwhile)
 
 
 class Append(NamedTuple):
@@ -115,7 +114,6 @@ def _state(
 def replace(
     conn: sqlite3.Connection, conversation_key: str, messages: list[bytes], if_match: Collection[str] | None, now: float
 ) -> WriteResult:
-    """Make the conversation hold exactly ``messages``, with a new generation."""
     check(conn, conversation_key, if_match)
     version = new_version(len(messages))
     conn.execute(sql.UPSERT_CONVERSATION, (conversation_key, len(messages), version, now, now))
@@ -125,14 +123,12 @@ def replace(
 
 
 def delete(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> None:
-    """Forget the conversation (its idempotency records stay)."""
     check(conn, conversation_key, if_match)
     conn.execute(sql.DELETE_CONVERSATION, (conversation_key,))
     conn.execute(sql.DELETE_MESSAGES, (conversation_key,))
 
 
 def restore(conn: sqlite3.Connection, records: Sequence[ConversationRecord]) -> None:
-    """Write whole conversations with their own versions and times, each only if at its ``expected`` version."""
     for record in records:
         key = record.conversation_key
         check(conn, key, [record.expected])
@@ -143,8 +139,6 @@ def restore(conn: sqlite3.Connection, records: Sequence[ConversationRecord]) -> 
 
 
 def set_metadata(conn: sqlite3.Connection, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-    """Make ``change`` to the conversation's title and tags (``None``: no such conversation); a refused change
-    (too many tags) raises before writing."""
     row = conn.execute(sql.SUMMARY, (conversation_key,)).fetchone()
     if row is None:
         return None
