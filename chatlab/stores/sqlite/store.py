@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sqlite3
+import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
@@ -30,14 +32,17 @@ from ..base import (
 )
 from ..metadata import MetadataChange, MetadataError
 from . import reads, writes
-from .connections import Connections
 from .readers import Readers
-from .schema import SCHEMA_VERSION
-from .writer import GroupCommitter
+from .schema import SCHEMA_VERSION, ensure_schema
+from .writer import GroupCommitter, busy
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+"""SQLite's ``PRAGMA synchronous`` levels. In WAL mode ``FULL`` fsyncs every commit (a committed write survives a
+power cut), ``NORMAL`` only at checkpoints (it survives a crash of the process, not of the machine)."""
 
 
 class SqliteChatHistoryStore(ChatHistoryStore):
@@ -62,18 +67,62 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         wal_autocheckpoint: int = 10_000,
     ) -> None:
         self.path = Path(path).expanduser().absolute()
+        if synchronous.upper() not in SYNCHRONOUS:
+            raise ValueError(f"synchronous={synchronous!r}: use one of {', '.join(SYNCHRONOUS)}")
+        if wal_autocheckpoint < 0:
+            raise ValueError(f"wal_autocheckpoint={wal_autocheckpoint}: give a number of pages, 0 or more")
         self.busy_timeout = busy_timeout
+        self.synchronous = synchronous.upper()
+        self.wal_autocheckpoint = wal_autocheckpoint
         self.description = f"Chat history is stored in the SQLite file {self.path} and exposed over HTTP."
-        self.connections = Connections(self.path, busy_timeout, synchronous, wal_autocheckpoint, lambda: self.clock())
+        self._schema_lock = threading.Lock()
+        self._schema_ready = False
         threads = reader_threads if reader_threads is not None else min(32, (os.cpu_count() or 1) + 4)
-        self.readers = Readers(self.connections.open, self._failure, self._too_slow, threads, reader_patience)
+        self.readers = Readers(self.connect, self._failure, self._too_slow, threads, reader_patience)
         self.writer = GroupCommitter(
-            self.connections.open, self._failure, (VersionMismatch, IdempotencyKeyReused, MetadataError)
+            self.connect, self._failure, (VersionMismatch, IdempotencyKeyReused, MetadataError)
         )
         self._appends = writes.Appends(lambda: self.clock())
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.path}>"
+
+    def connect(self) -> sqlite3.Connection:
+        """A new connection in WAL mode with the store's settings, the tables in place (the first creates or upgrades
+        them, :mod:`.schema`); transactions are begun explicitly."""
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout,  # the busy handler: wait for other processes' write locks
+            isolation_level=None,  # no implicit transactions: each function says BEGIN itself
+            check_same_thread=False,  # used by one thread at a time (the thread that opened it, or a successor)
+        )
+        try:
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA wal_autocheckpoint={self.wal_autocheckpoint}")
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                with self._schema_lock:
+                    mode = self._switch_to_wal(conn)
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"SQLite store {self.path}: cannot switch to WAL journal mode (got {mode!r})")
+            with self._schema_lock:
+                if not self._schema_ready:
+                    ensure_schema(conn, self.clock(), self.path)
+                    self._schema_ready = True
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _switch_to_wal(self, conn: sqlite3.Connection) -> object:
+        """Switching needs the file to itself and SQLite does not wait for that (no busy handler): retry."""
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                return conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                if not busy(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.01)
 
     def _deadline(self) -> float:
         return time.monotonic() + self.busy_timeout

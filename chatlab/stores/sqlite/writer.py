@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
 from .answers import settle
-from .connections import busy
 from .schema import rollback
 
 T = TypeVar("T")
@@ -25,6 +24,11 @@ Batch = Callable[[sqlite3.Connection, list[Any]], list[Outcome]]  # runs several
 MAX_GROUP = 256
 """Writes per transaction at most (a steady stream still commits): the largest power of two for which a batch's lookup
 of idempotency records (two parameters an append, one for the time) stays within the 999 parameters of any SQLite."""
+
+
+def busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused because another connection holds a lock (worth waiting for)."""
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 class _Write(NamedTuple):
