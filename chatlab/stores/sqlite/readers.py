@@ -113,13 +113,12 @@ class Readers:
             reader.began = time.monotonic()
             self._running.append(reader)
             reader.wake.release()
-        elif len(self._threads) < self._count:
+        elif len(self._threads) < self._count:  # else all run: the read waits for the first to finish
             reader = _Reader()  # running from the start: it takes the queued reads, then parks
             self._running.append(reader)
             thread = threading.Thread(target=self._serve, args=(reader,), name="chatlab-sqlite-reader", daemon=True)
             self._threads.append(thread)
             thread.start()
-        # else all are running: the read waits for the first to finish
 
     def stop(self) -> None:
         """Finish the queued reads, end the threads and close their connections (a later read starts new ones)."""

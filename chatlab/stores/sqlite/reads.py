@@ -29,9 +29,8 @@ def read_slice(conn: sqlite3.Connection, conversation_key: str, after: int, limi
             rows = conn.execute(sql.MESSAGES_FROM, (conversation_key, after, -1 if limit is None else limit)).fetchall()
     finally:
         rollback(conn)
-    if row is None:
-        return ConversationSlice([], after, 0, ABSENT)
-    return ConversationSlice([bytes(r[0]) for r in rows], after, row[0], row[1])
+    count, version = row if row is not None else (0, ABSENT)
+    return ConversationSlice([bytes(r[0]) for r in rows], after, count, version)
 
 
 def summaries(

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from ..base import (
     ChatHistoryStore,
@@ -40,9 +40,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
-"""SQLite's ``PRAGMA synchronous`` levels. In WAL mode ``FULL`` fsyncs every commit (a committed write survives a
-power cut), ``NORMAL`` only at checkpoints (it survives a crash of the process, not of the machine)."""
+SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")  # PRAGMA synchronous levels (what each survives: docs/stores.md)
 
 
 class SqliteChatHistoryStore(ChatHistoryStore):
@@ -176,8 +174,7 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         if not batch and if_match is None and idempotency is None:
             return WriteResult(await self.version(conversation_key))
         request = writes.Append(conversation_key, batch, if_match, idempotency)
-        result: WriteResult = await self.writer.submit_batch(self._appends, request, self._deadline())
-        return result
+        return cast(WriteResult, await self.writer.submit_batch(self._appends, request, self._deadline()))
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None

@@ -11,7 +11,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from .answers import settle
 from .schema import rollback
@@ -66,8 +66,7 @@ class GroupCommitter:
 
     async def submit(self, work: Callable[[sqlite3.Connection], T], deadline: float = float("inf")) -> T:
         """Run ``work`` in a savepoint of the next group's transaction; return once that transaction is committed."""
-        result: T = await self.submit_batch(self._in_savepoints, work, deadline)
-        return result
+        return cast(T, await self.submit_batch(self._in_savepoints, work, deadline))
 
     async def submit_batch(self, batch: Batch, request: Any, deadline: float = float("inf")) -> Any:
         """Run ``request`` in the next group, in one call ``batch(conn, requests)`` with the requests for ``batch``

@@ -60,7 +60,15 @@ class Appends:
 
     def __call__(self, conn: sqlite3.Connection, appends: list[Append]) -> list[Outcome]:
         now, written = time.time(), self._clock()
-        conversations, records = _state(conn, appends, now)
+        keys = sql.padded(list(dict.fromkeys(append.conversation_key for append in appends)))
+        rows = conn.execute(sql.versions_and_counts(len(keys)), keys).fetchall()
+        conversations = {key: (version, count) for key, version, count in rows}  # those that exist
+        pairs = list(dict.fromkeys((a.conversation_key, a.idempotency.key) for a in appends if a.idempotency))
+        records: dict[tuple[str, str], tuple[str, str]] = {}  # (fingerprint, version) of the live ones
+        if pairs:
+            pairs = sql.padded(pairs)
+            found = conn.execute(sql.live_records(len(pairs)), [*itertools.chain(*pairs), now]).fetchall()
+            records = {(key, record): (fingerprint, version) for key, record, fingerprint, version in found}
         outcomes: list[Outcome] = []
         messages: list[tuple[str, int, bytes]] = []
         changed: dict[str, tuple[str, int]] = {}
@@ -92,23 +100,6 @@ class Appends:
                 self._next_expiry = now + EXPIRY_INTERVAL
             conn.executemany(sql.PUT_RECORD, new_records)
         return outcomes
-
-
-def _state(
-    conn: sqlite3.Connection, appends: Sequence[Append], now: float
-) -> tuple[dict[str, tuple[str, int]], dict[tuple[str, str], tuple[str, str]]]:
-    """The (version, count) of each existing conversation and the (fingerprint, version) of each live record the
-    appends need: two statements."""
-    keys = sql.padded(list(dict.fromkeys(append.conversation_key for append in appends)))
-    rows = conn.execute(sql.versions_and_counts(len(keys)), keys).fetchall()
-    conversations = {key: (version, count) for key, version, count in rows}
-    pairs = list(dict.fromkeys((a.conversation_key, a.idempotency.key) for a in appends if a.idempotency is not None))
-    records: dict[tuple[str, str], tuple[str, str]] = {}
-    if pairs:
-        pairs = sql.padded(pairs)
-        found = conn.execute(sql.live_records(len(pairs)), [*itertools.chain(*pairs), now]).fetchall()
-        records = {(key, record): (fingerprint, version) for key, record, fingerprint, version in found}
-    return conversations, records
 
 
 def replace(
