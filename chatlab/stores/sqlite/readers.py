@@ -1,10 +1,9 @@
 """The SQLite store's reader threads, each with its own connection (its statements stay prepared).
 
-A thread runs the queued reads in turn and hands its finished answers back together, when the queue runs dry or
-after holding them ``patience`` seconds. Another thread wakes (or starts, up to ``threads``) only when none runs or
-each running one has been on its read for ``patience``: a woken thread would queue for the GIL behind the event loop,
-and a long read holds up neither the reads behind it nor the answers finished before it.
-"""
+A thread runs the queued reads in turn and hands its finished answers back together when the queue runs dry or after
+holding them ``patience`` seconds. Another thread wakes (or starts, up to ``threads``) only when none runs or each
+running one has been on its read for ``patience`` (a woken thread would queue for the GIL behind the event loop), so
+a long read holds up neither the reads behind it nor the answers finished before it."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ class _Reader:
 
 
 class Readers:
-    """``failure`` turns a database error into the caller's exception; ``too_slow`` is that of a read that waited
-    past its deadline for a thread."""
+    """``failure``: a database error as the caller's exception; ``too_slow``: that of a read past its deadline."""
 
     def __init__(
         self,
@@ -167,7 +165,7 @@ class Readers:
                 conn.close()
 
     def _next(self, reader: _Reader) -> _Item | None:
-        """The next queued read, or (none) hand back the held answers while still running (the reads their callers
+        """The next read, or (none queued) hand back the held answers while still running (the reads their callers
         send next find it) and park until woken (``None``: stop)."""
         while True:
             with self._lock:

@@ -40,8 +40,7 @@ def summaries(
     wanted = json.dumps(dict(tags)) if tags else None
     upper = prefix_upper_bound(prefix)
     params = (start, skip, upper, wanted, -1 if limit is None else limit)
-    rows = conn.execute(sql.SUMMARIES if upper is None else sql.SUMMARIES_BELOW, params).fetchall()
-    return [summary(row) for row in rows]
+    return [summary(row) for row in conn.execute(sql.SUMMARIES if upper is None else sql.SUMMARIES_BELOW, params)]
 
 
 def summary(row: tuple[Any, ...]) -> ConversationSummary:

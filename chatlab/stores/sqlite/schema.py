@@ -1,7 +1,6 @@
-"""The SQLite store's tables: created on first use, or upgraded in place from schema versions 1 to 3 (2 added
-versions and idempotency records, 3 the timestamps, 4 the title and tags). Creation and upgrade are one ``BEGIN
-IMMEDIATE`` transaction: processes opening the file together wait for each other, and a failed upgrade changes
-nothing."""
+"""The SQLite store's tables, created on first use or upgraded in place from versions 1 to 3 (2 added versions and
+idempotency records, 3 timestamps, 4 title and tags), in one ``BEGIN IMMEDIATE`` transaction: processes opening the
+file together wait for each other, and a failed upgrade changes nothing."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Chat history in a SQLite file: embedded, persistent, no server to run (docs/stores.md). ``sqlite3`` runs in
 threads so that the event loop never waits on the disk: reads on reader threads that hand answers back in batches
-(:mod:`.readers`), writes on one writer thread that commits the writes waiting at one moment together (:mod:`.writer`).
-"""
+(:mod:`.readers`), writes on one writer thread that commits those waiting at one moment together (:mod:`.writer`)."""
 
 from __future__ import annotations
 
@@ -86,8 +85,7 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         return f"<{type(self).__name__} {self.path}>"
 
     def connect(self) -> sqlite3.Connection:
-        """A new connection in WAL mode with the store's settings, the tables in place (the first creates or upgrades
-        them, :mod:`.schema`); transactions are begun explicitly."""
+        """A new connection in WAL mode with the store's settings, the tables in place (made ready by the first)."""
         conn = sqlite3.connect(
             self.path,
             timeout=self.busy_timeout,  # the busy handler: wait for other processes' write locks

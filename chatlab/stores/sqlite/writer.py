@@ -44,9 +44,8 @@ def _settle(writes: list[_Write], outcomes: list[Outcome]) -> None:
 
 
 class GroupCommitter:
-    """One writer thread (started by the first write); :attr:`groups` and :attr:`writes` count the transactions
-    committed and the writes they held. ``failure`` turns a database error into the callers' exception; ``answers``
-    (refusals) reach the caller as they are and leave the transaction going."""
+    """One writer thread, started by the first write (:attr:`groups`, :attr:`writes`: commits and the writes in them).
+    ``failure``: a database error as the callers' exception; ``answers``: refusals, raised without ending the group."""
 
     def __init__(
         self,

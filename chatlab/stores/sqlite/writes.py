@@ -1,8 +1,7 @@
 """What each write of the SQLite store does in the writer thread's transaction, and the append rules, once.
 
 The group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`) holds the write lock from its first read: a check and
-its write are one step, also against other processes.
-"""
+its write are one step, also against other processes."""
 
 from __future__ import annotations
 
