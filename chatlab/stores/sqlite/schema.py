@@ -39,9 +39,8 @@ WRITTEN_ORDER = {
         "CREATE UNIQUE INDEX chatlab_idempotency_key ON chatlab_idempotency (conversation_key, idempotency_key)",
     ),
 }
-"""Messages and idempotency records in written order (rowid tables, unique indexes): a group commit's rows fill the
-tables' last pages and only small index entries go to each conversation's place. Older files keep their ``WITHOUT
-ROWID`` tables (created only where missing), which the same statements read and write alike: no upgrade, no copy."""
+"""New tables keep rows in written order (rowid tables, unique indexes): a group commit fills their last pages and
+adds small index entries. Older files keep their ``WITHOUT ROWID`` tables, used alike: no upgrade, no copy."""
 
 ADDED_COLUMNS = ("version TEXT", "created_at REAL", "updated_at REAL", "title TEXT", "tags TEXT NOT NULL DEFAULT '{}'")
 """The columns of ``chatlab_conversations`` that versions 1 to 3 lack (some of them), in the order they came."""

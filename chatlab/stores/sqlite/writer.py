@@ -123,7 +123,8 @@ class GroupCommitter:
         return writes
 
     def _begin(self, conn: sqlite3.Connection, deadline: float) -> None:
-        """``BEGIN IMMEDIATE``, waiting for another process's write lock until ``deadline`` (infinite: patience)."""
+        """``BEGIN IMMEDIATE``, waiting for another process's write lock until ``deadline`` (infinite: patience): one
+        statement when the lock is free, the wait is set only when it is taken."""
         try:
             conn.execute("BEGIN IMMEDIATE")
             return
