@@ -80,8 +80,8 @@ def test_new_files_keep_rows_in_written_order_and_old_files_their_layout(tmp_pat
 
 
 def test_connections_use_the_store_s_settings(tmp_path: Path) -> None:
-    default = SqliteChatHistoryStore(tmp_path / "h.db").connections.open()
-    chosen = SqliteChatHistoryStore(tmp_path / "h.db", synchronous="normal", wal_autocheckpoint=500).connections.open()
+    default = SqliteChatHistoryStore(tmp_path / "h.db").connect()
+    chosen = SqliteChatHistoryStore(tmp_path / "h.db", synchronous="normal", wal_autocheckpoint=500).connect()
     try:
         assert default.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         assert default.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL

@@ -1,11 +1,9 @@
 """The SQLite store's reader threads, each with its own connection (its statements stay prepared).
 
-A thread runs the queued reads one after another and hands back the answers it finished together
-(:mod:`.answers`), when the queue runs dry or when it has held them ``patience`` seconds. Threads wake on need,
-not on every read (each woken thread would queue for the GIL behind the event loop): another thread is woken (or
-started, up to ``threads``) only when none runs, or when each running one has been on its current read for
-``patience`` seconds, so a long read holds up neither the short ones behind it nor the answers finished before it.
-"""
+A thread runs the queued reads in turn and hands its finished answers back together when the queue runs dry or after
+holding them ``patience`` seconds. Another thread wakes (or starts, up to ``threads``) only when none runs or each
+running one has been on its read for ``patience`` (a woken thread would queue for the GIL behind the event loop), so
+a long read holds up neither the reads behind it nor the answers finished before it."""
 
 from __future__ import annotations
 
@@ -21,15 +19,13 @@ from .answers import Answer, settle
 
 T = TypeVar("T")
 
-Work = Callable[[sqlite3.Connection], Any]
-_Item = tuple[Work, asyncio.AbstractEventLoop, "asyncio.Future[Any]", float]
+_Item = tuple[Callable[[sqlite3.Connection], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]", float]
 
 NOT_WATCHING = -float("inf")  # the due time while no :meth:`Readers._watch` is scheduled
 
 
 class _Reader:
-    """One thread's state: its held answers and since when, when its current read began, and ``wake``, which it
-    waits to acquire while parked."""
+    """A thread's held answers and since when, when its current read began, and the lock it waits on while parked."""
 
     __slots__ = ("answers", "began", "held_since", "wake")
 
@@ -41,8 +37,7 @@ class _Reader:
 
 
 class Readers:
-    """Up to ``threads`` reader threads, started when needed. ``failure`` turns a database error into the caller's
-    exception; ``too_slow`` is that of a read that waited past its deadline for a thread."""
+    """``failure``: a database error as the caller's exception; ``too_slow``: that of a read past its deadline."""
 
     def __init__(
         self,
@@ -69,12 +64,10 @@ class Readers:
 
     @property
     def started(self) -> int:
-        """How many reader threads are started (running or parked)."""
-        with self._lock:
-            return len(self._threads)
+        return len(self._threads)
 
     async def submit(self, work: Callable[[sqlite3.Connection], T], deadline: float) -> T:
-        """Run ``work`` on a reader thread's connection unless ``deadline`` passes before a thread takes it."""
+        """Run ``work`` on a reader thread's connection unless ``deadline`` passes first."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         with self._lock:
@@ -86,19 +79,16 @@ class Readers:
                 self._watch_soon(loop, now)
         return await future
 
-    def _watch_soon(self, loop: asyncio.AbstractEventLoop, now: float) -> None:
-        """Schedule :meth:`_watch` on ``loop``, replacing any scheduled before (holding the lock)."""
+    def _watch_soon(self, loop: asyncio.AbstractEventLoop, now: float) -> None:  # holding the lock
         self._watch_due = due = now + self._patience
         loop.call_later(self._patience, self._watch, due)
 
-    def _stuck(self, now: float) -> bool:
-        """No thread runs, or each running one has been on its current read for ``patience`` (holding the lock)."""
+    def _stuck(self, now: float) -> bool:  # holding the lock
         return not self._running or now - max(r.began for r in self._running) >= self._patience
 
     def _watch(self, due: float) -> None:
-        """On the loop, every ``patience`` while reads wait or answers are held: hand back the answers of a thread
-        stuck on one read, and wake another thread if every running one is stuck (no later :meth:`submit` may
-        come to do it)."""
+        """Every ``patience`` while reads wait or answers are held: hand back the answers of threads stuck on a read,
+        and wake another thread if all are stuck (no later :meth:`submit` may come to)."""
         now = time.monotonic()
         held: list[Answer] = []
         with self._lock:
@@ -113,23 +103,20 @@ class Readers:
                 self._wake()
             if self._items or any(r.answers for r in self._running):
                 self._watch_soon(asyncio.get_running_loop(), now)
-        if held:
-            settle(held)
+        settle(held)
 
-    def _wake(self) -> None:
-        """A parked thread to work, or a new one while there are fewer than the count (holding the lock)."""
+    def _wake(self) -> None:  # holding the lock
         if self._parked:
             reader = self._parked.pop()  # the last parked: its connection's pages are the warmest
             reader.began = time.monotonic()
             self._running.append(reader)
             reader.wake.release()
-        elif len(self._threads) < self._count:
+        elif len(self._threads) < self._count:  # else all run: the read waits for the first to finish
             reader = _Reader()  # running from the start: it takes the queued reads, then parks
             self._running.append(reader)
             thread = threading.Thread(target=self._serve, args=(reader,), name="chatlab-sqlite-reader", daemon=True)
             self._threads.append(thread)
             thread.start()
-        # else all are running: the read waits for the first to finish
 
     def stop(self) -> None:
         """Finish the queued reads, end the threads and close their connections (a later read starts new ones)."""
@@ -178,16 +165,15 @@ class Readers:
                 conn.close()
 
     def _next(self, reader: _Reader) -> _Item | None:
-        """The next queued read; when there is none, hand back the held answers (while still counted as running, so
-        that the reads their callers send next find it) and park until woken (``None``: stop)."""
+        """The next read, or (none queued) hand back the held answers while still running (the reads their callers
+        send next find it) and park until woken (``None``: stop)."""
         while True:
             with self._lock:
                 if self._items:
                     return self._items.popleft()
                 answers, reader.answers = reader.answers, []
                 reader.began = time.monotonic()  # between reads, not stuck on one
-            if answers:
-                settle(answers)
+            settle(answers)
             with self._lock:
                 if self._items:
                     return self._items.popleft()

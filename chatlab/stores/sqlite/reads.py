@@ -29,21 +29,18 @@ def read_slice(conn: sqlite3.Connection, conversation_key: str, after: int, limi
             rows = conn.execute(sql.MESSAGES_FROM, (conversation_key, after, -1 if limit is None else limit)).fetchall()
     finally:
         rollback(conn)
-    if row is None:
-        return ConversationSlice([], after, 0, ABSENT)
-    return ConversationSlice([bytes(r[0]) for r in rows], after, row[0], row[1])
+    count, version = row if row is not None else (0, ABSENT)
+    return ConversationSlice([bytes(r[0]) for r in rows], after, count, version)
 
 
 def summaries(
     conn: sqlite3.Connection, prefix: str, after: str | None, limit: int | None, tags: Mapping[str, str] | None
 ) -> list[ConversationSummary]:
-    """A page of the conversations whose key starts with ``prefix``: one range of the primary key, in key order."""
     start, skip = (after, after) if after is not None and after >= prefix else (prefix, None)
     wanted = json.dumps(dict(tags)) if tags else None
     upper = prefix_upper_bound(prefix)
     params = (start, skip, upper, wanted, -1 if limit is None else limit)
-    rows = conn.execute(sql.SUMMARIES if upper is None else sql.SUMMARIES_BELOW, params).fetchall()
-    return [summary(row) for row in rows]
+    return [summary(row) for row in conn.execute(sql.SUMMARIES if upper is None else sql.SUMMARIES_BELOW, params)]
 
 
 def summary(row: tuple[Any, ...]) -> ConversationSummary:

@@ -1,9 +1,6 @@
-"""The SQLite store's tables: created on first use, or upgraded in place from schema versions 1, 2 and 3.
-
-Version 2 added versions and idempotency records, version 3 the timestamps (``updated_at`` indexed for retention),
-version 4 the metadata (``title``, and ``tags`` as a JSON object). Creation and upgrade are one ``BEGIN IMMEDIATE``
-transaction: processes opening the file together wait for each other, and a failed upgrade changes nothing.
-"""
+"""The SQLite store's tables, created on first use or upgraded in place from versions 1 to 3 (2 added versions and
+idempotency records, 3 timestamps, 4 title and tags), in one ``BEGIN IMMEDIATE`` transaction: processes opening the
+file together wait for each other, and a failed upgrade changes nothing."""
 
 from __future__ import annotations
 
@@ -42,10 +39,8 @@ WRITTEN_ORDER = {
         "CREATE UNIQUE INDEX chatlab_idempotency_key ON chatlab_idempotency (conversation_key, idempotency_key)",
     ),
 }
-"""Messages and idempotency records in written order (rowid tables), found by unique indexes on (conversation,
-position) and (conversation, key): a group commit's rows fill the tables' last pages and only the small index entries
-go to each conversation's place (tables ordered by conversation split pages across the tree). Older files keep
-their ``WITHOUT ROWID`` tables, which the same statements read and write alike: no upgrade, no copy."""
+"""New tables keep rows in written order (rowid tables, unique indexes): a group commit fills their last pages and
+adds small index entries. Older files keep their ``WITHOUT ROWID`` tables, used alike: no upgrade, no copy."""
 
 ADDED_COLUMNS = ("version TEXT", "created_at REAL", "updated_at REAL", "title TEXT", "tags TEXT NOT NULL DEFAULT '{}'")
 """The columns of ``chatlab_conversations`` that versions 1 to 3 lack (some of them), in the order they came."""
@@ -58,8 +53,7 @@ def rollback(conn: sqlite3.Connection) -> None:
 
 
 def ensure_schema(conn: sqlite3.Connection, now: float, path: Path) -> None:
-    """Create the tables if missing, or upgrade versions 1 to 3 in place (``now``: the upgraded conversations'
-    times), in one transaction; a file of another version is refused."""
+    """Create the tables if missing, or upgrade versions 1 to 3 (``now``: the upgraded conversations' times)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         # not executescript(), which would COMMIT first: one statement at a time
@@ -89,8 +83,8 @@ def ensure_schema(conn: sqlite3.Connection, now: float, path: Path) -> None:
 
 
 def _upgrade(conn: sqlite3.Connection, version: int, now: float) -> None:
-    """Add the missing :data:`ADDED_COLUMNS` (``ADD COLUMN`` copies no row), then give each conversation of version 1
-    a version, and each of versions 1 and 2 the upgrade's time as both timestamps (version 3 gets no title or tags)."""
+    """Add the missing :data:`ADDED_COLUMNS` (``ADD COLUMN`` copies no row), a version to each conversation of
+    version 1, and the upgrade's time as both timestamps to those of versions 1 and 2."""
     present = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
     for column in ADDED_COLUMNS:
         if column.split()[0] not in present:

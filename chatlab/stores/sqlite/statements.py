@@ -19,17 +19,16 @@ ARRAY = (
 )
 """A conversation's version, count and messages as one JSON array, joined byte for byte in position order (the
 subquery's ``ORDER BY`` holds: an aggregate's subquery is not flattened)."""
+_SUMMARY_COLUMNS = "conversation_key, message_count, version, created_at, updated_at, title, tags"
 _PAGE = (
-    "SELECT conversation_key, message_count, version, created_at, updated_at, title, tags FROM chatlab_conversations "
-    "AS c WHERE conversation_key >= ?1 AND conversation_key IS NOT ?2{below} AND NOT EXISTS (SELECT 1 FROM "
-    "json_each(?4) AS w WHERE w.value IS NOT (SELECT t.value FROM json_each(c.tags) AS t WHERE t.key = w.key)) "
-    "ORDER BY conversation_key LIMIT ?5"
+    f"SELECT {_SUMMARY_COLUMNS} FROM chatlab_conversations AS c WHERE conversation_key >= ?1 AND conversation_key IS "
+    "NOT ?2{below} AND NOT EXISTS (SELECT 1 FROM json_each(?4) AS w WHERE w.value IS NOT (SELECT t.value FROM "
+    "json_each(c.tags) AS t WHERE t.key = w.key)) ORDER BY conversation_key LIMIT ?5"
 )
 SUMMARIES = _PAGE.format(below="")
 """A page of summaries: keys from ``?1`` on but ``?2`` (``after``, or NULL), with every tag of the JSON object ``?4``
 (NULL: any), at most ``?5`` (-1: all). A range of the primary key in code point order: a page reads only its rows."""
-SUMMARIES_BELOW = _PAGE.format(below=" AND conversation_key < ?3")
-""":data:`SUMMARIES` with the keys below ``?3`` (the end of a prefix's range) only."""
+SUMMARIES_BELOW = _PAGE.format(below=" AND conversation_key < ?3")  # and below ?3, the end of a prefix's range
 
 UPSERT_CONVERSATION = (
     "INSERT INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at) "
@@ -40,11 +39,7 @@ PUT_CONVERSATION = (
     "INSERT OR REPLACE INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at, "
     "title, tags) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-"""A conversation with its own times and metadata (a migration's restore)."""
-SUMMARY = (
-    "SELECT conversation_key, message_count, version, created_at, updated_at, title, tags FROM chatlab_conversations "
-    "WHERE conversation_key = ?"
-)
+SUMMARY = f"SELECT {_SUMMARY_COLUMNS} FROM chatlab_conversations WHERE conversation_key = ?"
 SET_METADATA = "UPDATE chatlab_conversations SET title = ?, tags = ? WHERE conversation_key = ?"
 INSERT_MESSAGE = "INSERT INTO chatlab_messages (conversation_key, position, body) VALUES (?, ?, ?)"
 DELETE_MESSAGES = "DELETE FROM chatlab_messages WHERE conversation_key = ?"

@@ -1,32 +1,18 @@
-"""Chat history in a SQLite file: embedded, persistent, no server to run.
-
-The standard library's ``sqlite3`` runs in threads, so the event loop never waits on the disk: reads on reader
-threads that hand answers back in batches (:mod:`.readers`, :mod:`.reads`), writes on one writer thread that
-commits the writes waiting at one moment together (:mod:`.writer`: one fsync for many writes; the append rules in
-:mod:`.writes`).
-
-Guarantees:
-
-* WAL journal with ``synchronous=FULL`` by default: a transaction that returned is fsync'ed, so it survives a
-  kill -9 and a power cut (``NORMAL`` survives a crash of the process, but may lose the last ones on a power cut).
-* Writes begin with ``BEGIN IMMEDIATE``: they hold the write lock before reading a conversation's count, so a batch
-  gets contiguous positions even with several processes on one file, and a check and its write are one step.
-* Every operation ends within ``busy_timeout`` seconds of its call, waits included (for a reader thread, for the
-  writer's next group, for another process's write lock): past it, one that has not started fails (503) and
-  writes nothing.
-* Readers don't block the writer (WAL) and see whole transactions only.
-* The tables (:mod:`.schema`, version 4) are created on first use; files of versions 1 to 3 are upgraded in place.
-"""
+"""Chat history in a SQLite file: embedded, persistent, no server to run (docs/stores.md). ``sqlite3`` runs in
+threads so that the event loop never waits on the disk: reads on reader threads that hand answers back in batches
+(:mod:`.readers`), writes on one writer thread that commits those waiting at one moment together (:mod:`.writer`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+import sqlite3
+import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from ..base import (
     ChatHistoryStore,
@@ -45,25 +31,24 @@ from ..base import (
 )
 from ..metadata import MetadataChange, MetadataError
 from . import reads, writes
-from .connections import Connections
 from .readers import Readers
-from .schema import SCHEMA_VERSION
-from .writer import GroupCommitter
+from .schema import SCHEMA_VERSION, ensure_schema
+from .writer import GroupCommitter, busy
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")  # PRAGMA synchronous levels (what each survives: docs/stores.md)
+
 
 class SqliteChatHistoryStore(ChatHistoryStore):
     """History in one SQLite database file (created with its tables on first use).
 
-    ``busy_timeout``: the store timeout, seconds. ``synchronous``: SQLite's ``PRAGMA synchronous`` level.
-    ``reader_threads``: at most this many (default: as many as asyncio's default executor would have).
+    ``busy_timeout``: seconds within which every operation ends, waits included (one not started by then fails, 503,
+    and writes nothing). ``reader_threads``: at most this many (default: as asyncio's default executor).
     ``reader_patience``: seconds a reader thread may spend on one read before a read queued behind it wakes another
-    thread, and the longest it holds finished answers to hand them back together.
-    ``wal_autocheckpoint``: the WAL's size in pages at which a commit copies it into the database; above SQLite's
-    1,000, as a group commit rewrites the same pages often and a checkpoint copies each once.
+    thread, and the longest it holds finished answers. ``synchronous``, ``wal_autocheckpoint``: see docs/stores.md.
     """
 
     schema_version = SCHEMA_VERSION
@@ -79,24 +64,61 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         wal_autocheckpoint: int = 10_000,
     ) -> None:
         self.path = Path(path).expanduser().absolute()
+        if synchronous.upper() not in SYNCHRONOUS:
+            raise ValueError(f"synchronous={synchronous!r}: use one of {', '.join(SYNCHRONOUS)}")
+        if wal_autocheckpoint < 0:
+            raise ValueError(f"wal_autocheckpoint={wal_autocheckpoint}: give a number of pages, 0 or more")
         self.busy_timeout = busy_timeout
+        self.synchronous = synchronous.upper()
+        self.wal_autocheckpoint = wal_autocheckpoint
         self.description = f"Chat history is stored in the SQLite file {self.path} and exposed over HTTP."
-        self.connections = Connections(
-            self.path,
-            busy_timeout=busy_timeout,
-            synchronous=synchronous,
-            wal_autocheckpoint=wal_autocheckpoint,
-            clock=lambda: self.clock(),
-        )
+        self._schema_lock = threading.Lock()
+        self._schema_ready = False
         threads = reader_threads if reader_threads is not None else min(32, (os.cpu_count() or 1) + 4)
-        self.readers = Readers(self.connections.open, self._failure, self._too_slow, threads, reader_patience)
+        self.readers = Readers(self.connect, self._failure, self._too_slow, threads, reader_patience)
         self.writer = GroupCommitter(
-            self.connections.open, self._failure, (VersionMismatch, IdempotencyKeyReused, MetadataError)
+            self.connect, self._failure, (VersionMismatch, IdempotencyKeyReused, MetadataError)
         )
         self._appends = writes.Appends(lambda: self.clock())
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.path}>"
+
+    def connect(self) -> sqlite3.Connection:
+        """A new connection in WAL mode with the store's settings, the tables in place (made ready by the first)."""
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout,  # the busy handler: wait for other processes' write locks
+            isolation_level=None,  # no implicit transactions: each function says BEGIN itself
+            check_same_thread=False,  # used by one thread at a time (the thread that opened it, or a successor)
+        )
+        try:
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA wal_autocheckpoint={self.wal_autocheckpoint}")
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                with self._schema_lock:
+                    mode = self._switch_to_wal(conn)
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"SQLite store {self.path}: cannot switch to WAL journal mode (got {mode!r})")
+            with self._schema_lock:
+                if not self._schema_ready:
+                    ensure_schema(conn, self.clock(), self.path)
+                    self._schema_ready = True
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _switch_to_wal(self, conn: sqlite3.Connection) -> object:
+        """Switching needs the file to itself and SQLite does not wait for that (no busy handler): retry."""
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                return conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                if not busy(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.01)
 
     def _deadline(self) -> float:
         return time.monotonic() + self.busy_timeout
@@ -150,8 +172,7 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         if not batch and if_match is None and idempotency is None:
             return WriteResult(await self.version(conversation_key))
         request = writes.Append(conversation_key, batch, if_match, idempotency)
-        result: WriteResult = await self.writer.submit_batch(self._appends, request, self._deadline())
-        return result
+        return cast(WriteResult, await self.writer.submit_batch(self._appends, request, self._deadline()))
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
@@ -165,13 +186,12 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         await self.writer.submit(lambda conn: writes.restore(conn, records))
 
     async def sweep(self) -> int:
-        """One write transaction deletes every conversation due (found by the ``updated_at`` index)."""
         cutoff = self.cutoff()
         if cutoff is None:
             return 0
         return await self.writer.submit(lambda conn: writes.sweep(conn, cutoff))
 
     async def close(self) -> None:
-        """End the writer thread and the reader threads, closing their connections (a later call opens new ones)."""
+        """End the writer and reader threads, closing their connections (a later call starts new ones)."""
         await asyncio.to_thread(self.writer.stop)
         await asyncio.to_thread(self.readers.stop)

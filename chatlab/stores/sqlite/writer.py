@@ -1,14 +1,6 @@
-"""The SQLite store's writer thread: group commit, so that concurrent writes share one transaction and one fsync.
-
-A SQLite file takes one writer at a time, and with ``synchronous=FULL`` every commit waits for the disk.
-:class:`GroupCommitter`'s thread takes every write queued while the previous commit ran into one ``BEGIN IMMEDIATE``
-transaction, takes in the writes queued meanwhile, commits once, and only then answers each caller: an acknowledged
-write is as durable as alone. Each write stands or falls alone: one submitted with :meth:`~GroupCommitter.submit`
-runs in a savepoint (a refusal, one of ``answers``, rolls back only it); the requests of a batch
-(:meth:`~GroupCommitter.submit_batch`, the store's appends) queued side by side run in one call, which checks each
-before writing anything for it. A write whose group has not begun by its deadline (:func:`time.monotonic` seconds)
-fails without running, and a group waits for another process's write lock only until its earliest deadline.
-"""
+"""The SQLite store's writer thread: group commit (docs/stores.md). The writes queued while the previous commit ran,
+and those queued meanwhile, share one ``BEGIN IMMEDIATE`` transaction and one fsync; each caller is answered once it
+is committed (as durable as alone). A write whose group has not begun by its deadline fails without running."""
 
 from __future__ import annotations
 
@@ -19,22 +11,24 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from .answers import settle
-from .connections import busy
+from .schema import rollback
 
 T = TypeVar("T")
 
-Outcome = tuple[Any, BaseException | None]
-"""A write's result, or the refusal its caller gets."""
-Batch = Callable[[sqlite3.Connection, list[Any]], list[Outcome]]
-"""Runs several requests at once: one outcome per request, in order."""
+Outcome = tuple[Any, BaseException | None]  # a write's result, or the refusal its caller gets
+Batch = Callable[[sqlite3.Connection, list[Any]], list[Outcome]]  # runs several requests: one outcome each, in order
 
 MAX_GROUP = 256
-"""At most this many writes share a transaction, so that under a steady stream a group still commits after a bounded
-amount of work. The largest power of two for which a batch's lookup of idempotency records (two parameters an
-append, one more for the time) stays within the 999 parameters every SQLite allows."""
+"""Writes per transaction at most (a steady stream still commits): the largest power of two for which a batch's lookup
+of idempotency records (two parameters an append, one for the time) stays within the 999 parameters of any SQLite."""
+
+
+def busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused because another connection holds a lock (worth waiting for)."""
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 class _Write(NamedTuple):
@@ -50,12 +44,8 @@ def _settle(writes: list[_Write], outcomes: list[Outcome]) -> None:
 
 
 class GroupCommitter:
-    """One writer thread for a SQLite file (started by the first write); :attr:`groups` and :attr:`writes` count
-    the transactions committed and the writes they held.
-
-    ``connect`` opens a ready connection; ``failure`` turns a database error into the callers' exception;
-    exceptions in ``answers`` (refusals) reach the caller as they are and leave the transaction going.
-    """
+    """One writer thread, started by the first write (:attr:`groups`, :attr:`writes`: commits and the writes in them).
+    ``failure``: a database error as the callers' exception; ``answers``: refusals, raised without ending the group."""
 
     def __init__(
         self,
@@ -75,13 +65,11 @@ class GroupCommitter:
 
     async def submit(self, work: Callable[[sqlite3.Connection], T], deadline: float = float("inf")) -> T:
         """Run ``work`` in a savepoint of the next group's transaction; return once that transaction is committed."""
-        result: T = await self.submit_batch(self._in_savepoints, work, deadline)
-        return result
+        return cast(T, await self.submit_batch(self._in_savepoints, work, deadline))
 
     async def submit_batch(self, batch: Batch, request: Any, deadline: float = float("inf")) -> Any:
-        """Run ``request`` in the next group, with the requests for the same ``batch`` queued next to it: one call
-        ``batch(conn, requests)`` for all. ``batch`` refuses a request by giving its exception (one of ``answers``)
-        instead of a result, and must decide that before writing anything for it: there is no savepoint."""
+        """Run ``request`` in the next group, in one call ``batch(conn, requests)`` with the requests for ``batch``
+        queued next to it. No savepoint: ``batch`` refuses a request (one of ``answers``) before writing for it."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         with self._lock:
@@ -105,7 +93,10 @@ class GroupCommitter:
             while (first := self._queue.get()) is not None:
                 group = [first, *self._queued(MAX_GROUP - 1)]
                 try:
-                    conn = conn or self._open()
+                    if conn is None:  # with no busy wait of its own: _begin sets one when the lock is taken
+                        conn = self._connect()
+                        self._patience = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+                        conn.execute("PRAGMA busy_timeout = 0")
                     self._commit(conn, group)
                 except Exception as exc:  # the whole group failed: nothing of it was committed
                     error = self._failure(exc) if isinstance(exc, sqlite3.Error | OSError) else exc
@@ -131,16 +122,9 @@ class GroupCommitter:
             writes.append(write)
         return writes
 
-    def _open(self) -> sqlite3.Connection:
-        """The writer's connection, with no busy wait of its own: :meth:`_begin` sets one when the lock is taken."""
-        conn = self._connect()
-        self._patience = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
-        conn.execute("PRAGMA busy_timeout = 0")
-        return conn
-
     def _begin(self, conn: sqlite3.Connection, deadline: float) -> None:
-        """``BEGIN IMMEDIATE``, waiting for another process's write lock until ``deadline`` (none: the connection's
-        busy timeout). One statement when the lock is free; the wait is set only when the lock is taken."""
+        """``BEGIN IMMEDIATE``, waiting for another process's write lock until ``deadline`` (infinite: patience): one
+        statement when the lock is free, the wait is set only when it is taken."""
         try:
             conn.execute("BEGIN IMMEDIATE")
             return
@@ -155,8 +139,7 @@ class GroupCommitter:
             conn.execute("PRAGMA busy_timeout = 0")
 
     def _commit(self, conn: sqlite3.Connection, group: list[_Write]) -> None:
-        """Run ``group`` and the writes queued meanwhile (added to it, so that a failure answers each) in one
-        transaction; answer once committed."""
+        """Run ``group`` and the writes queued meanwhile (added to it: a failure answers each) in one transaction."""
         self._drop_late(group)
         if not group:
             return
@@ -169,15 +152,14 @@ class GroupCommitter:
                 outcomes += self._run(conn, more)
             conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            rollback(conn)
             raise
         self.groups += 1
         self.writes += len(group)
         _settle(group, outcomes)
 
     def _drop_late(self, writes: list[_Write]) -> None:
-        """Answer the writes whose deadline passed before their group began, and remove them."""
+        """Answer and remove the writes whose deadline passed before their group began."""
         now = time.monotonic()
         late = [write for write in writes if write.deadline <= now]
         if late:
@@ -187,7 +169,7 @@ class GroupCommitter:
 
     @staticmethod
     def _run(conn: sqlite3.Connection, writes: list[_Write]) -> list[Outcome]:
-        """Run ``writes``, the requests of one batch queued side by side in one call."""
+        """One call for each run of requests of one batch queued side by side."""
         outcomes: list[Outcome] = []
         for batch, run in itertools.groupby(writes, key=lambda write: write.batch):
             outcomes += batch(conn, [write.request for write in run])
@@ -196,7 +178,7 @@ class GroupCommitter:
     def _in_savepoints(
         self, conn: sqlite3.Connection, works: list[Callable[[sqlite3.Connection], Any]]
     ) -> list[Outcome]:
-        """The batch of writes submitted alone, each in a savepoint: a refusal undoes what it wrote, and only that."""
+        """Writes submitted alone, each in a savepoint: a refusal undoes what it wrote, and only that."""
         outcomes: list[Outcome] = []
         for work in works:
             conn.execute("SAVEPOINT chatlab_write")

@@ -1,13 +1,11 @@
 """What each write of the SQLite store does in the writer thread's transaction, and the append rules, once.
 
-An append first finds a live idempotency record (a replay answers what was recorded, another request with the same
-key is refused), then checks ``If-Match``, then writes its messages at the conversation's count, the new version
-and count, and its record. Everything runs in the group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`), which
-holds the write lock from the first read: a check and its write are one step, also against other processes.
-"""
+The group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`) holds the write lock from its first read: a check and
+its write are one step, also against other processes."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import time
@@ -32,13 +30,10 @@ from . import statements as sql
 from .reads import summary
 from .writer import Outcome
 
-EXPIRY_INTERVAL = 1.0
-"""Seconds between deletions of expired idempotency records (a lookup ignores them meanwhile)."""
+EXPIRY_INTERVAL = 1.0  # seconds between deletions of expired idempotency records (a lookup ignores them meanwhile)
 
 
 class Append(NamedTuple):
-    """One append (``if_match``, ``idempotency``: ``None`` for none)."""
-
     conversation_key: str
     messages: list[bytes]
     if_match: Collection[str] | None
@@ -54,9 +49,9 @@ def check(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[
 
 
 class Appends:
-    """The appends queued together, as one batch of the writer (:meth:`.writer.GroupCommitter.submit_batch`): one
-    read of the versions, counts and records they need, each decided in queue order as if it ran alone (a refused
-    one writes nothing), then one ``executemany`` per table. ``clock`` stamps the conversations."""
+    """The appends queued together, one batch of the writer: one read of the versions, counts and records they need,
+    each decided in queue order as if alone (its idempotency record first, then ``if_match``; a refused one writes
+    nothing), then one ``executemany`` per table. ``clock`` stamps the conversations."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
@@ -64,7 +59,15 @@ class Appends:
 
     def __call__(self, conn: sqlite3.Connection, appends: list[Append]) -> list[Outcome]:
         now, written = time.time(), self._clock()
-        conversations, records = _state(conn, appends, now)
+        keys = sql.padded(list(dict.fromkeys(append.conversation_key for append in appends)))
+        rows = conn.execute(sql.versions_and_counts(len(keys)), keys).fetchall()
+        conversations = {key: (version, count) for key, version, count in rows}  # those that exist
+        pairs = list(dict.fromkeys((a.conversation_key, a.idempotency.key) for a in appends if a.idempotency))
+        records: dict[tuple[str, str], tuple[str, str]] = {}  # (fingerprint, version) of the live ones
+        if pairs:
+            pairs = sql.padded(pairs)
+            found = conn.execute(sql.live_records(len(pairs)), [*itertools.chain(*pairs), now]).fetchall()
+            records = {(key, record): (fingerprint, version) for key, record, fingerprint, version in found}
         outcomes: list[Outcome] = []
         messages: list[tuple[str, int, bytes]] = []
         changed: dict[str, tuple[str, int]] = {}
@@ -98,32 +101,9 @@ class Appends:
         return outcomes
 
 
-def _state(
-    conn: sqlite3.Connection, appends: Sequence[Append], now: float
-) -> tuple[dict[str, tuple[str, int]], dict[tuple[str, str], tuple[str, str]]]:
-    """The (version, count) of each existing conversation and the (fingerprint, version) of each live record the
-    appends need: two statements."""
-    keys: list[object] = list(dict.fromkeys(append.conversation_key for append in appends))
-    padded = sql.padded(keys)
-    conversations = {
-        key: (version, count)
-        for key, version, count in conn.execute(sql.versions_and_counts(len(padded)), padded).fetchall()
-    }
-    pairs = list(dict.fromkeys((a.conversation_key, a.idempotency.key) for a in appends if a.idempotency is not None))
-    records: dict[tuple[str, str], tuple[str, str]] = {}
-    if pairs:
-        padded_pairs = sql.padded(pairs)
-        params: list[object] = [value for pair in padded_pairs for value in pair]
-        params.append(now)
-        for key, record, fingerprint, version in conn.execute(sql.live_records(len(padded_pairs)), params).fetchall():
-            records[key, record] = (fingerprint, version)
-    return conversations, records
-
-
 def replace(
     conn: sqlite3.Connection, conversation_key: str, messages: list[bytes], if_match: Collection[str] | None, now: float
 ) -> WriteResult:
-    """Make the conversation hold exactly ``messages``, with a new generation."""
     check(conn, conversation_key, if_match)
     version = new_version(len(messages))
     conn.execute(sql.UPSERT_CONVERSATION, (conversation_key, len(messages), version, now, now))
@@ -133,14 +113,12 @@ def replace(
 
 
 def delete(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> None:
-    """Forget the conversation (its idempotency records stay)."""
     check(conn, conversation_key, if_match)
     conn.execute(sql.DELETE_CONVERSATION, (conversation_key,))
     conn.execute(sql.DELETE_MESSAGES, (conversation_key,))
 
 
 def restore(conn: sqlite3.Connection, records: Sequence[ConversationRecord]) -> None:
-    """Write whole conversations with their own versions and times, each only if at its ``expected`` version."""
     for record in records:
         key = record.conversation_key
         check(conn, key, [record.expected])
@@ -151,8 +129,6 @@ def restore(conn: sqlite3.Connection, records: Sequence[ConversationRecord]) -> 
 
 
 def set_metadata(conn: sqlite3.Connection, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-    """Make ``change`` to the conversation's title and tags (``None``: no such conversation); a refused change
-    (too many tags) raises before writing."""
     row = conn.execute(sql.SUMMARY, (conversation_key,)).fetchone()
     if row is None:
         return None
