@@ -1,14 +1,10 @@
-"""The append rules of the PostgreSQL store, in one place: a server-side function that locks a batch of appends'
-conversations, reads what they need, decides each in arrival order (seeing the members before it), then writes
-everything decided in one statement: one round trip, one transaction.
+"""The append rules, in one server-side function: it locks a batch's conversations, reads what they need, decides
+each member in arrival order (seeing those before it), then writes all it decided in one statement.
 
-* If-Match: the conversation's version (``"0"`` when absent) is in the list, or the list holds ``"*"`` and the
-  conversation exists;
-* idempotency: a live record (``expires_at`` after the member's ``now``) of the member's key on its conversation
-  answers it (a replay, or a reuse with another fingerprint), and nothing is written;
-* otherwise the member is written: its messages after the conversation's last, the version the conversation's
-  generation and its new count (an empty append writes no message and keeps the version), its record if it has
-  a key; and a few expired idempotency records are purged (:data:`PURGE_BATCH` per record written).
+* If-Match: the version (``"0"`` when absent) is in the list, or the list holds ``"*"`` and the conversation exists;
+* a live idempotency record of the member's key (``expires_at`` after its ``now``) answers it: nothing is written;
+* otherwise the member writes its messages after the last, a version of the conversation's generation and new count
+  (an empty append keeps the version), and its record if it has a key (which purges a few expired ones).
 """
 
 from __future__ import annotations
@@ -32,8 +28,6 @@ PURGE_SCAN = 1024
 
 
 class AppendMember(NamedTuple):
-    """One append as the function takes it."""
-
     lock_key: str  # the conversation's advisory lock key (every writer of it takes the same one)
     conversation_key: str
     now: float  # wall-clock time: idempotency records that expire at or before it are dead
@@ -47,8 +41,6 @@ class AppendMember(NamedTuple):
 
 
 class AppendOutcome(NamedTuple):
-    """What the function decided for one member."""
-
     before: str | None  # the conversation's version before the member (None: it did not exist)
     fingerprint: str | None  # the live idempotency record that answered it (None: none did)...
     recorded: str | None  # ... and the version it recorded

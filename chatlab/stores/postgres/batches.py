@@ -1,11 +1,7 @@
-"""Group reads and group appends: the calls of one event loop that wait at one moment share one statement, as most
-of what a short PostgreSQL operation costs is per statement (the driver's work, parse and plan, a write's commit).
-A :class:`Batcher`'s drainers (at most ``statements`` at once) each run what is queued (at most ``max_batch`` calls)
-as one statement: a lone call starts at once when a drainer is free; the calls that come while all are busy share the
-next. Each caller sees what a statement of its own would give: a member whose arguments the database refuses fails
-alone (``alone`` tells such failures: the members then run one at a time); any other failure fails every member,
-each with its own exception; a batch runs until its members' earliest deadline, and a call whose deadline passes
-while it is queued fails then, without running.
+"""Group reads and group appends: most of what a short PostgreSQL operation costs is per statement (the driver's
+work, parse and plan, a write's commit), so the calls of one event loop that wait at one moment share one statement.
+Each caller sees what a statement of its own would give: a member whose arguments the database refuses fails alone,
+any other failure fails every member; a call whose deadline passes while it is queued fails then, without running.
 """
 
 from __future__ import annotations
@@ -30,7 +26,9 @@ class _Call(NamedTuple, Generic[A, R]):
 
 
 class Batcher(Generic[A, R]):
-    """Runs the calls of one event loop in batches: ``run(args, deadline)`` gives one outcome per member, in order."""
+    """Up to ``statements`` drainers each run what is queued (at most ``max_batch`` calls) as one statement,
+    ``run(args, deadline)``: one outcome per member, in order, by the members' earliest deadline. A lone call starts at
+    once when a drainer is free. ``alone`` tells failures of one member's arguments: the members then run one by one."""
 
     def __init__(
         self,
@@ -57,7 +55,6 @@ class Batcher(Generic[A, R]):
         self.members = 0
 
     def submit(self, args: A) -> asyncio.Future[R]:
-        """Queue a call; its future holds its outcome once its batch's statement returned."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         timeout = self._timeout()

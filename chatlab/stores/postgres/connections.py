@@ -1,7 +1,6 @@
-"""The PostgreSQL store's connections: an asyncpg pool per event loop, and a deadline on every operation, the wait
-for a connection included, even when the server or the network stops answering: at the deadline the connection is
-terminated (its socket closed, nothing awaited), so whatever waits on it fails at once. Driver errors become
-:class:`~chatlab.stores.base.StoreError` (503).
+"""An asyncpg pool per event loop, and a deadline on every operation, the wait for a connection included: at the
+deadline the connection is terminated (its socket closed, nothing awaited), so whatever waits on it fails at once, even
+when the server or the network stops answering. Driver errors become :class:`~chatlab.stores.base.StoreError`.
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ class Connections:
         conninfo: str,
         *,
         where: str,
-        timeout: float,
+        timeout: Callable[[], float],
         min_size: int,
         max_size: int,
         statement_timeout: float | None,
@@ -59,9 +58,9 @@ class Connections:
     ) -> None:
         self.dsn, libpq = split_url(conninfo, ("connect_timeout",))
         given = libpq.get("connect_timeout")
-        self.connect_timeout = float(given) if given and float(given) > 0 else max(2.0, timeout)
+        self.connect_timeout = float(given) if given and float(given) > 0 else max(2.0, timeout())
         self.where = where
-        self.timeout = timeout  # seconds each operation may take, from the call to the answer
+        self.timeout = timeout  # the store's: seconds each operation may take, from the call to the answer
         self.min_size = min_size
         self.max_size = max_size
         self.statement_timeout = statement_timeout
@@ -71,18 +70,14 @@ class Connections:
     async def close(self) -> None:
         await self._pools.close()
 
-    def no_connection(self) -> StoreError:
-        """The error of an operation whose deadline passed before it had a connection."""
-        return self.error(None)
-
     def error(self, exc: BaseException | None, *, expired: bool = False, connecting: bool = False) -> StoreError:
         """A driver's error as the store's (``None``: no connection in time)."""
         import asyncpg
 
         if expired:
-            message = f"PostgreSQL at {self.where} did not answer within {self.timeout:g} s (the store timeout)"
+            message = f"PostgreSQL at {self.where} did not answer within {self.timeout():g} s (the store timeout)"
         elif exc is None or (connecting and isinstance(exc, TimeoutError)):
-            message = f"PostgreSQL at {self.where} is unreachable: no connection within {self.timeout:g} s"
+            message = f"PostgreSQL at {self.where} is unreachable: no connection within {self.timeout():g} s"
         elif connecting and isinstance(exc, OSError | asyncpg.PostgresConnectionError):
             message = f"PostgreSQL at {self.where} is unreachable: {exc}".strip()
         elif isinstance(exc, asyncpg.QueryCanceledError):
@@ -95,7 +90,6 @@ class Connections:
         return StoreError(message)
 
     async def pool(self) -> Pool:
-        """This event loop's pool (opened now if needed)."""
         return await self._pools.get()
 
     async def _open(self) -> Pool:
@@ -115,7 +109,7 @@ class Connections:
     async def _close(self, pool: Pool) -> None:
         """Close a pool once its operations end, or at the store's timeout."""
         try:
-            await asyncio.wait_for(pool.close(), self.timeout)
+            await asyncio.wait_for(pool.close(), self.timeout())
         except TimeoutError:
             pool.terminate()
 
@@ -124,10 +118,10 @@ class Connections:
         """A pooled connection, made ready by ``prepare``, until ``deadline`` (:func:`time.monotonic`; the store's
         ``timeout`` from now by default); driver errors become StoreError."""
         if deadline is None:
-            deadline = time.monotonic() + self.timeout
+            deadline = time.monotonic() + self.timeout()
         left = deadline - time.monotonic()
         if left <= 0:
-            raise self.no_connection()
+            raise self.error(None)
         try:
             async with asyncio.timeout(left):
                 pool = await self.pool()

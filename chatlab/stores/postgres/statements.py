@@ -1,13 +1,11 @@
-"""The SQL of the PostgreSQL store: its tables, their in-place upgrades, and every statement it runs (the append
-function's in :mod:`.appends`), for one schema. Table names are quoted identifiers, never text pasted in.
-"""
+"""The SQL of the PostgreSQL store for one schema: its tables, their in-place upgrades and every statement it runs (the
+append function's in :mod:`.appends`). Table names are quoted identifiers, never text pasted in."""
 
 from __future__ import annotations
 
 from . import appends
 
-SCHEMA_VERSION = 4
-"""The layout these statements read and write."""
+SCHEMA_VERSION = 4  # the layout these statements read and write
 
 SWEEP_BATCH = 1000
 """At most this many conversations deleted by one of the retention sweep's transactions."""
@@ -19,17 +17,10 @@ def quoted(*names: str) -> str:
 
 
 class Statements:
-    """Every statement of the store, for one schema."""
-
     def __init__(self, schema: str) -> None:
-        names = {
-            "schema": quoted(schema),
-            "meta": quoted(schema, "chatlab_meta"),
-            "conversations": quoted(schema, "chatlab_conversations"),
-            "messages": quoted(schema, "chatlab_messages"),
-            "idempotency": quoted(schema, "chatlab_idempotency"),
-            "function": quoted(schema, appends.FUNCTION),
-        }
+        tables = ("meta", "conversations", "messages", "idempotency")
+        names = {table: quoted(schema, f"chatlab_{table}") for table in tables}
+        names.update(schema=quoted(schema), function=quoted(schema, appends.FUNCTION))
 
         def sql(text: str) -> str:
             return text.format(**names)
@@ -162,6 +153,5 @@ class Statements:
         # the row locked until commit: a change is computed in Python from what it read (MetadataChange.applied)
         self.summary_for_update = sql(f"SELECT {columns} FROM {{conversations}} WHERE conversation_key = $1 FOR UPDATE")
         self.set_metadata = sql("UPDATE {conversations} SET title = $2, tags = $3::jsonb WHERE conversation_key = $1")
-        # the page statements, by whether they have an upper bound and a tag filter
         self.pages = {(below, tagged): page(below, tagged) for below in (False, True) for tagged in (False, True)}
         self.custom_plans = "SET LOCAL plan_cache_mode = force_custom_plan"

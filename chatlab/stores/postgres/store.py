@@ -1,13 +1,8 @@
-"""Chat history in PostgreSQL, shared by any number of service processes (asyncpg; ``pip install 'chatlab[postgres]'``).
+"""Chat history in PostgreSQL, shared by any number of service processes (asyncpg; design: docs/stores.md).
 
-* Each write is one transaction, committed before the call returns, under a transaction-scoped advisory lock on its
-  conversation's key: the ``if_match`` check (and an append's idempotency record) and the write are one atomic step
-  across processes. Whoever takes several such locks (a batch of appends, the sweep, a restore) takes them in one
-  order, so they never deadlock. Appends are decided and written by one server-side function (:mod:`.appends`).
-* The appends, and the reads, that wait at one moment in one process share one statement (:mod:`.batches`).
-* A page of summaries is one range of the primary key's index (the key column has the ``"C"`` collation: code point
-  order, as every store lists). Messages are ``bytea``: what was stored comes back byte for byte.
-* Every operation ends within ``timeout`` seconds, the waits for its batch and a connection included.
+Each write is one transaction under a transaction-scoped advisory lock on its conversation's key, so the ``if_match``
+check, an append's idempotency record and the write are one atomic step across processes. Whoever takes several such
+locks (a batch of appends, the sweep, a restore) takes them in one order, so they never deadlock.
 """
 
 from __future__ import annotations
@@ -52,14 +47,10 @@ if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
 
 INT8_MAX = 2**63 - 1
-
-
 ReadRequest = tuple[str, int, int | None]  # one read of a batch: the key, after and limit (None: all)
 
 
-class Batches(NamedTuple):
-    """The store's batchers of one event loop."""
-
+class Batches(NamedTuple):  # the store's batchers of one event loop
     reads: Batcher[ReadRequest, ConversationSlice]
     appends: Batcher[AppendMember, AppendOutcome]
 
@@ -111,22 +102,22 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             import asyncpg  # noqa: F401
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("the PostgreSQL store needs asyncpg: pip install 'chatlab[postgres]'") from exc
-        conninfo, ours = split_url(url, CHATLAB_PARAMETERS)
-        self.conninfo = conninfo
+        self.conninfo, ours = split_url(url, CHATLAB_PARAMETERS)
         self.schema = schema or ours.get("schema") or "public"
         self.read_statements = max(1, min(read_statements, max_size))
         self.append_statements = max(1, min(append_statements, max_size))
         self.max_batch = max_batch
-        self.where = redacted(conninfo)
+        self.timeout = timeout
+        self.where = redacted(self.conninfo)
         self.description = (
             f"Chat history is stored in PostgreSQL at {self.where} (schema {self.schema}) and exposed over HTTP."
         )
         self.statements = Statements(self.schema)
         self._schema = Schema(self.statements, where=self.where, clock=lambda: self.clock())
         self.connections = Connections(
-            conninfo,
+            self.conninfo,
             where=self.where,
-            timeout=timeout,
+            timeout=lambda: self.timeout,
             min_size=min_size,
             max_size=max_size,
             statement_timeout=statement_timeout,
@@ -137,14 +128,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.where} schema={self.schema}>"
 
-    @property
-    def timeout(self) -> float:
-        return self.connections.timeout
-
-    @timeout.setter
-    def timeout(self, value: float) -> None:
-        self.connections.timeout = value
-
     def batches(self) -> Batches:
         """The running event loop's batchers."""
         loop = asyncio.get_running_loop()
@@ -154,8 +137,8 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 del self._batches[closed]
             batcher = partial(
                 Batcher,
-                timeout=lambda: self.connections.timeout,
-                late=self.connections.no_connection,
+                timeout=lambda: self.timeout,
+                late=partial(self.connections.error, None),
                 max_batch=self.max_batch,
                 alone=_refused_alone,
             )
