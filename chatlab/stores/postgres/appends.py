@@ -20,11 +20,8 @@ FUNCTION = "chatlab_append_many_2"
 """A new body gets a new name, never a changed body under the same name: processes of different chatlab versions
 can share a database, each calling the function it was written for."""
 
-PURGE_BATCH = 16
-"""Expired idempotency records deleted per record written (part of the function's body)."""
-
-PURGE_SCAN = 1024
-"""The purge's inner bound, a constant (so even a generic plan reads the expiry index in order)."""
+PURGE_BATCH = 16  # expired idempotency records deleted per record written (part of the function's body)
+PURGE_SCAN = 1024  # the purge's inner bound, a constant: even a generic plan reads the expiry index in order
 
 
 class AppendMember(NamedTuple):
@@ -112,7 +109,6 @@ CREATE_FUNCTION = (
     " WHERE pw[s.i] ON CONFLICT (conversation_key, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
     " version = excluded.version, expires_at = excluded.expires_at; END IF; END $fn$"
 )
-"""The function's creation, its quoted table names to fill in (``str.format``)."""
 
 CALL = (
     "SELECT * FROM {function}($1::text[], $2::text[], $3::float8[], $4::int4[], $5::bytea[],"

@@ -26,9 +26,8 @@ class _Call(NamedTuple, Generic[A, R]):
 
 
 class Batcher(Generic[A, R]):
-    """Up to ``statements`` drainers each run what is queued (at most ``max_batch`` calls) as one statement,
-    ``run(args, deadline)``: one outcome per member, in order, by the members' earliest deadline. A lone call starts at
-    once when a drainer is free. ``alone`` tells failures of one member's arguments: the members then run one by one."""
+    """Up to ``statements`` drainers each run the queued calls (at most ``max_batch``) as one ``run(args, deadline)``
+    (the members' earliest): one outcome per member, in order. A lone call starts at once when a drainer is free."""
 
     def __init__(
         self,
@@ -38,7 +37,6 @@ class Batcher(Generic[A, R]):
         late: Callable[[], BaseException],
         statements: int = 1,
         max_batch: int = 64,
-        alone: Callable[[Exception], bool] = lambda exc: False,
     ) -> None:
         if statements < 1 or max_batch < 1:
             raise ValueError(f"statements and max_batch must be 1 or more (got {statements} and {max_batch})")
@@ -47,7 +45,6 @@ class Batcher(Generic[A, R]):
         self._late = late
         self._statements = statements
         self._max_batch = max_batch
-        self._alone = alone
         self._queue: deque[_Call[A, R]] = deque()
         self._busy = 0  # drainers running
         self._drainers: set[asyncio.Task[None]] = set()  # referenced while they run
@@ -79,7 +76,6 @@ class Batcher(Generic[A, R]):
             self._busy -= 1  # at once: a call queued from now on starts a drainer of its own
 
     def _take(self) -> list[_Call[A, R]]:
-        """The next batch: queued calls still waiting and within their deadlines."""
         now = time.monotonic()
         batch: list[_Call[A, R]] = []
         while self._queue and len(batch) < self._max_batch:
@@ -103,7 +99,7 @@ class Batcher(Generic[A, R]):
                 call.future.cancel()
             raise
         except Exception as exc:
-            if len(batch) > 1 and self._alone(exc):  # one member's doing, nothing run: each runs alone, by its deadline
+            if len(batch) > 1 and _refused_alone(exc):  # nothing ran: each member runs alone, by its deadline
                 for call in batch:
                     if not call.future.done():  # unless its caller gave up meanwhile
                         await self._run_batch([call])
@@ -115,6 +111,16 @@ class Batcher(Generic[A, R]):
         for call, outcome in zip(batch, outcomes, strict=True):
             if not call.future.done():
                 call.future.set_result(outcome)
+
+
+def _refused_alone(exc: Exception) -> bool:
+    """Whether a batch failed on one member's arguments, refused by asyncpg or the server before anything ran."""
+    import asyncpg
+
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+    return isinstance(cause, asyncpg.DataError | asyncpg.ProgramLimitExceededError) or (
+        isinstance(cause, asyncpg.InterfaceError) and isinstance(cause, ValueError)  # an argument asyncpg cannot send
+    )
 
 
 def _copy(exc: Exception) -> Exception:

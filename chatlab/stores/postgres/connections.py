@@ -24,11 +24,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHATLAB_PARAMETERS = ("schema",)
-"""Query parameters of a store URL that chatlab reads itself (the driver must not see them)."""
-
-ANSWERS = (StoreError, VersionMismatch, IdempotencyKeyReused, MetadataError)
-"""Exceptions that are the store's answer (nothing written), not a failure of the database."""
+CHATLAB_PARAMETERS = ("schema",)  # query parameters of a store URL that chatlab reads itself (not for the driver)
+ANSWERS = (StoreError, VersionMismatch, IdempotencyKeyReused, MetadataError)  # the store's answers, not failures
 
 
 def redacted(url: str) -> str:
@@ -49,7 +46,6 @@ class Connections:
         self,
         conninfo: str,
         *,
-        where: str,
         timeout: Callable[[], float],
         min_size: int,
         max_size: int,
@@ -59,7 +55,7 @@ class Connections:
         self.dsn, libpq = split_url(conninfo, ("connect_timeout",))
         given = libpq.get("connect_timeout")
         self.connect_timeout = float(given) if given and float(given) > 0 else max(2.0, timeout())
-        self.where = where
+        self.where = redacted(conninfo)
         self.timeout = timeout  # the store's: seconds each operation may take, from the call to the answer
         self.min_size = min_size
         self.max_size = max_size
@@ -107,7 +103,6 @@ class Connections:
         )
 
     async def _close(self, pool: Pool) -> None:
-        """Close a pool once its operations end, or at the store's timeout."""
         try:
             await asyncio.wait_for(pool.close(), self.timeout())
         except TimeoutError:

@@ -31,7 +31,6 @@ class Schema:
         self.appends_refused: str | None = None  # why: the append function is missing and this role may not create it
 
     async def ensure(self, conn: PoolConnectionProxy) -> None:
-        """Create or upgrade the tables and the append function where needed; at once when done before."""
         if self.ready:
             return
         import asyncpg

@@ -6,13 +6,10 @@ from __future__ import annotations
 from . import appends
 
 SCHEMA_VERSION = 4  # the layout these statements read and write
-
-SWEEP_BATCH = 1000
-"""At most this many conversations deleted by one of the retention sweep's transactions."""
+SWEEP_BATCH = 1000  # at most this many conversations deleted by one of the retention sweep's transactions
 
 
-def quoted(*names: str) -> str:
-    """A (schema-qualified) SQL identifier, quoted: ``"schema"."table"``."""
+def quoted(*names: str) -> str:  # a (schema-qualified) SQL identifier: "schema"."table"
     return ".".join('"' + name.replace('"', '""') + '"' for name in names)
 
 
@@ -101,7 +98,6 @@ class Statements:
             "UPDATE {conversations} SET created_at = coalesce(created_at, $1::float8),"
             " updated_at = coalesce(updated_at, $1::float8) WHERE created_at IS NULL OR updated_at IS NULL"
         )
-        """Gives the rows of a schema older than version 3 the upgrade's time (``$1``)."""
         self.schema_exists = "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1"
         self.tables_exist = "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = 'chatlab_meta'"
         self.version_get = sql("SELECT value FROM {meta} WHERE key = 'schema_version'")

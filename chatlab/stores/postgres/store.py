@@ -1,9 +1,6 @@
-"""Chat history in PostgreSQL, shared by any number of service processes (asyncpg; design: docs/stores.md).
-
-Each write is one transaction under a transaction-scoped advisory lock on its conversation's key, so the ``if_match``
-check, an append's idempotency record and the write are one atomic step across processes. Whoever takes several such
-locks (a batch of appends, the sweep, a restore) takes them in one order, so they never deadlock.
-"""
+"""Chat history in PostgreSQL, shared by any number of service processes (design: docs/stores.md). Each write is one
+transaction under an advisory lock on its conversation's key, so the ``if_match`` check, an append's idempotency record
+and the write are one atomic step; whoever takes several locks takes them in one order, so they never deadlock."""
 
 from __future__ import annotations
 
@@ -55,16 +52,6 @@ class Batches(NamedTuple):  # the store's batchers of one event loop
     appends: Batcher[AppendMember, AppendOutcome]
 
 
-def _refused_alone(exc: Exception) -> bool:
-    """Whether a batch failed on one member's arguments, refused by asyncpg or the server before anything ran."""
-    import asyncpg
-
-    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
-    return isinstance(cause, asyncpg.DataError | asyncpg.ProgramLimitExceededError) or (
-        isinstance(cause, asyncpg.InterfaceError) and isinstance(cause, ValueError)  # an argument asyncpg cannot send
-    )
-
-
 def _summary(row: Record) -> ConversationSummary:
     key, count, version, created_at, updated_at, title, tags = row
     return ConversationSummary(key, count, version, created_at, updated_at, title, json.loads(tags))
@@ -80,8 +67,7 @@ def _check_key(conversation_key: str) -> None:
 
 
 class PostgresChatHistoryStore(ChatHistoryStore):
-    """History in four tables of one PostgreSQL schema, created on first use: ``schema`` (or ``?schema=NAME`` in the
-    libpq ``url``), ``public`` by default. The other options (timeouts, pool sizes, batching): docs/stores.md."""
+    """History in four tables of one schema (``schema`` or ``?schema=NAME``; ``public``), created on first use."""
 
     schema_version = SCHEMA_VERSION
 
@@ -116,7 +102,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         self._schema = Schema(self.statements, where=self.where, clock=lambda: self.clock())
         self.connections = Connections(
             self.conninfo,
-            where=self.where,
             timeout=lambda: self.timeout,
             min_size=min_size,
             max_size=max_size,
@@ -140,7 +125,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 timeout=lambda: self.timeout,
                 late=partial(self.connections.error, None),
                 max_batch=self.max_batch,
-                alone=_refused_alone,
             )
             batches = self._batches[loop] = Batches(
                 batcher(self._read_many, statements=self.read_statements),
