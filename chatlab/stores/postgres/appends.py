@@ -16,9 +16,7 @@ if TYPE_CHECKING:
     from asyncpg import Connection
     from asyncpg.pool import PoolConnectionProxy
 
-FUNCTION = "chatlab_append_many_2"
-"""A new body gets a new name, never a changed body under the same name: processes of different chatlab versions
-can share a database, each calling the function it was written for."""
+FUNCTION = "chatlab_append_many_2"  # a new body, a new name: each chatlab version sharing a database calls its own
 
 PURGE_BATCH = 16  # expired idempotency records deleted per record written (part of the function's body)
 PURGE_SCAN = 1024  # the purge's inner bound, a constant: even a generic plan reads the expiry index in order

@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -38,29 +39,23 @@ async def _keep(conn: object) -> None:
     """No reset when a connection goes back to the pool (asyncpg's costs a round trip): operations change no setting."""
 
 
+@dataclass(repr=False)  # conninfo may hold a password
 class Connections:
     """The store's pools (one per event loop, opened on first use there) and the deadline of each operation. libpq's
     ``connect_timeout`` is read here (asyncpg would send it as a server setting); by default it is ``timeout``."""
 
-    def __init__(
-        self,
-        conninfo: str,
-        *,
-        timeout: Callable[[], float],
-        min_size: int,
-        max_size: int,
-        statement_timeout: float | None,
-        prepare: Callable[[PoolConnectionProxy], Awaitable[None]],
-    ) -> None:
-        self.dsn, libpq = split_url(conninfo, ("connect_timeout",))
+    conninfo: str
+    timeout: Callable[[], float]  # the store's: seconds each operation may take, from the call to the answer
+    min_size: int
+    max_size: int
+    statement_timeout: float | None
+    prepare: Callable[[PoolConnectionProxy], Awaitable[None]]  # run on each connection before its operation
+
+    def __post_init__(self) -> None:
+        self.dsn, libpq = split_url(self.conninfo, ("connect_timeout",))
         given = libpq.get("connect_timeout")
-        self.connect_timeout = float(given) if given and float(given) > 0 else max(2.0, timeout())
-        self.where = redacted(conninfo)
-        self.timeout = timeout  # the store's: seconds each operation may take, from the call to the answer
-        self.min_size = min_size
-        self.max_size = max_size
-        self.statement_timeout = statement_timeout
-        self.prepare = prepare  # run on each connection before its operation (the schema's check)
+        self.connect_timeout = float(given) if given and float(given) > 0 else max(2.0, self.timeout())
+        self.where = redacted(self.conninfo)
         self._pools: PerLoop[Pool] = PerLoop(self._open, self._close)
 
     async def close(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..base import StoreError
@@ -20,22 +21,22 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+@dataclass
 class Schema:
     """Makes one store's schema ready, once (:meth:`ensure` on a connection before its first use)."""
 
-    def __init__(self, statements: Statements, *, where: str, clock: Callable[[], float]) -> None:
-        self._q = statements
-        self._where = where
-        self._clock = clock
-        self.ready = False
-        self.appends_refused: str | None = None  # why: the append function is missing and this role may not create it
+    statements: Statements
+    where: str
+    clock: Callable[[], float]
+    ready: bool = False
+    appends_refused: str | None = None  # why: the append function is missing and this role may not create it
 
     async def ensure(self, conn: PoolConnectionProxy) -> None:
         if self.ready:
             return
         import asyncpg
 
-        q = self._q
+        q = self.statements
         async with conn.transaction():
             if not await conn.fetchval(q.tables_exist, q.schema):
                 # IF NOT EXISTS alone can collide on the catalog; DDL could deadlock with writers: look again locked
@@ -53,11 +54,11 @@ class Schema:
                     for sql in q.upgrades[int(version)]:
                         await conn.execute(sql)
                     if int(version) < 3:
-                        await conn.execute(q.fill_timestamps, self._clock())
+                        await conn.execute(q.fill_timestamps, self.clock())
                     version = await conn.fetchval(q.version_get)
         if version is None or int(version) != SCHEMA_VERSION:
             raise StoreError(
-                f"PostgreSQL store {self._where} schema {q.schema} has schema version {version}; "
+                f"PostgreSQL store {self.where} schema {q.schema} has schema version {version}; "
                 f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 3) only"
             )
         try:
@@ -67,11 +68,11 @@ class Schema:
                     await conn.execute(q.create_append_function)
         except asyncpg.InsufficientPrivilegeError as exc:  # a role that may use the schema, not create in it
             self.appends_refused = (
-                f"PostgreSQL schema {q.schema} at {self._where} has no function {appends.FUNCTION} and this role"
+                f"PostgreSQL schema {q.schema} at {self.where} has no function {appends.FUNCTION} and this role"
                 f" may not create it ({exc}): run chatlab once with a role that may create in the schema"
             )
             log.warning("%s; appends fail until then", self.appends_refused)
         self.ready = True
 
     async def _lock(self, conn: PoolConnectionProxy) -> None:
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"chatlab-schema:{self._q.schema}")
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"chatlab-schema:{self.statements.schema}")

@@ -239,53 +239,46 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> list[ConversationSummary]:
-        q = self.statements
         # a page after ``after`` (itself skipped) or from the prefix on, up to the prefix's upper bound
         start, skip = (after, after) if after is not None and after >= prefix else (prefix, None)
         upper = prefix_upper_bound(prefix)
-        args: list[object] = [start, skip, limit]
-        if upper is not None:
-            args.append(upper)
-        if tags:
-            args.append(json.dumps(dict(tags)))
-        statement = q.pages[upper is not None, bool(tags)]
+        tagged = json.dumps(dict(tags)) if tags else None
+        args = [start, skip, limit, *(arg for arg in (upper, tagged) if arg is not None)]
+        statement = self.statements.pages[upper is not None, tagged is not None]
         async with self.connections.acquire() as conn:
-            if not tags:
+            if tagged is None:
+                return [_summary(row) for row in await conn.fetch(statement, *args)]
+            # planned for the tags asked for, never by a generic plan: a rare tag is then found through the
+            # tags' index, a common one along the keys' (a generic plan keeps to one of them for every tag)
+            async with conn.transaction(readonly=True):
+                await conn.execute(self.statements.custom_plans)
                 rows = await conn.fetch(statement, *args)
-            else:
-                # planned for the tags asked for, never by a generic plan: a rare tag is then found through the
-                # tags' index, a common one along the keys' (a generic plan keeps to one of them for every tag)
-                async with conn.transaction(readonly=True):
-                    await conn.execute(q.custom_plans)
-                    rows = await conn.fetch(statement, *args)
         return [_summary(row) for row in rows]
 
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
         """The row locked (``FOR UPDATE``) from the read to the write: concurrent changes apply one after the other,
         and a delete either comes before (``None``) or waits."""
         _check_key(conversation_key)
-        q = self.statements
         async with self.connections.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(q.summary_for_update, conversation_key)
+            row = await conn.fetchrow(self.statements.summary_for_update, conversation_key)
             if row is None:
                 return None
             before = _summary(row)
             title, tags = change.applied(before.title, before.tags)
-            await conn.execute(q.set_metadata, conversation_key, title, _tags_json(tags))
+            await conn.execute(self.statements.set_metadata, conversation_key, title, _tags_json(tags))
         return replace_fields(before, title=title, tags=tags)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         """All records in one transaction: every lock first, then each record checked and written."""
         for record in records:
             _check_key(record.conversation_key)
-        q = self.statements
         async with self.connections.acquire() as conn, conn.transaction():
             await self._lock(conn, [r.conversation_key for r in records])
             for record in records:
                 key = record.conversation_key
                 await self._check(conn, key, [record.expected])
                 fields = (len(record.messages), record.version, record.created_at, record.updated_at, record.title)
-                await conn.execute(q.restore_count, key, *fields, _tags_json(record.tags))
+                await conn.execute(self.statements.restore_count, key, *fields, _tags_json(record.tags))
                 await self._write_messages(conn, key, [bytes(m) for m in record.messages])
 
     async def sweep(self) -> int:
