@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, NamedTuple, TypeVar
 
 from ..base import StoreError
+from .connections import Connections
 
 A = TypeVar("A")
 R = TypeVar("R")
@@ -32,17 +33,15 @@ class Batcher(Generic[A, R]):
     def __init__(
         self,
         run: Callable[[list[A], float], Awaitable[Sequence[R]]],
+        connections: Connections,  # its timeout and its error for a call with no connection in time
         *,
-        timeout: Callable[[], float],
-        late: Callable[[], BaseException],
         statements: int = 1,
         max_batch: int = 64,
     ) -> None:
         if statements < 1 or max_batch < 1:
             raise ValueError(f"statements and max_batch must be 1 or more (got {statements} and {max_batch})")
         self._run = run
-        self._timeout = timeout
-        self._late = late
+        self._connections = connections
         self._statements = statements
         self._max_batch = max_batch
         self._queue: deque[_Call[A, R]] = deque()
@@ -54,7 +53,7 @@ class Batcher(Generic[A, R]):
     def submit(self, args: A) -> asyncio.Future[R]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
-        timeout = self._timeout()
+        timeout = self._connections.timeout()
         expiry = loop.call_later(timeout, self._expire, future)
         self._queue.append(_Call(args, future, time.monotonic() + timeout, expiry))
         if self._busy < self._statements:
@@ -66,7 +65,7 @@ class Batcher(Generic[A, R]):
 
     def _expire(self, future: asyncio.Future[R]) -> None:
         if not future.done():
-            future.set_exception(self._late())
+            future.set_exception(self._connections.error(None))
 
     async def _drain(self) -> None:
         try:
@@ -84,7 +83,7 @@ class Batcher(Generic[A, R]):
             if call.future.done():  # the caller gave up, or its deadline passed
                 continue
             if call.deadline <= now:
-                call.future.set_exception(self._late())
+                call.future.set_exception(self._connections.error(None))
                 continue
             batch.append(call)
         return batch

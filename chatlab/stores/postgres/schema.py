@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..base import StoreError
@@ -37,10 +38,11 @@ class Schema:
         import asyncpg
 
         q = self.statements
+        lock = partial(conn.execute, "SELECT pg_advisory_xact_lock(hashtext($1))", f"chatlab-schema:{q.schema}")
         async with conn.transaction():
             if not await conn.fetchval(q.tables_exist, q.schema):
                 # IF NOT EXISTS alone can collide on the catalog; DDL could deadlock with writers: look again locked
-                await self._lock(conn)
+                await lock()
                 if not await conn.fetchval(q.tables_exist, q.schema):
                     if not await conn.fetchval(q.schema_exists, q.schema):
                         await conn.execute(q.create_schema)
@@ -48,7 +50,7 @@ class Schema:
                         await conn.execute(sql)
             version = await conn.fetchval(q.version_get)
             if version is not None and int(version) in q.upgrades:
-                await self._lock(conn)
+                await lock()
                 version = await conn.fetchval(q.version_get)
                 if version is not None and int(version) in q.upgrades:  # not upgraded by another process
                     for sql in q.upgrades[int(version)]:
@@ -63,7 +65,7 @@ class Schema:
             )
         try:
             async with conn.transaction():
-                await self._lock(conn)
+                await lock()
                 if not await conn.fetchval(q.function_exists, q.schema, appends.FUNCTION):
                     await conn.execute(q.create_append_function)
         except asyncpg.InsufficientPrivilegeError as exc:  # a role that may use the schema, not create in it
@@ -73,6 +75,3 @@ class Schema:
             )
             log.warning("%s; appends fail until then", self.appends_refused)
         self.ready = True
-
-    async def _lock(self, conn: PoolConnectionProxy) -> None:
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"chatlab-schema:{self.statements.schema}")

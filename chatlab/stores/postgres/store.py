@@ -120,12 +120,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         if batches is None:
             for closed in [other for other in self._batches if other.is_closed()]:
                 del self._batches[closed]
-            batcher = partial(
-                Batcher,
-                timeout=lambda: self.timeout,
-                late=partial(self.connections.error, None),
-                max_batch=self.max_batch,
-            )
+            batcher = partial(Batcher, connections=self.connections, max_batch=self.max_batch)
             batches = self._batches[loop] = Batches(
                 batcher(self._read_many, statements=self.read_statements),
                 batcher(self._append_many, statements=self.append_statements),
