@@ -34,7 +34,6 @@ class Batcher(Generic[A, R]):
         self,
         run: Callable[[list[A], float], Awaitable[Sequence[R]]],
         connections: Connections,  # its timeout and its error for a call with no connection in time
-        *,
         statements: int = 1,
         max_batch: int = 64,
     ) -> None:

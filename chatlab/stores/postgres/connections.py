@@ -80,9 +80,6 @@ class Connections:
         log.warning("%s", message)
         return StoreError(message)
 
-    async def pool(self) -> Pool:
-        return await self._pools.get()
-
     async def _open(self) -> Pool:
         import asyncpg
 
@@ -105,8 +102,7 @@ class Connections:
 
     @asynccontextmanager
     async def acquire(self, deadline: float | None = None) -> AsyncIterator[PoolConnectionProxy]:
-        """A pooled connection, made ready by ``prepare``, until ``deadline`` (:func:`time.monotonic`; the store's
-        ``timeout`` from now by default); driver errors become StoreError."""
+        """A pooled connection made ready by ``prepare``, until ``deadline`` (monotonic; default: timeout from now)."""
         if deadline is None:
             deadline = time.monotonic() + self.timeout()
         left = deadline - time.monotonic()
@@ -114,7 +110,7 @@ class Connections:
             raise self.error(None)
         try:
             async with asyncio.timeout(left):
-                pool = await self.pool()
+                pool = await self._pools.get()
                 conn = await pool.acquire()
         except Exception as exc:
             raise self.error(exc, connecting=True) from exc

@@ -50,9 +50,8 @@ class Statements:
         set_version = sql(f"UPDATE {{meta}} SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'")
         columns = "conversation_key, message_count, version, created_at, updated_at, title, tags::text"
 
-        def page(below: bool, tagged: bool) -> str:
-            """Summaries: keys from ``$1`` on except ``$2``, at most ``$3`` (NULL: all), under ``$4`` if ``below``, with
-            the tags of the JSON object in the last parameter if ``tagged``: a range of the primary key's index."""
+        def page(below: bool, tagged: bool) -> str:  # a range of the primary key's index
+            # keys from $1 on except $2, at most $3 (NULL: all), under $4 if below, with the last's tags if tagged
             where = "conversation_key >= $1 AND conversation_key IS DISTINCT FROM $2"
             if below:
                 where += " AND conversation_key < $4"
@@ -128,9 +127,8 @@ class Statements:
         self.restore_count = sql(
             "INSERT INTO {conversations} AS c (conversation_key, message_count, version, created_at, updated_at,"
             " title, tags) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (conversation_key) DO UPDATE SET"
-            " message_count = excluded.message_count, version = excluded.version,"
-            " created_at = excluded.created_at, updated_at = excluded.updated_at,"
-            " title = excluded.title, tags = excluded.tags"
+            " message_count = excluded.message_count, version = excluded.version, created_at = excluded.created_at,"
+            " updated_at = excluded.updated_at, title = excluded.title, tags = excluded.tags"
         )
         self.insert_messages = sql(
             "INSERT INTO {messages} (conversation_key, position, body)"

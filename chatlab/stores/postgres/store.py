@@ -9,7 +9,6 @@ import json
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace as replace_fields
-from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._urls import split_url
@@ -120,10 +119,9 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         if batches is None:
             for closed in [other for other in self._batches if other.is_closed()]:
                 del self._batches[closed]
-            batcher = partial(Batcher, connections=self.connections, max_batch=self.max_batch)
             batches = self._batches[loop] = Batches(
-                batcher(self._read_many, statements=self.read_statements),
-                batcher(self._append_many, statements=self.append_statements),
+                Batcher(self._read_many, self.connections, self.read_statements, self.max_batch),
+                Batcher(self._append_many, self.connections, self.append_statements, self.max_batch),
             )
         return batches
 
