@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from asyncpg import Connection
     from asyncpg.pool import PoolConnectionProxy
 
+    from ..base import Idempotency
+
 FUNCTION = "chatlab_append_many_2"  # a new body, a new name: each chatlab version sharing a database calls its own
 
 PURGE_BATCH = 16  # expired idempotency records deleted per record written (part of the function's body)
@@ -30,9 +32,7 @@ class AppendMember(NamedTuple):
     generation: str  # the version's generation if the conversation does not exist yet
     written_at: float  # the store's clock: the conversation's updated_at (and created_at when new)
     if_match: Sequence[str] | None = None
-    idempotency_key: str | None = None
-    fingerprint: str | None = None
-    expires_at: float | None = None
+    idempotency: Idempotency | None = None  # its record expires ``ttl`` seconds after ``now``
 
 
 class AppendOutcome(NamedTuple):
@@ -130,8 +130,8 @@ async def append_many(
         [m.written_at for m in members],
         [version for m in members if m.if_match is not None for version in m.if_match],
         [-1 if m.if_match is None else len(m.if_match) for m in members],
-        [m.idempotency_key for m in members],
-        [m.fingerprint for m in members],
-        [m.expires_at for m in members],
+        [None if m.idempotency is None else m.idempotency.key for m in members],
+        [None if m.idempotency is None else m.idempotency.fingerprint for m in members],
+        [None if m.idempotency is None else m.now + m.idempotency.ttl for m in members],
     )
     return [AppendOutcome(*row[1:]) for row in sorted(rows, key=lambda row: row[0])]

@@ -1,8 +1,8 @@
 """Group reads and group appends: most of what a short PostgreSQL operation costs is per statement (the driver's
-work, parse and plan, a write's commit), so the calls of one event loop that wait at one moment share one statement.
-Each caller sees what a statement of its own would give: a member whose arguments the database refuses fails alone,
-any other failure fails every member; a call whose deadline passes while it is queued fails then, without running.
-"""
+work, parse and plan, a write's commit), so the calls of one event loop that wait at one moment share one statement,
+run by the members' earliest deadline. Each caller sees what a statement of its own would give: a member whose
+arguments the database refuses fails alone, any other failure fails every member, and a call whose deadline passes
+while it is queued fails then, without running."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ class _Call(NamedTuple, Generic[A, R]):
 
 
 class Batcher(Generic[A, R]):
-    """Up to ``statements`` drainers each run the queued calls (at most ``max_batch``) as one ``run(args, deadline)``
-    (the members' earliest): one outcome per member, in order. A lone call starts at once when a drainer is free."""
+    """Up to ``statements`` drainers each run the queued calls (at most ``max_batch``) as one ``run(args, deadline)``,
+    one outcome per member in order; a lone call starts at once when a drainer is free."""
 
     def __init__(
         self,
@@ -79,12 +79,10 @@ class Batcher(Generic[A, R]):
         while self._queue and len(batch) < self._max_batch:
             call = self._queue.popleft()
             call.expiry.cancel()
-            if call.future.done():  # the caller gave up, or its deadline passed
-                continue
             if call.deadline <= now:
-                call.future.set_exception(self._connections.error(None))
-                continue
-            batch.append(call)
+                self._expire(call.future)
+            elif not call.future.done():  # unless the caller gave up
+                batch.append(call)
         return batch
 
     async def _run_batch(self, batch: list[_Call[A, R]]) -> None:

@@ -166,18 +166,15 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         if not batch and if_match is None and idempotency is None:
             return WriteResult(await self.version(conversation_key))
         _check_key(conversation_key)
-        now = time.time()
         member = AppendMember(
             lock_key=self._lock_key(conversation_key),
             conversation_key=conversation_key,
-            now=now,
+            now=time.time(),
             messages=batch,
             generation=new_generation(),
             written_at=self.clock(),
             if_match=None if if_match is None else list(if_match),
-            idempotency_key=None if idempotency is None else idempotency.key,
-            fingerprint=None if idempotency is None else idempotency.fingerprint,
-            expires_at=None if idempotency is None else now + idempotency.ttl,
+            idempotency=idempotency,
         )
         outcome = await self.batches().appends.submit(member)
         if idempotency is not None and outcome.fingerprint is not None:
