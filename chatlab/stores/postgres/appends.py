@@ -1,11 +1,9 @@
 """The append rules, in one server-side function: it locks a batch's conversations, reads what they need, decides
-each member in arrival order (seeing those before it), then writes all it decided in one statement.
-
-* If-Match: the version (``"0"`` when absent) is in the list, or the list holds ``"*"`` and the conversation exists;
-* a live idempotency record of the member's key (``expires_at`` after its ``now``) answers it: nothing is written;
-* otherwise the member writes its messages after the last, a version of the conversation's generation and new count
-  (an empty append keeps the version), and its record if it has a key (which purges a few expired ones).
-"""
+each member in arrival order (seeing those before it), then writes all it decided in one statement. A live idempotency
+record of the member's key (``expires_at`` after its ``now``) answers it; else If-Match must hold (the version, ``"0"``
+when absent, is in the list, or it holds ``"*"`` and the conversation exists); then the member writes its messages
+after the last, a version of the conversation's generation and new count (an empty append keeps the version), and its
+record if it has a key (which purges a few expired ones)."""
 
 from __future__ import annotations
 

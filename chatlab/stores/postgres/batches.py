@@ -1,8 +1,7 @@
-"""Group reads and group appends: most of what a short PostgreSQL operation costs is per statement (the driver's
-work, parse and plan, a write's commit), so the calls of one event loop that wait at one moment share one statement,
-run by the members' earliest deadline. Each caller sees what a statement of its own would give: a member whose
-arguments the database refuses fails alone, any other failure fails every member, and a call whose deadline passes
-while it is queued fails then, without running."""
+"""Group reads and group appends: most of a short PostgreSQL operation's cost is per statement (the driver's work,
+parse and plan, a write's commit), so the calls of one event loop waiting at one moment share one, run by their
+earliest deadline. Each caller sees what a statement of its own would give: a member whose arguments the database
+refuses fails alone, any other failure fails them all, and a call still queued at its deadline fails without running."""
 
 from __future__ import annotations
 

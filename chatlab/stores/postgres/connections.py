@@ -1,7 +1,6 @@
 """An asyncpg pool per event loop, and a deadline on every operation, the wait for a connection included: at the
 deadline the connection is terminated (its socket closed, nothing awaited), so whatever waits on it fails at once, even
-when the server or the network stops answering. Driver errors become :class:`~chatlab.stores.base.StoreError`.
-"""
+when the server or the network stops answering. Driver errors become :class:`~chatlab.stores.base.StoreError`."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ async def _keep(conn: object) -> None:
 
 @dataclass(repr=False)  # conninfo may hold a password
 class Connections:
-    """The store's pools (one per event loop, opened on first use there) and the deadline of each operation. libpq's
-    ``connect_timeout`` is read here (asyncpg would send it as a server setting); by default it is ``timeout``."""
+    """The pools and deadlines. libpq's ``connect_timeout`` is read here: asyncpg would send it as a server setting."""
 
     conninfo: str
     timeout: Callable[[], float]  # the store's: seconds each operation may take, from the call to the answer
@@ -129,8 +127,7 @@ class Connections:
         try:
             await pool.release(conn)  # a terminated connection is replaced, not reused
         except Exception as exc:
-            if failure is None:
-                raise self.error(exc, expired=expired) from exc
+            failure = failure or exc  # a failed release counts unless the operation failed already
         if isinstance(failure, Exception) and not isinstance(failure, ANSWERS):
             raise self.error(failure, expired=expired) from failure
         if failure is not None:

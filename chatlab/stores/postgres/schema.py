@@ -1,8 +1,7 @@
 """The creation or in-place upgrade (from versions 1 to 3) of the tables and the append function, by processes that
 may start together: under an advisory lock on the schema's name, looking again after the wait, and only where
 something is missing (a role with no ``CREATE`` right can use a schema someone else made). A missing append function
-(an older chatlab's schema) is created beside the tables, left as they are, so older processes can share them.
-"""
+(an older chatlab's schema) is created beside the tables, left as they are, so older processes can share them."""
 
 from __future__ import annotations
 

@@ -53,10 +53,8 @@ class Statements:
         def page(below: bool, tagged: bool) -> str:  # a range of the primary key's index
             # keys from $1 on except $2, at most $3 (NULL: all), under $4 if below, with the last's tags if tagged
             where = "conversation_key >= $1 AND conversation_key IS DISTINCT FROM $2"
-            if below:
-                where += " AND conversation_key < $4"
-            if tagged:
-                where += f" AND tags @> ${5 if below else 4}::jsonb"
+            where += " AND conversation_key < $4" if below else ""
+            where += f" AND tags @> ${5 if below else 4}::jsonb" if tagged else ""
             return sql(f"SELECT {columns} FROM {{conversations}} WHERE {where} ORDER BY conversation_key LIMIT $3")
 
         self.schema = schema

@@ -100,12 +100,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         self.statements = Statements(self.schema)
         self._schema = Schema(self.statements, where=self.where, clock=lambda: self.clock())
         self.connections = Connections(
-            self.conninfo,
-            timeout=lambda: self.timeout,
-            min_size=min_size,
-            max_size=max_size,
-            statement_timeout=statement_timeout,
-            prepare=self._schema.ensure,
+            self.conninfo, lambda: self.timeout, min_size, max_size, statement_timeout, prepare=self._schema.ensure
         )
         self._batches: dict[asyncio.AbstractEventLoop, Batches] = {}
 
@@ -113,7 +108,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         return f"<{type(self).__name__} {self.where} schema={self.schema}>"
 
     def batches(self) -> Batches:
-        """The running event loop's batchers."""
         loop = asyncio.get_running_loop()
         batches = self._batches.get(loop)
         if batches is None:
@@ -246,8 +240,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         return [_summary(row) for row in rows]
 
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-        """The row locked (``FOR UPDATE``) from the read to the write: concurrent changes apply one after the other,
-        and a delete either comes before (``None``) or waits."""
+        """The row locked from read to write: changes apply in turn, a delete comes before (None) or waits."""
         _check_key(conversation_key)
         async with self.connections.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(self.statements.summary_for_update, conversation_key)
@@ -259,7 +252,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         return replace_fields(before, title=title, tags=tags)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
-        """All records in one transaction: every lock first, then each record checked and written."""
         for record in records:
             _check_key(record.conversation_key)
         async with self.connections.acquire() as conn, conn.transaction():
@@ -272,7 +264,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 await self._write_messages(conn, key, [bytes(m) for m in record.messages])
 
     async def sweep(self) -> int:
-        """In transactions of up to ``SWEEP_BATCH`` conversations, each under its write lock and still due."""
         cutoff = self.cutoff()
         if cutoff is None:
             return 0
