@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from chatlab.stores.base import Idempotency
 from chatlab.stores.postgres.appends import AppendMember
 from tests.stores.conftest import drop_postgres_schema
 from tests.stores.store_helpers import call_append_function
@@ -81,7 +82,14 @@ def _batch(rng: random.Random, conn: Any, schema: str, round_: int, now: float) 
         bodies = [f"r{round_}m{i}b{j}".encode() for j in range(count)]
         members.append(
             AppendMember(
-                f"lock:{key}", key, at, bodies, f"g{round_}x{i}", at + 0.5, if_match, idem, fingerprint, at + ttl
+                f"lock:{key}",
+                key,
+                at,
+                bodies,
+                f"g{round_}x{i}",
+                at + 0.5,
+                if_match,
+                None if idem is None else Idempotency(idem, fingerprint, ttl),
             )
         )
     return members
@@ -139,7 +147,8 @@ def test_the_batch_function_s_generic_plans_read_through_indexes(postgres_url: s
             for setting in ["log_min_duration = 0", "log_nested_statements = on", "log_level = notice"]:
                 await conn.execute(f"SET auto_explain.{setting}")
             members = [
-                AppendMember(f"lock:k{i}", f"k{i}", 1e9, [b"m"], "g", 1e9, None, f"i{i}", "fp", 2e9) for i in range(3)
+                AppendMember(f"lock:k{i}", f"k{i}", 1e9, [b"m"], "g", 1e9, None, Idempotency(f"i{i}", "fp", 1e9))
+                for i in range(3)
             ]
             await append_many(conn, Statements(schema).append, members)
         finally:

@@ -9,6 +9,7 @@ import json
 import random
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -438,7 +439,8 @@ def _held_batcher(batches: list[list[str]], release: asyncio.Event, statements: 
             await release.wait()
         return args
 
-    return Batcher(run, timeout=lambda: 30.0, late=lambda: StoreError("late"), statements=statements)
+    connections = SimpleNamespace(timeout=lambda: 30.0, error=lambda exc: StoreError("late"))
+    return Batcher(run, connections, statements=statements)
 
 
 def test_calls_queued_behind_a_busy_drainer_wait_and_share_the_next() -> None:

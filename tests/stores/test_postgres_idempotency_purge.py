@@ -69,8 +69,11 @@ def test_a_batch_purges_a_batch_of_expired_records_per_record_it_writes(postgres
     schema, base = _schema_and_base(postgres_url)
     _append(postgres_url, ["k0"])
     _insert_records(base, schema, 5 * PURGE_BATCH + 3, expires_at=0.0)
-    members = [AppendMember(f"l{i}", f"c{i}", 1e9, [M], "g", 1e9, None, f"b{i}", "fp", 4e9) for i in range(3)]
+    members = [
+        AppendMember(f"l{i}", f"c{i}", 1e9, [M], "g", 1e9, None, Idempotency(f"b{i}", "fp", 3e9)) for i in range(3)
+    ]
     members += [AppendMember("l", "c9", 1e9, [M], "g", 1e9)]  # no key: writes no record
-    members += [AppendMember("l", "c9", 1e9, [M], "g", 1e9, ["stale"], "b9", "fp", 4e9)]  # refused: writes nothing
+    refused = Idempotency("b9", "fp", 3e9)
+    members += [AppendMember("l", "c9", 1e9, [M], "g", 1e9, ["stale"], refused)]  # refused: writes nothing
     call_append_function(base, schema, [members])
     assert _records(base, schema) == 1 + 2 * PURGE_BATCH + 3 + 3  # k0, what is left of the expired, b0 to b2

@@ -137,7 +137,7 @@ def test_postgres_discards_the_frozen_connection_instead_of_pooling_it(postgres_
             proxy.pause()
             with pytest.raises(StoreError, match="did not answer within 1 s"):
                 await store.read("k")
-            pool = await store.connections.pool()
+            pool = await store.connections._pools.get()
             assert pool.get_idle_size() == 0  # given back terminated: not kept for reuse
             proxy.resume()
             for _ in range(120):  # bounded: the pool reconnects with backoff

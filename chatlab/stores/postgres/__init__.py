@@ -1,6 +1,5 @@
-"""The PostgreSQL store (asyncpg): :mod:`.store`, with :mod:`.batches` (concurrent calls share statements),
-:mod:`.appends` (the append rules), :mod:`.statements` (the other SQL), :mod:`.schema` (the tables' creation and
-upgrades) and :mod:`.connections` (the pools and each operation's deadline)."""
+"""The PostgreSQL store (asyncpg): :mod:`.store`, :mod:`.batches` (calls share statements), :mod:`.appends` (the
+append rules), :mod:`.statements` (the other SQL), :mod:`.schema` (its upgrades), :mod:`.connections` (deadlines)."""
 
 from __future__ import annotations
 

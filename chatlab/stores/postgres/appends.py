@@ -1,15 +1,9 @@
-"""The append rules of the PostgreSQL store, in one place: a server-side function that locks a batch of appends'
-conversations, reads what they need, decides each in arrival order (seeing the members before it), then writes
-everything decided in one statement: one round trip, one transaction.
-
-* If-Match: the conversation's version (``"0"`` when absent) is in the list, or the list holds ``"*"`` and the
-  conversation exists;
-* idempotency: a live record (``expires_at`` after the member's ``now``) of the member's key on its conversation
-  answers it (a replay, or a reuse with another fingerprint), and nothing is written;
-* otherwise the member is written: its messages after the conversation's last, the version the conversation's
-  generation and its new count (an empty append writes no message and keeps the version), its record if it has
-  a key; and a few expired idempotency records are purged (:data:`PURGE_BATCH` per record written).
-"""
+"""The append rules, in one server-side function: it locks a batch's conversations, reads what they need, decides
+each member in arrival order (seeing those before it), then writes all it decided in one statement. A live idempotency
+record of the member's key (``expires_at`` after its ``now``) answers it; else If-Match must hold (the version, ``"0"``
+when absent, is in the list, or it holds ``"*"`` and the conversation exists); then the member writes its messages
+after the last, a version of the conversation's generation and new count (an empty append keeps the version), and its
+record if it has a key (which purges a few expired ones)."""
 
 from __future__ import annotations
 
@@ -20,20 +14,15 @@ if TYPE_CHECKING:
     from asyncpg import Connection
     from asyncpg.pool import PoolConnectionProxy
 
-FUNCTION = "chatlab_append_many_2"
-"""A new body gets a new name, never a changed body under the same name: processes of different chatlab versions
-can share a database, each calling the function it was written for."""
+    from ..base import Idempotency
 
-PURGE_BATCH = 16
-"""Expired idempotency records deleted per record written (part of the function's body)."""
+FUNCTION = "chatlab_append_many_2"  # a new body, a new name: each chatlab version sharing a database calls its own
 
-PURGE_SCAN = 1024
-"""The purge's inner bound, a constant (so even a generic plan reads the expiry index in order)."""
+PURGE_BATCH = 16  # expired idempotency records deleted per record written (part of the function's body)
+PURGE_SCAN = 1024  # the purge's inner bound, a constant: even a generic plan reads the expiry index in order
 
 
 class AppendMember(NamedTuple):
-    """One append as the function takes it."""
-
     lock_key: str  # the conversation's advisory lock key (every writer of it takes the same one)
     conversation_key: str
     now: float  # wall-clock time: idempotency records that expire at or before it are dead
@@ -41,14 +30,10 @@ class AppendMember(NamedTuple):
     generation: str  # the version's generation if the conversation does not exist yet
     written_at: float  # the store's clock: the conversation's updated_at (and created_at when new)
     if_match: Sequence[str] | None = None
-    idempotency_key: str | None = None
-    fingerprint: str | None = None
-    expires_at: float | None = None
+    idempotency: Idempotency | None = None  # its record expires ``ttl`` seconds after ``now``
 
 
 class AppendOutcome(NamedTuple):
-    """What the function decided for one member."""
-
     before: str | None  # the conversation's version before the member (None: it did not exist)
     fingerprint: str | None  # the live idempotency record that answered it (None: none did)...
     recorded: str | None  # ... and the version it recorded
@@ -120,7 +105,6 @@ CREATE_FUNCTION = (
     " WHERE pw[s.i] ON CONFLICT (conversation_key, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
     " version = excluded.version, expires_at = excluded.expires_at; END IF; END $fn$"
 )
-"""The function's creation, its quoted table names to fill in (``str.format``)."""
 
 CALL = (
     "SELECT * FROM {function}($1::text[], $2::text[], $3::float8[], $4::int4[], $5::bytea[],"
@@ -144,8 +128,8 @@ async def append_many(
         [m.written_at for m in members],
         [version for m in members if m.if_match is not None for version in m.if_match],
         [-1 if m.if_match is None else len(m.if_match) for m in members],
-        [m.idempotency_key for m in members],
-        [m.fingerprint for m in members],
-        [m.expires_at for m in members],
+        [None if m.idempotency is None else m.idempotency.key for m in members],
+        [None if m.idempotency is None else m.idempotency.fingerprint for m in members],
+        [None if m.idempotency is None else m.now + m.idempotency.ttl for m in members],
     )
     return [AppendOutcome(*row[1:]) for row in sorted(rows, key=lambda row: row[0])]

@@ -1,12 +1,7 @@
-"""Group reads and group appends: the calls of one event loop that wait at one moment share one statement, as most
-of what a short PostgreSQL operation costs is per statement (the driver's work, parse and plan, a write's commit).
-A :class:`Batcher`'s drainers (at most ``statements`` at once) each run what is queued (at most ``max_batch`` calls)
-as one statement: a lone call starts at once when a drainer is free; the calls that come while all are busy share the
-next. Each caller sees what a statement of its own would give: a member whose arguments the database refuses fails
-alone (``alone`` tells such failures: the members then run one at a time); any other failure fails every member,
-each with its own exception; a batch runs until its members' earliest deadline, and a call whose deadline passes
-while it is queued fails then, without running.
-"""
+"""Group reads and group appends: most of a short PostgreSQL operation's cost is per statement (the driver's work,
+parse and plan, a write's commit), so the calls of one event loop waiting at one moment share one, run by their
+earliest deadline. Each caller sees what a statement of its own would give: a member whose arguments the database
+refuses fails alone, any other failure fails them all, and a call still queued at its deadline fails without running."""
 
 from __future__ import annotations
 
@@ -17,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, NamedTuple, TypeVar
 
 from ..base import StoreError
+from .connections import Connections
 
 A = TypeVar("A")
 R = TypeVar("R")
@@ -30,26 +26,22 @@ class _Call(NamedTuple, Generic[A, R]):
 
 
 class Batcher(Generic[A, R]):
-    """Runs the calls of one event loop in batches: ``run(args, deadline)`` gives one outcome per member, in order."""
+    """Up to ``statements`` drainers each run the queued calls (at most ``max_batch``) as one ``run(args, deadline)``,
+    one outcome per member in order; a lone call starts at once when a drainer is free."""
 
     def __init__(
         self,
         run: Callable[[list[A], float], Awaitable[Sequence[R]]],
-        *,
-        timeout: Callable[[], float],
-        late: Callable[[], BaseException],
+        connections: Connections,  # its timeout and its error for a call with no connection in time
         statements: int = 1,
         max_batch: int = 64,
-        alone: Callable[[Exception], bool] = lambda exc: False,
     ) -> None:
         if statements < 1 or max_batch < 1:
             raise ValueError(f"statements and max_batch must be 1 or more (got {statements} and {max_batch})")
         self._run = run
-        self._timeout = timeout
-        self._late = late
+        self._connections = connections
         self._statements = statements
         self._max_batch = max_batch
-        self._alone = alone
         self._queue: deque[_Call[A, R]] = deque()
         self._busy = 0  # drainers running
         self._drainers: set[asyncio.Task[None]] = set()  # referenced while they run
@@ -57,10 +49,9 @@ class Batcher(Generic[A, R]):
         self.members = 0
 
     def submit(self, args: A) -> asyncio.Future[R]:
-        """Queue a call; its future holds its outcome once its batch's statement returned."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
-        timeout = self._timeout()
+        timeout = self._connections.timeout()
         expiry = loop.call_later(timeout, self._expire, future)
         self._queue.append(_Call(args, future, time.monotonic() + timeout, expiry))
         if self._busy < self._statements:
@@ -72,7 +63,7 @@ class Batcher(Generic[A, R]):
 
     def _expire(self, future: asyncio.Future[R]) -> None:
         if not future.done():
-            future.set_exception(self._late())
+            future.set_exception(self._connections.error(None))
 
     async def _drain(self) -> None:
         try:
@@ -82,18 +73,15 @@ class Batcher(Generic[A, R]):
             self._busy -= 1  # at once: a call queued from now on starts a drainer of its own
 
     def _take(self) -> list[_Call[A, R]]:
-        """The next batch: queued calls still waiting and within their deadlines."""
         now = time.monotonic()
         batch: list[_Call[A, R]] = []
         while self._queue and len(batch) < self._max_batch:
             call = self._queue.popleft()
             call.expiry.cancel()
-            if call.future.done():  # the caller gave up, or its deadline passed
-                continue
             if call.deadline <= now:
-                call.future.set_exception(self._late())
-                continue
-            batch.append(call)
+                self._expire(call.future)
+            elif not call.future.done():  # unless the caller gave up
+                batch.append(call)
         return batch
 
     async def _run_batch(self, batch: list[_Call[A, R]]) -> None:
@@ -106,7 +94,7 @@ class Batcher(Generic[A, R]):
                 call.future.cancel()
             raise
         except Exception as exc:
-            if len(batch) > 1 and self._alone(exc):  # one member's doing, nothing run: each runs alone, by its deadline
+            if len(batch) > 1 and _refused_alone(exc):  # nothing ran: each member runs alone, by its deadline
                 for call in batch:
                     if not call.future.done():  # unless its caller gave up meanwhile
                         await self._run_batch([call])
@@ -118,6 +106,16 @@ class Batcher(Generic[A, R]):
         for call, outcome in zip(batch, outcomes, strict=True):
             if not call.future.done():
                 call.future.set_result(outcome)
+
+
+def _refused_alone(exc: Exception) -> bool:
+    """Whether a batch failed on one member's arguments, refused by asyncpg or the server before anything ran."""
+    import asyncpg
+
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+    return isinstance(cause, asyncpg.DataError | asyncpg.ProgramLimitExceededError) or (
+        isinstance(cause, asyncpg.InterfaceError) and isinstance(cause, ValueError)  # an argument asyncpg cannot send
+    )
 
 
 def _copy(exc: Exception) -> Exception:

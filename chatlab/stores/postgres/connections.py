@@ -1,8 +1,6 @@
-"""The PostgreSQL store's connections: an asyncpg pool per event loop, and a deadline on every operation, the wait
-for a connection included, even when the server or the network stops answering: at the deadline the connection is
-terminated (its socket closed, nothing awaited), so whatever waits on it fails at once. Driver errors become
-:class:`~chatlab.stores.base.StoreError` (503).
-"""
+"""An asyncpg pool per event loop, and a deadline on every operation, the wait for a connection included: at the
+deadline the connection is terminated (its socket closed, nothing awaited), so whatever waits on it fails at once, even
+when the server or the network stops answering. Driver errors become :class:`~chatlab.stores.base.StoreError`."""
 
 from __future__ import annotations
 
@@ -11,6 +9,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -25,11 +24,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHATLAB_PARAMETERS = ("schema",)
-"""Query parameters of a store URL that chatlab reads itself (the driver must not see them)."""
-
-ANSWERS = (StoreError, VersionMismatch, IdempotencyKeyReused, MetadataError)
-"""Exceptions that are the store's answer (nothing written), not a failure of the database."""
+CHATLAB_PARAMETERS = ("schema",)  # query parameters of a store URL that chatlab reads itself (not for the driver)
+ANSWERS = (StoreError, VersionMismatch, IdempotencyKeyReused, MetadataError)  # the store's answers, not failures
 
 
 def redacted(url: str) -> str:
@@ -42,47 +38,35 @@ async def _keep(conn: object) -> None:
     """No reset when a connection goes back to the pool (asyncpg's costs a round trip): operations change no setting."""
 
 
+@dataclass(repr=False)  # conninfo may hold a password
 class Connections:
-    """The store's pools (one per event loop, opened on first use there) and the deadline of each operation. libpq's
-    ``connect_timeout`` is read here (asyncpg would send it as a server setting); by default it is ``timeout``."""
+    """The pools and deadlines. libpq's ``connect_timeout`` is read here: asyncpg would send it as a server setting."""
 
-    def __init__(
-        self,
-        conninfo: str,
-        *,
-        where: str,
-        timeout: float,
-        min_size: int,
-        max_size: int,
-        statement_timeout: float | None,
-        prepare: Callable[[PoolConnectionProxy], Awaitable[None]],
-    ) -> None:
-        self.dsn, libpq = split_url(conninfo, ("connect_timeout",))
+    conninfo: str
+    timeout: Callable[[], float]  # the store's: seconds each operation may take, from the call to the answer
+    min_size: int
+    max_size: int
+    statement_timeout: float | None
+    prepare: Callable[[PoolConnectionProxy], Awaitable[None]]  # run on each connection before its operation
+
+    def __post_init__(self) -> None:
+        self.dsn, libpq = split_url(self.conninfo, ("connect_timeout",))
         given = libpq.get("connect_timeout")
-        self.connect_timeout = float(given) if given and float(given) > 0 else max(2.0, timeout)
-        self.where = where
-        self.timeout = timeout  # seconds each operation may take, from the call to the answer
-        self.min_size = min_size
-        self.max_size = max_size
-        self.statement_timeout = statement_timeout
-        self.prepare = prepare  # run on each connection before its operation (the schema's check)
+        self.connect_timeout = float(given) if given and float(given) > 0 else max(2.0, self.timeout())
+        self.where = redacted(self.conninfo)
         self._pools: PerLoop[Pool] = PerLoop(self._open, self._close)
 
     async def close(self) -> None:
         await self._pools.close()
-
-    def no_connection(self) -> StoreError:
-        """The error of an operation whose deadline passed before it had a connection."""
-        return self.error(None)
 
     def error(self, exc: BaseException | None, *, expired: bool = False, connecting: bool = False) -> StoreError:
         """A driver's error as the store's (``None``: no connection in time)."""
         import asyncpg
 
         if expired:
-            message = f"PostgreSQL at {self.where} did not answer within {self.timeout:g} s (the store timeout)"
+            message = f"PostgreSQL at {self.where} did not answer within {self.timeout():g} s (the store timeout)"
         elif exc is None or (connecting and isinstance(exc, TimeoutError)):
-            message = f"PostgreSQL at {self.where} is unreachable: no connection within {self.timeout:g} s"
+            message = f"PostgreSQL at {self.where} is unreachable: no connection within {self.timeout():g} s"
         elif connecting and isinstance(exc, OSError | asyncpg.PostgresConnectionError):
             message = f"PostgreSQL at {self.where} is unreachable: {exc}".strip()
         elif isinstance(exc, asyncpg.QueryCanceledError):
@@ -93,10 +77,6 @@ class Connections:
             message = f"PostgreSQL store {self.where} failed: {exc!r}"
         log.warning("%s", message)
         return StoreError(message)
-
-    async def pool(self) -> Pool:
-        """This event loop's pool (opened now if needed)."""
-        return await self._pools.get()
 
     async def _open(self) -> Pool:
         import asyncpg
@@ -113,24 +93,22 @@ class Connections:
         )
 
     async def _close(self, pool: Pool) -> None:
-        """Close a pool once its operations end, or at the store's timeout."""
         try:
-            await asyncio.wait_for(pool.close(), self.timeout)
+            await asyncio.wait_for(pool.close(), self.timeout())
         except TimeoutError:
             pool.terminate()
 
     @asynccontextmanager
     async def acquire(self, deadline: float | None = None) -> AsyncIterator[PoolConnectionProxy]:
-        """A pooled connection, made ready by ``prepare``, until ``deadline`` (:func:`time.monotonic`; the store's
-        ``timeout`` from now by default); driver errors become StoreError."""
+        """A pooled connection made ready by ``prepare``, until ``deadline`` (monotonic; default: timeout from now)."""
         if deadline is None:
-            deadline = time.monotonic() + self.timeout
+            deadline = time.monotonic() + self.timeout()
         left = deadline - time.monotonic()
         if left <= 0:
-            raise self.no_connection()
+            raise self.error(None)
         try:
             async with asyncio.timeout(left):
-                pool = await self.pool()
+                pool = await self._pools.get()
                 conn = await pool.acquire()
         except Exception as exc:
             raise self.error(exc, connecting=True) from exc
@@ -149,8 +127,7 @@ class Connections:
         try:
             await pool.release(conn)  # a terminated connection is replaced, not reused
         except Exception as exc:
-            if failure is None:
-                raise self.error(exc, expired=expired) from exc
+            failure = failure or exc  # a failed release counts unless the operation failed already
         if isinstance(failure, Exception) and not isinstance(failure, ANSWERS):
             raise self.error(failure, expired=expired) from failure
         if failure is not None:

@@ -1,14 +1,14 @@
-"""The creation, or in-place upgrade, of the PostgreSQL store's tables and append function, by processes that may
-start together: under an advisory lock on the schema's name, looking again after the wait, and only where something
-is missing (a role with no ``CREATE`` right can use a schema someone else made). Versions 1 to 3 are upgraded in
-place; a newer one is refused. A missing append function (an older chatlab's schema) is created beside the tables,
-which stay as they are, so older processes can share them.
-"""
+"""The creation or in-place upgrade (from versions 1 to 3) of the tables and the append function, by processes that
+may start together: under an advisory lock on the schema's name, looking again after the wait, and only where
+something is missing (a role with no ``CREATE`` right can use a schema someone else made). A missing append function
+(an older chatlab's schema) is created beside the tables, left as they are, so older processes can share them."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..base import StoreError
@@ -21,27 +21,27 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+@dataclass
 class Schema:
     """Makes one store's schema ready, once (:meth:`ensure` on a connection before its first use)."""
 
-    def __init__(self, statements: Statements, *, where: str, clock: Callable[[], float]) -> None:
-        self._q = statements
-        self._where = where
-        self._clock = clock
-        self.ready = False
-        self.appends_refused: str | None = None  # why: the append function is missing and this role may not create it
+    statements: Statements
+    where: str
+    clock: Callable[[], float]
+    ready: bool = False
+    appends_refused: str | None = None  # why: the append function is missing and this role may not create it
 
     async def ensure(self, conn: PoolConnectionProxy) -> None:
-        """Create or upgrade the tables and the append function where needed; at once when done before."""
         if self.ready:
             return
         import asyncpg
 
-        q = self._q
+        q = self.statements
+        lock = partial(conn.execute, "SELECT pg_advisory_xact_lock(hashtext($1))", f"chatlab-schema:{q.schema}")
         async with conn.transaction():
             if not await conn.fetchval(q.tables_exist, q.schema):
                 # IF NOT EXISTS alone can collide on the catalog; DDL could deadlock with writers: look again locked
-                await self._lock(conn)
+                await lock()
                 if not await conn.fetchval(q.tables_exist, q.schema):
                     if not await conn.fetchval(q.schema_exists, q.schema):
                         await conn.execute(q.create_schema)
@@ -49,31 +49,28 @@ class Schema:
                         await conn.execute(sql)
             version = await conn.fetchval(q.version_get)
             if version is not None and int(version) in q.upgrades:
-                await self._lock(conn)
+                await lock()
                 version = await conn.fetchval(q.version_get)
                 if version is not None and int(version) in q.upgrades:  # not upgraded by another process
                     for sql in q.upgrades[int(version)]:
                         await conn.execute(sql)
                     if int(version) < 3:
-                        await conn.execute(q.fill_timestamps, self._clock())
+                        await conn.execute(q.fill_timestamps, self.clock())
                     version = await conn.fetchval(q.version_get)
         if version is None or int(version) != SCHEMA_VERSION:
             raise StoreError(
-                f"PostgreSQL store {self._where} schema {q.schema} has schema version {version}; "
+                f"PostgreSQL store {self.where} schema {q.schema} has schema version {version}; "
                 f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 3) only"
             )
         try:
             async with conn.transaction():
-                await self._lock(conn)
+                await lock()
                 if not await conn.fetchval(q.function_exists, q.schema, appends.FUNCTION):
                     await conn.execute(q.create_append_function)
         except asyncpg.InsufficientPrivilegeError as exc:  # a role that may use the schema, not create in it
             self.appends_refused = (
-                f"PostgreSQL schema {q.schema} at {self._where} has no function {appends.FUNCTION} and this role"
+                f"PostgreSQL schema {q.schema} at {self.where} has no function {appends.FUNCTION} and this role"
                 f" may not create it ({exc}): run chatlab once with a role that may create in the schema"
             )
             log.warning("%s; appends fail until then", self.appends_refused)
         self.ready = True
-
-    async def _lock(self, conn: PoolConnectionProxy) -> None:
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"chatlab-schema:{self._q.schema}")

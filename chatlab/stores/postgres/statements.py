@@ -1,35 +1,23 @@
-"""The SQL of the PostgreSQL store: its tables, their in-place upgrades, and every statement it runs (the append
-function's in :mod:`.appends`), for one schema. Table names are quoted identifiers, never text pasted in.
-"""
+"""The SQL of the PostgreSQL store for one schema: its tables, their in-place upgrades and every statement it runs (the
+append function's in :mod:`.appends`). Table names are quoted identifiers, never text pasted in."""
 
 from __future__ import annotations
 
 from . import appends
 
-SCHEMA_VERSION = 4
-"""The layout these statements read and write."""
-
-SWEEP_BATCH = 1000
-"""At most this many conversations deleted by one of the retention sweep's transactions."""
+SCHEMA_VERSION = 4  # the layout these statements read and write
+SWEEP_BATCH = 1000  # at most this many conversations deleted by one of the retention sweep's transactions
 
 
-def quoted(*names: str) -> str:
-    """A (schema-qualified) SQL identifier, quoted: ``"schema"."table"``."""
+def quoted(*names: str) -> str:  # a (schema-qualified) SQL identifier: "schema"."table"
     return ".".join('"' + name.replace('"', '""') + '"' for name in names)
 
 
 class Statements:
-    """Every statement of the store, for one schema."""
-
     def __init__(self, schema: str) -> None:
-        names = {
-            "schema": quoted(schema),
-            "meta": quoted(schema, "chatlab_meta"),
-            "conversations": quoted(schema, "chatlab_conversations"),
-            "messages": quoted(schema, "chatlab_messages"),
-            "idempotency": quoted(schema, "chatlab_idempotency"),
-            "function": quoted(schema, appends.FUNCTION),
-        }
+        tables = ("meta", "conversations", "messages", "idempotency")
+        names = {table: quoted(schema, f"chatlab_{table}") for table in tables}
+        names.update(schema=quoted(schema), function=quoted(schema, appends.FUNCTION))
 
         def sql(text: str) -> str:
             return text.format(**names)
@@ -62,14 +50,11 @@ class Statements:
         set_version = sql(f"UPDATE {{meta}} SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'")
         columns = "conversation_key, message_count, version, created_at, updated_at, title, tags::text"
 
-        def page(below: bool, tagged: bool) -> str:
-            """Summaries: keys from ``$1`` on except ``$2``, at most ``$3`` (NULL: all), under ``$4`` if ``below``, with
-            the tags of the JSON object in the last parameter if ``tagged``: a range of the primary key's index."""
+        def page(below: bool, tagged: bool) -> str:  # a range of the primary key's index
+            # keys from $1 on except $2, at most $3 (NULL: all), under $4 if below, with the last's tags if tagged
             where = "conversation_key >= $1 AND conversation_key IS DISTINCT FROM $2"
-            if below:
-                where += " AND conversation_key < $4"
-            if tagged:
-                where += f" AND tags @> ${5 if below else 4}::jsonb"
+            where += " AND conversation_key < $4" if below else ""
+            where += f" AND tags @> ${5 if below else 4}::jsonb" if tagged else ""
             return sql(f"SELECT {columns} FROM {{conversations}} WHERE {where} ORDER BY conversation_key LIMIT $3")
 
         self.schema = schema
@@ -110,7 +95,6 @@ class Statements:
             "UPDATE {conversations} SET created_at = coalesce(created_at, $1::float8),"
             " updated_at = coalesce(updated_at, $1::float8) WHERE created_at IS NULL OR updated_at IS NULL"
         )
-        """Gives the rows of a schema older than version 3 the upgrade's time (``$1``)."""
         self.schema_exists = "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1"
         self.tables_exist = "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = 'chatlab_meta'"
         self.version_get = sql("SELECT value FROM {meta} WHERE key = 'schema_version'")
@@ -141,9 +125,8 @@ class Statements:
         self.restore_count = sql(
             "INSERT INTO {conversations} AS c (conversation_key, message_count, version, created_at, updated_at,"
             " title, tags) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (conversation_key) DO UPDATE SET"
-            " message_count = excluded.message_count, version = excluded.version,"
-            " created_at = excluded.created_at, updated_at = excluded.updated_at,"
-            " title = excluded.title, tags = excluded.tags"
+            " message_count = excluded.message_count, version = excluded.version, created_at = excluded.created_at,"
+            " updated_at = excluded.updated_at, title = excluded.title, tags = excluded.tags"
         )
         self.insert_messages = sql(
             "INSERT INTO {messages} (conversation_key, position, body)"
@@ -162,6 +145,5 @@ class Statements:
         # the row locked until commit: a change is computed in Python from what it read (MetadataChange.applied)
         self.summary_for_update = sql(f"SELECT {columns} FROM {{conversations}} WHERE conversation_key = $1 FOR UPDATE")
         self.set_metadata = sql("UPDATE {conversations} SET title = $2, tags = $3::jsonb WHERE conversation_key = $1")
-        # the page statements, by whether they have an upper bound and a tag filter
         self.pages = {(below, tagged): page(below, tagged) for below in (False, True) for tagged in (False, True)}
         self.custom_plans = "SET LOCAL plan_cache_mode = force_custom_plan"

@@ -1,14 +1,6 @@
-"""Chat history in PostgreSQL, shared by any number of service processes (asyncpg; ``pip install 'chatlab[postgres]'``).
-
-* Each write is one transaction, committed before the call returns, under a transaction-scoped advisory lock on its
-  conversation's key: the ``if_match`` check (and an append's idempotency record) and the write are one atomic step
-  across processes. Whoever takes several such locks (a batch of appends, the sweep, a restore) takes them in one
-  order, so they never deadlock. Appends are decided and written by one server-side function (:mod:`.appends`).
-* The appends, and the reads, that wait at one moment in one process share one statement (:mod:`.batches`).
-* A page of summaries is one range of the primary key's index (the key column has the ``"C"`` collation: code point
-  order, as every store lists). Messages are ``bytea``: what was stored comes back byte for byte.
-* Every operation ends within ``timeout`` seconds, the waits for its batch and a connection included.
-"""
+"""Chat history in PostgreSQL, shared by any number of service processes (design: docs/stores.md). Each write is one
+transaction under an advisory lock on its conversation's key, so the ``if_match`` check, an append's idempotency record
+and the write are one atomic step; whoever takes several locks takes them in one order, so they never deadlock."""
 
 from __future__ import annotations
 
@@ -17,7 +9,6 @@ import json
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace as replace_fields
-from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._urls import split_url
@@ -52,26 +43,12 @@ if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
 
 INT8_MAX = 2**63 - 1
-
-
 ReadRequest = tuple[str, int, int | None]  # one read of a batch: the key, after and limit (None: all)
 
 
-class Batches(NamedTuple):
-    """The store's batchers of one event loop."""
-
+class Batches(NamedTuple):  # the store's batchers of one event loop
     reads: Batcher[ReadRequest, ConversationSlice]
     appends: Batcher[AppendMember, AppendOutcome]
-
-
-def _refused_alone(exc: Exception) -> bool:
-    """Whether a batch failed on one member's arguments, refused by asyncpg or the server before anything ran."""
-    import asyncpg
-
-    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
-    return isinstance(cause, asyncpg.DataError | asyncpg.ProgramLimitExceededError) or (
-        isinstance(cause, asyncpg.InterfaceError) and isinstance(cause, ValueError)  # an argument asyncpg cannot send
-    )
 
 
 def _summary(row: Record) -> ConversationSummary:
@@ -89,8 +66,7 @@ def _check_key(conversation_key: str) -> None:
 
 
 class PostgresChatHistoryStore(ChatHistoryStore):
-    """History in four tables of one PostgreSQL schema, created on first use: ``schema`` (or ``?schema=NAME`` in the
-    libpq ``url``), ``public`` by default. The other options (timeouts, pool sizes, batching): docs/stores.md."""
+    """History in four tables of one schema (``schema`` or ``?schema=NAME``; ``public``), created on first use."""
 
     schema_version = SCHEMA_VERSION
 
@@ -111,57 +87,35 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             import asyncpg  # noqa: F401
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("the PostgreSQL store needs asyncpg: pip install 'chatlab[postgres]'") from exc
-        conninfo, ours = split_url(url, CHATLAB_PARAMETERS)
-        self.conninfo = conninfo
+        self.conninfo, ours = split_url(url, CHATLAB_PARAMETERS)
         self.schema = schema or ours.get("schema") or "public"
         self.read_statements = max(1, min(read_statements, max_size))
         self.append_statements = max(1, min(append_statements, max_size))
         self.max_batch = max_batch
-        self.where = redacted(conninfo)
+        self.timeout = timeout
+        self.where = redacted(self.conninfo)
         self.description = (
             f"Chat history is stored in PostgreSQL at {self.where} (schema {self.schema}) and exposed over HTTP."
         )
         self.statements = Statements(self.schema)
         self._schema = Schema(self.statements, where=self.where, clock=lambda: self.clock())
         self.connections = Connections(
-            conninfo,
-            where=self.where,
-            timeout=timeout,
-            min_size=min_size,
-            max_size=max_size,
-            statement_timeout=statement_timeout,
-            prepare=self._schema.ensure,
+            self.conninfo, lambda: self.timeout, min_size, max_size, statement_timeout, prepare=self._schema.ensure
         )
         self._batches: dict[asyncio.AbstractEventLoop, Batches] = {}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.where} schema={self.schema}>"
 
-    @property
-    def timeout(self) -> float:
-        return self.connections.timeout
-
-    @timeout.setter
-    def timeout(self, value: float) -> None:
-        self.connections.timeout = value
-
     def batches(self) -> Batches:
-        """The running event loop's batchers."""
         loop = asyncio.get_running_loop()
         batches = self._batches.get(loop)
         if batches is None:
             for closed in [other for other in self._batches if other.is_closed()]:
                 del self._batches[closed]
-            batcher = partial(
-                Batcher,
-                timeout=lambda: self.connections.timeout,
-                late=self.connections.no_connection,
-                max_batch=self.max_batch,
-                alone=_refused_alone,
-            )
             batches = self._batches[loop] = Batches(
-                batcher(self._read_many, statements=self.read_statements),
-                batcher(self._append_many, statements=self.append_statements),
+                Batcher(self._read_many, self.connections, self.read_statements, self.max_batch),
+                Batcher(self._append_many, self.connections, self.append_statements, self.max_batch),
             )
         return batches
 
@@ -206,18 +160,15 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         if not batch and if_match is None and idempotency is None:
             return WriteResult(await self.version(conversation_key))
         _check_key(conversation_key)
-        now = time.time()
         member = AppendMember(
             lock_key=self._lock_key(conversation_key),
             conversation_key=conversation_key,
-            now=now,
+            now=time.time(),
             messages=batch,
             generation=new_generation(),
             written_at=self.clock(),
             if_match=None if if_match is None else list(if_match),
-            idempotency_key=None if idempotency is None else idempotency.key,
-            fingerprint=None if idempotency is None else idempotency.fingerprint,
-            expires_at=None if idempotency is None else now + idempotency.ttl,
+            idempotency=idempotency,
         )
         outcome = await self.batches().appends.submit(member)
         if idempotency is not None and outcome.fingerprint is not None:
@@ -272,57 +223,47 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> list[ConversationSummary]:
-        q = self.statements
         # a page after ``after`` (itself skipped) or from the prefix on, up to the prefix's upper bound
         start, skip = (after, after) if after is not None and after >= prefix else (prefix, None)
         upper = prefix_upper_bound(prefix)
-        args: list[object] = [start, skip, limit]
-        if upper is not None:
-            args.append(upper)
-        if tags:
-            args.append(json.dumps(dict(tags)))
-        statement = q.pages[upper is not None, bool(tags)]
+        tagged = json.dumps(dict(tags)) if tags else None
+        args = [start, skip, limit, *(arg for arg in (upper, tagged) if arg is not None)]
+        statement = self.statements.pages[upper is not None, tagged is not None]
         async with self.connections.acquire() as conn:
-            if not tags:
+            if tagged is None:
+                return [_summary(row) for row in await conn.fetch(statement, *args)]
+            # planned for the tags asked for, never by a generic plan: a rare tag is then found through the
+            # tags' index, a common one along the keys' (a generic plan keeps to one of them for every tag)
+            async with conn.transaction(readonly=True):
+                await conn.execute(self.statements.custom_plans)
                 rows = await conn.fetch(statement, *args)
-            else:
-                # planned for the tags asked for, never by a generic plan: a rare tag is then found through the
-                # tags' index, a common one along the keys' (a generic plan keeps to one of them for every tag)
-                async with conn.transaction(readonly=True):
-                    await conn.execute(q.custom_plans)
-                    rows = await conn.fetch(statement, *args)
         return [_summary(row) for row in rows]
 
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-        """The row locked (``FOR UPDATE``) from the read to the write: concurrent changes apply one after the other,
-        and a delete either comes before (``None``) or waits."""
+        """The row locked from read to write: changes apply in turn, a delete comes before (None) or waits."""
         _check_key(conversation_key)
-        q = self.statements
         async with self.connections.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(q.summary_for_update, conversation_key)
+            row = await conn.fetchrow(self.statements.summary_for_update, conversation_key)
             if row is None:
                 return None
             before = _summary(row)
             title, tags = change.applied(before.title, before.tags)
-            await conn.execute(q.set_metadata, conversation_key, title, _tags_json(tags))
+            await conn.execute(self.statements.set_metadata, conversation_key, title, _tags_json(tags))
         return replace_fields(before, title=title, tags=tags)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
-        """All records in one transaction: every lock first, then each record checked and written."""
         for record in records:
             _check_key(record.conversation_key)
-        q = self.statements
         async with self.connections.acquire() as conn, conn.transaction():
             await self._lock(conn, [r.conversation_key for r in records])
             for record in records:
                 key = record.conversation_key
                 await self._check(conn, key, [record.expected])
                 fields = (len(record.messages), record.version, record.created_at, record.updated_at, record.title)
-                await conn.execute(q.restore_count, key, *fields, _tags_json(record.tags))
+                await conn.execute(self.statements.restore_count, key, *fields, _tags_json(record.tags))
                 await self._write_messages(conn, key, [bytes(m) for m in record.messages])
 
     async def sweep(self) -> int:
-        """In transactions of up to ``SWEEP_BATCH`` conversations, each under its write lock and still due."""
         cutoff = self.cutoff()
         if cutoff is None:
             return 0
