@@ -1,9 +1,6 @@
-"""The client side of safe retries: which failures are transient, and how long to wait.
-
-Retried: no answer (but not a refused TLS certificate: that will not pass by itself), and 429, 502, 503, 504. The
-wait is exponential backoff with jitter, or the answer's ``Retry-After`` when longer (one beyond ``max_retry_after``
-ends the retries). The clients (:mod:`chatlab.client.http`) retry only requests safe to repeat: ``GET``, ``PUT``,
-``DELETE``, and ``POST`` with an ``Idempotency-Key``.
+"""The client side of safe retries: no answer (but not a refused TLS certificate: that will not pass by itself),
+and 429, 502, 503, 504, after exponential backoff with jitter, or the answer's ``Retry-After`` when longer. The
+clients send only requests safe to repeat (a ``POST`` carries an ``Idempotency-Key``).
 """
 
 from __future__ import annotations
@@ -57,8 +54,15 @@ class RetryPolicy:
         return base / 2 + random.uniform(0, base / 2)
 
     def wait_after_error(self, attempt: int, exc: httpx.HTTPError, what: str) -> float | None:
-        """How long to wait before retrying after no answer; ``None``: give up (it will not pass, or was the last)."""
-        if attempt >= self.attempts or not isinstance(exc, httpx.TransportError) or not is_transient(exc):
+        """How long to wait before retrying after no answer; ``None``: give up."""
+        if attempt >= self.attempts or not isinstance(exc, httpx.TransportError):
+            return None
+        cause: BaseException | None = exc
+        while cause is not None:  # a refused certificate will not pass by itself
+            if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(cause):
+                return None
+            cause = cause.__cause__ or cause.__context__
+        if isinstance(exc, httpx.UnsupportedProtocol):
             return None
         wait = self.delay(attempt)
         log.info(
@@ -76,19 +80,6 @@ class RetryPolicy:
         wait = max(self.delay(attempt), asked or 0.0)
         log.info("%s: HTTP %d; retry %d of %d in %.2f s", what, response.status_code, attempt, self.attempts - 1, wait)
         return wait
-
-
-NO_RETRIES = RetryPolicy(attempts=1)
-
-
-def is_transient(exc: httpx.TransportError) -> bool:
-    """Whether a failure with no answer may pass on a retry (a refused certificate will not)."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(cause):
-            return False
-        cause = cause.__cause__ or cause.__context__
-    return not isinstance(exc, httpx.UnsupportedProtocol)
 
 
 def retry_after_seconds(value: str | None) -> float | None:
