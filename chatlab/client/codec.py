@@ -10,6 +10,7 @@ but the original lacked, under ``"$absent"``) under ``additional_properties["cha
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -53,9 +54,6 @@ _ABSENT = "$absent"  # inside MEAI_EXTRA_KEY: keys the raw encoder writes but th
 _CARRIER = "text"  # what a content type the other side lacks travels as (an empty text)
 
 
-# --------------------------------------------------------------------------- public API
-
-
 def messages_to_meai(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """MAF messages as a list of MEAI ``ChatMessage`` JSON objects."""
     return [message_to_meai(m) for m in messages]
@@ -74,7 +72,12 @@ def message_to_meai(message: Message) -> dict[str, Any]:
         _maf_message_fields(message),
         lambda item: _maf_message_fields(_decode_message_full(item, contents_of=message.contents)),
     )
-    _check_json(raw)
+    try:
+        json.dumps(raw, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ChatHistoryCodecError(
+            f"a message cannot be written as JSON ({exc}); additional properties must hold JSON values only"
+        ) from exc
     return raw
 
 
@@ -89,7 +92,14 @@ def message_from_meai(item: Mapping[str, Any]) -> Message:
     j0, maf_extra = _split_extra(item)
     message = _decode_message_full(j0, contents_of=contents)
     if maf_extra:
-        message = _apply_maf_message_extra(message, maf_extra)
+        fields = {**_maf_message_fields(message), **maf_extra}
+        message = Message(
+            fields.get("role") or message.role,
+            message.contents,
+            author_name=fields.get("author_name"),
+            message_id=fields.get("message_id"),
+            additional_properties=fields.get("additional_properties") or {},
+        )
     return message
 
 
@@ -108,8 +118,6 @@ def content_from_meai(item: Mapping[str, Any]) -> Content:
         content = Content.from_dict({**content.to_dict(), **maf_extra})
     return content
 
-
-# --------------------------------------------------------------------------- contents: raw mapping
 
 # The fields both sides share, per MAF content type: (MAF attribute, MEAI key), in the order .NET writes them.
 _FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -160,17 +168,22 @@ def _decode_raw(item: Mapping[str, Any]) -> Content:
     elif t == "function_call":
         fields["hosted"] = False
     elif t == "function_result":
-        fields["items"] = _result_items(fields["result"])
+        # the items MAF derives from a result, as Content.from_function_result does
+        fields["items"] = list(Content.from_function_result("_", result=fields["result"]).items or [])
     return Content(t, **fields)
 
 
 def _to_meai(attribute: str, value: Any) -> Any:
-    if attribute == "arguments":
-        return _arguments_to_meai(value)
+    if attribute == "arguments":  # MEAI wants an object; MAF may hold the model's JSON text (kept verbatim by the diff)
+        with contextlib.suppress(ValueError):
+            value = json.loads(value) if isinstance(value, str) else value
+        return dict(value) if isinstance(value, Mapping) else None
     if attribute == "informational_only":
         return True if value else None
-    if attribute == "usage_details":
-        return _usage_to_meai(value)
+    if attribute == "usage_details" and value is not None:
+        usage = {_USAGE_KEYS_BACK[k]: v for k, v in value.items() if k in _USAGE_KEYS_BACK and v is not None}
+        additional = {k: v for k, v in value.items() if k not in _USAGE_KEYS_BACK and v is not None}
+        return {**usage, "additionalCounts": additional} if additional else usage
     return value
 
 
@@ -180,7 +193,12 @@ def _from_meai(attribute: str, value: Any) -> Any:
     if attribute == "informational_only":
         return value is True
     if attribute == "usage_details":
-        return _usage_from_meai(value)
+        if not isinstance(value, Mapping):
+            return None
+        counts = value.get("additionalCounts")
+        usage = {k: v for k, v in counts.items() if k not in _USAGE_KEYS_BACK} if isinstance(counts, Mapping) else {}
+        usage.update({maf: value[meai] for meai, maf in _USAGE_KEYS.items() if value.get(meai) is not None})
+        return usage
     return value if attribute == "result" else _str(value)
 
 
@@ -193,15 +211,14 @@ def _decode_full(item: Mapping[str, Any]) -> Content:
     return content
 
 
-# --------------------------------------------------------------------------- messages: raw mapping
-
-
 def _encode_message_raw(message: Message, contents: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    _put(out, "authorName", message.author_name)
+    if message.author_name is not None:
+        out["authorName"] = message.author_name
     out["role"] = message.role
     out["contents"] = contents
-    _put(out, "messageId", message.message_id)
+    if message.message_id is not None:
+        out["messageId"] = message.message_id
     return _with_properties(out, message.additional_properties)
 
 
@@ -226,20 +243,6 @@ def _decode_message_full(item: Mapping[str, Any], *, contents_of: list[Content])
 def _maf_message_fields(message: Message) -> dict[str, Any]:
     """The message's ``to_dict`` without its contents (not serialized only to be dropped: most of the cost)."""
     return message.to_dict(exclude={"contents"})
-
-
-def _apply_maf_message_extra(message: Message, extra: Mapping[str, Any]) -> Message:
-    fields = {**_maf_message_fields(message), **extra}
-    return Message(
-        fields.get("role") or message.role,
-        message.contents,
-        author_name=fields.get("author_name"),
-        message_id=fields.get("message_id"),
-        additional_properties=fields.get("additional_properties") or {},
-    )
-
-
-# --------------------------------------------------------------------------- the lossless carry
 
 
 def _carry_maf(
@@ -302,62 +305,11 @@ def _split_extra(item: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     return j0, dict(extra)
 
 
-# --------------------------------------------------------------------------- field helpers
-
-
-def _put(out: dict[str, Any], key: str, value: Any) -> None:
-    if value is not None:
-        out[key] = value
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _arguments_to_meai(arguments: Any) -> dict[str, Any] | None:
-    """MEAI wants an object; MAF may hold the model's JSON text (kept verbatim by the diff)."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return None
-    return dict(arguments) if isinstance(arguments, Mapping) else None
-
-
-def _result_items(result: Any) -> list[Content]:
-    """The ``items`` MAF derives from a function result, as ``Content.from_function_result`` does."""
-    return list(Content.from_function_result("_", result=result).items or [])
 
 
 def _data_uri_media_type(uri: str | None) -> str | None:
     if not uri or not uri.startswith("data:"):
         return None
     return uri[5:].split(",", 1)[0].split(";", 1)[0] or None
-
-
-def _usage_to_meai(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if usage is None:
-        return None
-    out = {_USAGE_KEYS_BACK[k]: v for k, v in usage.items() if k in _USAGE_KEYS_BACK and v is not None}
-    additional = {k: v for k, v in usage.items() if k not in _USAGE_KEYS_BACK and v is not None}
-    if additional:
-        out["additionalCounts"] = additional
-    return out
-
-
-def _usage_from_meai(details: Any) -> dict[str, Any] | None:
-    if not isinstance(details, Mapping):
-        return None
-    counts = details.get("additionalCounts")
-    usage = {k: v for k, v in counts.items() if k not in _USAGE_KEYS_BACK} if isinstance(counts, Mapping) else {}
-    usage.update({maf: details[meai] for meai, maf in _USAGE_KEYS.items() if details.get(meai) is not None})
-    return usage
-
-
-def _check_json(item: dict[str, Any]) -> None:
-    try:
-        json.dumps(item, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ChatHistoryCodecError(
-            f"a message cannot be written as JSON ({exc}); additional properties must hold JSON values only"
-        ) from exc
