@@ -14,6 +14,7 @@ import json
 import logging
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import overload
 
 from agent_framework import Message
@@ -28,16 +29,14 @@ __all__ = ["CachedHistory", "HistoryCache"]
 log = logging.getLogger(__name__)
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class CachedHistory(Sequence[Message]):
     """The first ``length`` messages of ``generation``: a snapshot without a copy, as ``messages`` only grows at its end
     (later entries extend the same list)."""
 
-    __slots__ = ("generation", "length", "messages")
-
-    def __init__(self, generation: str | None, length: int, messages: list[Message]) -> None:
-        self.generation = generation
-        self.length = length
-        self.messages = messages
+    generation: str | None
+    length: int
+    messages: list[Message]
 
     def __len__(self) -> int:
         return self.length
@@ -49,10 +48,7 @@ class CachedHistory(Sequence[Message]):
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
         if isinstance(index, slice):
             return self.messages[slice(*index.indices(self.length))]
-        position = index + self.length if index < 0 else index
-        if not 0 <= position < self.length:
-            raise IndexError("history index out of range")
-        return self.messages[position]
+        return self.messages[range(self.length)[index]]  # range checks the bounds, and counts a negative from the end
 
     def __iter__(self) -> Iterator[Message]:
         return itertools.islice(self.messages, self.length)
@@ -134,10 +130,7 @@ class HistoryCache:
             return None
         if self._entries.get(key) is not expected:
             return None
-        messages = expected.messages
-        if len(messages) != expected.length:  # not the end of its list (never, while entries are used as here)
-            messages = messages[: expected.length]
-        messages.extend(added)
-        entry = CachedHistory(version.generation, version.count, messages)
+        expected.messages.extend(added)  # the current entry always ends its list: each extension replaces it
+        entry = CachedHistory(version.generation, version.count, expected.messages)
         self._put(key, entry)
         return entry
