@@ -1,9 +1,5 @@
-"""Summary checkpoints from the provider's side: when to write one, and how to ask the model for it.
-
-With a :class:`Compaction` the provider loads the summary view (the latest checkpoint and what follows) and, once it
-passes a threshold, appends the agent's summary of it as a new checkpoint. Nothing stored is rewritten
-(docs/conversations.md).
-"""
+"""Summary checkpoints from the provider's side: when to append one, and how to ask the model for it (nothing
+stored is rewritten: docs/conversations.md)."""
 
 from __future__ import annotations
 

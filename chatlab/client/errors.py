@@ -58,10 +58,7 @@ class ChatHistoryServiceUnavailable(ChatHistoryServiceError):
 
     @classmethod
     def for_request(cls, method: str, url: str, reason: str) -> ChatHistoryServiceUnavailable:
-        return cls(
-            f"The chat history service at {url} did not answer {method} ({reason}). {START_HINT}",
-            url=url,
-        )
+        return cls(f"The chat history service at {url} did not answer {method} ({reason}). {START_HINT}", url=url)
 
 
 class ChatHistoryServiceStatusError(ChatHistoryServiceError):

@@ -1,12 +1,8 @@
 """``RemoteChatHistoryProvider``: the agent's history lives in the chat history service, not in the session.
 
-The session keeps only ``{"externalConversationKey": "<32 hex digits>"}``, so ``session.to_dict()`` stays plain JSON
-and any process that knows the key can resume. Before each run the provider reads the conversation; after it, it
-appends the run's request and response messages in **one** ``POST`` (a failure appends nothing). Each method names
-the article's C# member it stands for; :func:`show_provider_calls` prints the article's ``Console.WriteLine`` lines.
-Beyond the article: a turn reads only what is new (:mod:`chatlab.client.cache`) and the model may get only the end of
-a long conversation (:mod:`chatlab.client.window`); HTTP, API keys, TLS and retries are the client's
-(:class:`~chatlab.client.http.AsyncChatHistoryClient`, docs/protections.md).
+The session keeps only ``{"externalConversationKey": "<32 hex digits>"}`` (plain JSON; any process knowing the key can
+resume). Before each run the provider reads the conversation; after it, it appends the run's request and response
+messages in **one** ``POST`` (a failure appends nothing). Each method names the article's C# member it stands for.
 """
 
 from __future__ import annotations
@@ -52,22 +48,18 @@ class RemoteChatHistoryProvider(HistoryProvider):
     """A ``HistoryProvider`` that keeps the history in the chat history service, keyed per session.
 
     Args:
-        url, http_client, api_key, verify, timeout, retry: the options of the
-            :class:`~chatlab.client.http.AsyncChatHistoryClient` it creates (a given ``http_client`` stays open).
+        url, http_client, api_key, verify, timeout, retry: of the :class:`AsyncChatHistoryClient` it creates.
         client: a caller-owned client to use instead (not closed here).
         state_initializer: makes the key of a session that has none (default: a new 32-hex key).
         state_key: where the key lives in ``session.state`` (default ``"RemoteChatHistoryProvider"``).
-        incremental: keep what was loaded per conversation and fetch only newer messages (default);
-            ``False`` reads the whole conversation before every run, as the article does.
-        cache_size: how many conversations the incremental cache keeps (least recently used go first).
-        max_history_messages: hand the model at most this many of the newest messages (``None``: all).
-        max_history_tokens: ... at most this many tokens, as ``count_tokens`` counts them. Neither limit ever
-            separates a tool call from its result (:mod:`chatlab.client.window`); the service keeps everything.
-        skip_replayed: when a run's input starts with the end of the stored history (a UI sending the whole
-            transcript again), load that history once and append only what is new (default); ``False`` stores
-            the input as given, as the article does (:mod:`chatlab.client.replay`).
-        compaction: opt in to summary checkpoints (:class:`~chatlab.client.compaction.Compaction`); ``None``:
-            load everything.
+        incremental: fetch only the messages newer than those cached (default); ``False`` reads the whole
+            conversation before every run, as the article does.
+        cache_size: how many conversations that cache keeps (least recently used go first).
+        max_history_messages, max_history_tokens: hand the model at most this many of the newest messages, or tokens
+            as ``count_tokens`` counts them (``None``: all), never a call without its result (:mod:`.window`).
+        skip_replayed: when a run's input starts with the end of the stored history, append only what is new
+            (default); ``False`` stores the input as given, as the article does (:mod:`chatlab.client.replay`).
+        compaction: opt in to summary checkpoints (:class:`~chatlab.client.compaction.Compaction`).
         history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).
     """
 

@@ -1,9 +1,5 @@
-"""Replayed transcripts: a run whose input starts with messages the conversation already holds.
-
-Some callers send the whole transcript again each turn (a chat UI keeping its own copy); appending what is given would
-store the history twice and show the model every replayed message twice. :func:`replayed_count` finds how many leading
-input messages are the end of the stored history. Two messages are the same when their ``message_id`` s are equal, or,
-when either has none, when their wire JSON is, less the attribution MAF adds to loaded messages.
+"""Replayed transcripts: a run whose input starts with messages the conversation already holds (a chat UI sending
+its whole copy again each turn), which appended as given would be stored, and shown to the model, twice.
 """
 
 from __future__ import annotations
@@ -39,8 +35,7 @@ def same_message(a: Message, b: Message) -> bool:
 
 
 def replayed_count(history: Sequence[Message], batch: Sequence[Message]) -> int:
-    """How many leading messages of ``batch`` are the last ones of ``history`` (the longest overlap; 0: none),
-    looking at only the last ``len(batch)`` stored messages."""
+    """How many leading messages of ``batch`` are the last ones of ``history`` (the longest overlap; 0: none)."""
     if not history or not batch:
         return 0
     start = max(0, len(history) - len(batch))

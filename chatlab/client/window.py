@@ -1,10 +1,6 @@
-"""History windowing: hand the model only the end of a long conversation, never half a tool call.
-
-The service keeps every message; the provider may pass the model only the longest suffix within a message or token
-budget that cuts no tool call from its results (which contents link, :data:`chatlab.vocabulary.CONTENT_KINDS`). The
-window may be smaller than the budget allows, even empty; never larger. The scan runs backwards from the newest
-message, so it costs the window's size, not the conversation's.
-"""
+"""History windowing: hand the model only the end of a long conversation, never half a tool call (which contents
+link: :data:`chatlab.vocabulary.CONTENT_KINDS`). The scan runs backwards: it costs the window's size, not the
+conversation's."""
 
 from __future__ import annotations
 
@@ -52,8 +48,8 @@ def window_messages(
     max_tokens: int | None = None,
     count_tokens: Callable[[Message], int] = estimate_tokens,
 ) -> Sequence[Message]:
-    """The longest suffix of ``messages`` within the budgets that separates no call from its results; ``messages``
-    itself (not a copy) when both budgets are ``None`` (no limit)."""
+    """The longest suffix of ``messages`` within the budgets that separates no call from its results (maybe empty);
+    ``messages`` itself when both budgets are ``None``."""
     if max_messages is not None and max_messages < 0:
         raise ValueError("max_messages must be 0 or more")
     if max_tokens is not None and max_tokens < 0:
