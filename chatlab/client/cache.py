@@ -63,8 +63,7 @@ class CachedHistory(Sequence[Message]):
 
 
 class HistoryCache:
-    """Up to ``size`` conversations, least recently used first out (``0``: every read is a full one, as in the
-    article). Not shared between threads."""
+    """Up to ``size`` conversations, least recently used first out (``0``: none). Not shared between threads."""
 
     def __init__(self, client: AsyncChatHistoryClient, size: int) -> None:
         self.client = client

@@ -23,19 +23,12 @@ SUMMARY_PROMPT = (
 
 @dataclass(frozen=True)
 class Compaction:
-    """When the provider writes a summary checkpoint, and what it asks for.
+    """When the provider writes a summary checkpoint, and what it asks for."""
 
-    Args:
-        max_messages: write a checkpoint once the summary view holds more than this many messages.
-        max_tokens: ... or more than this many tokens, as ``count_tokens`` counts them (``None``: no token limit).
-        prompt: the request appended, as a user message, to the view the model summarizes.
-        count_tokens: how a message's tokens are estimated (default: :func:`~chatlab.client.window.estimate_tokens`).
-    """
-
-    max_messages: int | None = 40
-    max_tokens: int | None = None
-    prompt: str = SUMMARY_PROMPT
-    count_tokens: Callable[[Message], int] = field(default=estimate_tokens, compare=False)
+    max_messages: int | None = 40  #: write one once the summary view holds more than this many messages
+    max_tokens: int | None = None  #: ... or more than this many tokens, as ``count_tokens`` counts them
+    prompt: str = SUMMARY_PROMPT  #: the request appended, as a user message, to the view the model summarizes
+    count_tokens: Callable[[Message], int] = field(default=estimate_tokens, compare=False)  #: a message's tokens
 
     def __post_init__(self) -> None:
         if self.max_messages is None and self.max_tokens is None:

@@ -117,8 +117,8 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
     async def summaries(
         self, *, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
     ) -> list[ConversationSummary]:
-        """The conversations with their message counts, titles and tags, ordered by key: every one, or at most
-        ``limit`` with keys after ``after``; ``tags`` keeps those carrying each tag with its value. One request."""
+        """In one request, the conversations (counts, titles, tags) by key: all, or ``limit`` after ``after``; with
+        ``tags``, those carrying each tag with its value."""
         return (await self.summaries_page(after=after, limit=limit, tags=tags)).summaries
 
     async def summaries_page(
@@ -140,8 +140,7 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
                 return
 
     async def patch(self, key: str, change: Mapping[str, Any]) -> ConversationSummary:
-        """Set the conversation's title and tags with a JSON merge patch, ``{"title": ..., "tags": {...}}``
-        (``None`` removes; what is not named stays); its summary after the change."""
+        """Set the title and tags with a JSON merge patch (``{"title": ..., "tags": {...}}``); the new summary."""
         return await self._send(self.operations.patch(key, change))
 
     async def aclose(self) -> None:

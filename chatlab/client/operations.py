@@ -44,9 +44,8 @@ IfMatch = Version | str | None
 
 @dataclass(frozen=True, slots=True)
 class MessagesPage:
-    """Messages as the service sent them (MEAI ``ChatMessage`` JSON, in order; ``body``: the array as it came), and
-    of the whole conversation, in the same snapshot: its ``version`` (``None`` from a service that sends none) and
-    ``count``. ``next_after``: where the next page starts (``Link: rel="next"``), ``None`` at the end."""
+    """Messages as the service sent them (MEAI JSON; ``body``: the array as it came) with, from the same snapshot, the
+    whole conversation's ``version`` (or ``None``) and ``count``; ``next_after``: where the next page starts."""
 
     messages: list[dict[str, Any]]
     version: Version | None

@@ -50,11 +50,10 @@ class RemoteChatHistoryProvider(HistoryProvider):
     Args:
         url, http_client, api_key, verify, timeout, retry: of the :class:`AsyncChatHistoryClient` it creates.
         client: a caller-owned client to use instead (not closed here).
-        state_initializer: makes the key of a session that has none (default: a new 32-hex key).
-        state_key: where the key lives in ``session.state`` (default ``"RemoteChatHistoryProvider"``).
-        incremental: fetch only the messages newer than those cached (default); ``False`` reads the whole
-            conversation before every run, as the article does.
-        cache_size: how many conversations that cache keeps (least recently used go first).
+        state_initializer, state_key: make a session's key (default: a new 32-hex key), and name where it lives in
+            ``session.state`` (default ``"RemoteChatHistoryProvider"``).
+        incremental, cache_size: fetch only the messages newer than those cached, for up to ``cache_size``
+            conversations (default); ``incremental=False`` reads all before every run, as the article does.
         max_history_messages, max_history_tokens: hand the model at most this many of the newest messages, or tokens
             as ``count_tokens`` counts them (``None``: all), never a call without its result (:mod:`.window`).
         skip_replayed: when a run's input starts with the end of the stored history, append only what is new
@@ -217,9 +216,8 @@ class RemoteChatHistoryProvider(HistoryProvider):
         key = state.get(KEY_FIELD) if isinstance(state, dict) else None
         if not key:
             raise ValueError("save_messages needs the session's provider state holding the conversation key")
-        replayed = {id(message) for message in self._replayed.pop(key, ())}
-        if replayed:  # this run's replayed input messages (these very objects) are stored already
-            messages = [message for message in messages if id(message) not in replayed]
+        replayed = {id(message) for message in self._replayed.pop(key, ())}  # this run's input already stored
+        messages = [message for message in messages if id(message) not in replayed]
         if messages:
             version = await self._cache.append(key, messages)
             if self.compaction is not None:
@@ -227,8 +225,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
 
     async def set_messages(self, session: AgentSession, messages: Sequence[Message]) -> None:
         """Replace a session's stored messages (C# ``SetMessagesAsync``); no key, nothing to do."""
-        key = self.try_get_external_conversation_key(session)
-        if key:
+        if key := self.try_get_external_conversation_key(session):
             await self._cache.replace(key, messages)
 
     async def append_messages(self, key: str, messages: Sequence[Message]) -> None:
@@ -238,8 +235,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
 
     async def fork_session(self, session: AgentSession, *, through: int | None = None) -> AgentSession:
         """A new session continuing a copy of ``session``'s conversation (its first ``through`` messages, or all)."""
-        key = self.try_get_external_conversation_key(session)
-        if key is None:
+        if (key := self.try_get_external_conversation_key(session)) is None:
             raise ValueError("the session has no conversation yet: run it once before forking it")
         forked = AgentSession()
         self.attach_to_session(forked, await self.client.fork(key, through))
@@ -258,8 +254,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         """Whether the service holds a conversation ``key`` (C# ``SessionExistsAsync``)."""
         if not isinstance(key, str) or not key.strip():
             raise ValueError("a conversation key must be a non-empty string")
-        version = await self._head(key)
-        if version:
+        if version := await self._head(key):
             return version.generation is not None
         return any(s.conversation_key == key for s in await self.get_conversation_summaries())
 

@@ -24,22 +24,15 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how patiently to retry transient failures.
+    """How often and how patiently to retry transient failures."""
 
-    Args:
-        attempts: tries in all, the first included (1: never retry).
-        backoff: the first wait in seconds; it doubles with each retry (with jitter).
-        max_backoff: the longest wait between two attempts, unless ``Retry-After`` asks for more.
-        max_retry_after: the longest ``Retry-After`` honoured; a longer one ends the retries.
-        sleep: how to wait (tests may record the waits).
-        sleep_sync: how the blocking client (:class:`~chatlab.client.http.ChatHistoryClient`) waits.
-    """
-
-    attempts: int = 4
-    backoff: float = 0.25
-    max_backoff: float = 4.0
-    max_retry_after: float = 30.0
+    attempts: int = 4  #: tries in all, the first included (1: never retry)
+    backoff: float = 0.25  #: the first wait in seconds; it doubles with each retry (with jitter)
+    max_backoff: float = 4.0  #: the longest wait between two attempts, unless ``Retry-After`` asks for more
+    max_retry_after: float = 30.0  #: the longest ``Retry-After`` honoured; a longer one ends the retries
+    #: how to wait (tests may record the waits)
     sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, repr=False, compare=False)
+    #: how the blocking client (:class:`~chatlab.client.http.ChatHistoryClient`) waits
     sleep_sync: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
     def __post_init__(self) -> None:

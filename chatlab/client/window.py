@@ -50,10 +50,9 @@ def window_messages(
 ) -> Sequence[Message]:
     """The longest suffix of ``messages`` within the budgets that separates no call from its results (maybe empty);
     ``messages`` itself when both budgets are ``None``."""
-    if max_messages is not None and max_messages < 0:
-        raise ValueError("max_messages must be 0 or more")
-    if max_tokens is not None and max_tokens < 0:
-        raise ValueError("max_tokens must be 0 or more")
+    for name, limit in (("max_messages", max_messages), ("max_tokens", max_tokens)):
+        if limit is not None and limit < 0:
+            raise ValueError(f"{name} must be 0 or more")
     if max_messages is None and max_tokens is None:
         return messages
     n = len(messages)
