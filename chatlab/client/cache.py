@@ -1,10 +1,8 @@
 """The provider's per-conversation cache: what it already loaded, and the version it was at.
 
-A version (``ETag``, :class:`chatlab.vocabulary.Version`) is ``"<generation>.<count>"``; within one generation a
-conversation only grows, so the first ``count`` messages stay what they were. The cache holds the first ``N`` of
-generation ``g`` and asks for the messages after ``N``: the answer continues them exactly when its version is ``g.M``
-with ``M = N + len(answer)``; anything else (replaced, deleted, or no version) reloads the whole conversation. The
-same check adds the provider's own appends without reading them back.
+Within one generation (:class:`chatlab.vocabulary.Version`) a conversation only grows. Holding the first ``N``
+messages of generation ``g``, the cache asks for those after ``N``: the answer continues them exactly when its version
+is ``g.M`` with ``M = N + len(answer)``; anything else reloads it all. The same check adds the provider's own appends.
 """
 
 from __future__ import annotations

@@ -44,8 +44,7 @@ class ChatHistoryCodecError(ChatlabError, ValueError):
 
 
 class ChatHistoryServiceError(ChatlabError):
-    """The chat history service could not do what was asked; nothing was half-written. ``url`` is the request's,
-    ``status`` the HTTP status (``None`` when no answer came)."""
+    """The service could not do what was asked; nothing was half-written. ``status``: ``None`` when no answer came."""
 
     def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
         super().__init__(message)

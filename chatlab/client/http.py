@@ -24,8 +24,7 @@ T = TypeVar("T")
 H = TypeVar("H", httpx.Client, httpx.AsyncClient)
 
 Verify = bool | str | os.PathLike[str] | ssl.SSLContext
-"""How the service's TLS certificate is checked: ``True`` (httpx's default CAs, certifi's, or ``SSL_CERT_FILE``), a
-CA bundle path (a private CA), an ``ssl.SSLContext``, or ``False`` (no check: only for experiments)."""
+"""TLS check: ``True`` (default CAs or ``SSL_CERT_FILE``), a CA bundle path, an ``SSLContext``, ``False`` (none)."""
 
 
 def service_url(url: str | None = None) -> str:

@@ -1,5 +1,4 @@
-"""The service's operations, each as a request to send and the meaning of its answer: what both clients
-(:mod:`chatlab.client.http`) share. Errors are the package's (:mod:`chatlab.client.errors`)."""
+"""The service's operations, each as a request to send and the meaning of its answer: what both clients share."""
 
 from __future__ import annotations
 

@@ -1,15 +1,16 @@
 """``RemoteChatHistoryProvider``: the agent's history lives in the chat history service, not in the session.
 
-The session keeps only ``{"externalConversationKey": "<32 hex digits>"}`` (plain JSON; any process knowing the key can
-resume). Before each run the provider reads the conversation; after it, it appends the run's request and response
-messages in **one** ``POST`` (a failure appends nothing). Each method names the article's C# member it stands for.
+The session keeps only ``{"externalConversationKey": "<32 hex digits>"}``. After each run the provider appends its
+request and response messages in **one** ``POST`` (a failure appends nothing). Methods name their article C# member.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TextIO
 
 import httpx
 from agent_framework import AgentSession, HistoryProvider, Message
@@ -18,8 +19,6 @@ from ..vocabulary import DEFAULT_SERVICE_URL, ConversationSummary, Version
 from .cache import HistoryCache
 from .codec import messages_from_meai
 from .compaction import Compaction
-from .console import PROVIDER_LOG as log
-from .console import describe, show_provider_calls
 from .errors import ChatHistoryServiceProtocolError, ChatHistoryServiceStatusError, ChatlabError
 from .http import AsyncChatHistoryClient, Verify, service_url
 from .keys import new_conversation_key
@@ -42,6 +41,34 @@ _NO_HEAD = frozenset({400, 404, 405, 501})  # an older service (no HEAD), or a k
 
 ChatHistorySummary = ConversationSummary
 """The article's ``ChatHistorySummary``: :class:`chatlab.vocabulary.ConversationSummary`."""
+
+log = logging.getLogger(__name__)  # the provider's calls, as the article's Console.WriteLine lines
+
+
+class _StdoutHandler(logging.StreamHandler[TextIO]):
+    """Writes to whatever ``sys.stdout`` is at each line: a notebook cell's, pytest's."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stdout
+        super().emit(record)
+
+
+def show_provider_calls(enabled: bool = True) -> None:
+    """Print the provider's calls to stdout as the article does (``[ProvideChatHistoryAsync]``, ...)."""
+    for handler in [h for h in log.handlers if isinstance(h, _StdoutHandler)]:
+        log.removeHandler(handler)
+    if enabled:
+        handler = _StdoutHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+    else:
+        log.setLevel(logging.NOTSET)
+
+
+def _describe(message: Message | None) -> str:
+    """``role , [content types]`` like the article's ``First Message: user , ...`` line."""
+    return " ," if message is None else f"{message.role} , [{', '.join(c.type for c in message.contents)}]"
 
 
 class RemoteChatHistoryProvider(HistoryProvider):
@@ -163,7 +190,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         response = context.response.messages if context.response is not None else None
         if response is not None:
             log.info("ResponseMessages Count: %d", len(response))
-            log.info("First ResponseMessage: %s", describe(response[0] if response else None))
+            log.info("First ResponseMessage: %s", _describe(response[0] if response else None))
         await super().after_run(agent=agent, session=session, context=context, state=state)
         if self.compaction is not None:
             await self._compact(agent, self._key_in(state, session), self.compaction)
@@ -206,7 +233,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         log.info("Messages Count: %d", len(windowed))
         if len(windowed) != len(messages):
             log.info("History window: the newest %d of %d stored messages", len(windowed), len(messages))
-        log.info("First Message: %s", describe(windowed[0] if windowed else None))
+        log.info("First Message: %s", _describe(windowed[0] if windowed else None))
         return windowed
 
     async def save_messages(
