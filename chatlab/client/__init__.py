@@ -1,6 +1,5 @@
-"""The client side: the typed clients (:mod:`.http`), the article's provider (:mod:`.provider`) and the lossless
-MAF <-> MEAI codec (:mod:`.codec`). Nothing here imports the service side: the two meet only over HTTP and in
-:mod:`chatlab.vocabulary`."""
+"""The client side: typed clients (:mod:`.http`), the article's provider (:mod:`.provider`) and the MEAI codec
+(:mod:`.codec`). It meets the service side only over HTTP and in :mod:`chatlab.vocabulary`."""
 
 from .errors import (
     ChatHistoryCodecError,

@@ -1,5 +1,4 @@
-"""Summary checkpoints from the provider's side: when to append one, and how to ask the model for it (nothing
-stored is rewritten: docs/conversations.md)."""
+"""Summary checkpoints from the provider's side: when to append one, how to ask the model (docs/conversations.md)."""
 
 from __future__ import annotations
 

@@ -74,12 +74,8 @@ class ChatHistoryServiceStatusError(ChatHistoryServiceError):
         else:
             advice = _ADVICE.get(status, "The request was refused and nothing was changed.")
         shown = f": {detail}" if detail else ""
-        return cls(
-            f"The chat history service answered {method} {url} with HTTP {status}{shown}. {advice}",
-            url=url,
-            status=status,
-            detail=detail,
-        )
+        message = f"The chat history service answered {method} {url} with HTTP {status}{shown}. {advice}"
+        return cls(message, url=url, status=status, detail=detail)
 
 
 class ChatHistoryServiceConflict(ChatHistoryServiceStatusError):
@@ -94,11 +90,8 @@ class ChatHistoryServiceProtocolError(ChatHistoryServiceError):
 
     @classmethod
     def for_answer(cls, url: str, why: str) -> ChatHistoryServiceProtocolError:
-        return cls(
-            f"{url} did not answer like a chat history service ({why}). "
-            f"Check {SERVICE_URL_VARIABLE}; start the service with `python -m chatlab serve --port 5000`.",
-            url=url,
-        )
+        hint = f"Check {SERVICE_URL_VARIABLE}; start the service with `python -m chatlab serve --port 5000`."
+        return cls(f"{url} did not answer like a chat history service ({why}). {hint}", url=url)
 
 
 class LLMUnavailableError(ChatlabError):

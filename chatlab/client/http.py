@@ -1,8 +1,7 @@
 """Typed clients for the chat history service: :class:`AsyncChatHistoryClient` and :class:`ChatHistoryClient`.
 
-Requests are built and answers read once (:mod:`chatlab.client.operations`); the two classes differ only in how they
-send. An append keeps its ``Idempotency-Key`` across retries (:mod:`chatlab.client.retry`), so it is stored once. An
-HTTP client they create is closed with them; one given (``http_client=``) is left open, as MAF's providers do.
+The two differ only in how they send (requests and answers: :mod:`.operations`). An HTTP client they create is
+closed with them; one given (``http_client=``) is left open, as MAF's providers do.
 """
 
 from __future__ import annotations
@@ -69,8 +68,8 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
     """The chat history service, from async code (an agent, a notebook cell).
 
     Args:
-        url: the service; default the ``base_url`` of ``http_client``, else :func:`service_url`'s.
-        http_client: a caller-owned ``httpx.AsyncClient`` to send with (left open by :meth:`aclose`).
+        url, http_client: the service (default: ``http_client``'s ``base_url``, else :func:`service_url`'s), and a
+            caller-owned ``httpx.AsyncClient`` to send with (left open by :meth:`aclose`).
         api_key: sent as ``Authorization: Bearer <key>``; default ``CHAT_HISTORY_SERVICE_API_KEY``.
         verify, timeout: of the HTTP client created here (:data:`Verify`; the article's timeout: 1 minute).
         retry: how transient failures are retried; ``None`` never retries.

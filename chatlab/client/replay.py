@@ -1,6 +1,5 @@
 """Replayed transcripts: a run whose input starts with messages the conversation already holds (a chat UI sending
-its whole copy again each turn), which appended as given would be stored, and shown to the model, twice.
-"""
+its whole copy again each turn), which appended as given would be stored, and shown to the model, twice."""
 
 from __future__ import annotations
 
@@ -36,10 +35,7 @@ def same_message(a: Message, b: Message) -> bool:
 
 def replayed_count(history: Sequence[Message], batch: Sequence[Message]) -> int:
     """How many leading messages of ``batch`` are the last ones of ``history`` (the longest overlap; 0: none)."""
-    if not history or not batch:
-        return 0
-    start = max(0, len(history) - len(batch))
-    for first in range(start, len(history)):  # the earliest start is the longest overlap
+    for first in range(max(0, len(history) - len(batch)), len(history)):  # the earliest start is the longest overlap
         overlap = len(history) - first
         if all(same_message(history[first + i], batch[i]) for i in range(overlap)):
             return overlap

@@ -1,7 +1,5 @@
-"""The client side of safe retries: no answer (but not a refused TLS certificate: that will not pass by itself),
-and 429, 502, 503, 504, after exponential backoff with jitter, or the answer's ``Retry-After`` when longer. The
-clients send only requests safe to repeat (a ``POST`` carries an ``Idempotency-Key``).
-"""
+"""Safe retries of no answer (but not a refused TLS certificate: that will not pass by itself) and of 429, 502-504,
+after backoff with jitter or a longer ``Retry-After``; a retried ``POST`` carries an ``Idempotency-Key``."""
 
 from __future__ import annotations
 

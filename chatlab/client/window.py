@@ -1,6 +1,5 @@
-"""History windowing: hand the model only the end of a long conversation, never half a tool call (which contents
-link: :data:`chatlab.vocabulary.CONTENT_KINDS`). The scan runs backwards: it costs the window's size, not the
-conversation's."""
+"""History windowing: the model gets only the end of a long conversation, never half a tool call (which contents
+link: :data:`chatlab.vocabulary.CONTENT_KINDS`); scanning backwards costs the window's size, not the conversation's."""
 
 from __future__ import annotations
 
