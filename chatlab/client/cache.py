@@ -106,8 +106,7 @@ class HistoryCache:
             self._entries.pop(key, None)
 
     def _get(self, key: str) -> CachedHistory | None:
-        entry = self._entries.get(key)
-        if entry is not None:
+        if (entry := self._entries.get(key)) is not None:
             self._entries.move_to_end(key)
         return entry
 

@@ -1,10 +1,8 @@
 """Convert MAF ``Message``/``Content`` to and from the article's MEAI ``ChatMessage`` JSON, losslessly.
 
-The service speaks the JSON .NET's Microsoft.Extensions.AI writes, so a C# client and a Python agent can share a
-conversation; this module is the only place that knows both shapes. Lossless both ways: a converter maps the shared
-fields, converts the result back, and records whatever did not survive in the target's additional properties:
-MAF-only data under ``additionalProperties["chatlab.maf"]`` in the JSON, MEAI-only data (and keys the converter adds
-but the original lacked, under ``"$absent"``) under ``additional_properties["chatlab.meai"]`` on the MAF side. So
+The only place that knows both shapes. A converter maps the shared fields, converts the result back, and records what
+did not survive in the target's additional properties: MAF-only data under ``"chatlab.maf"`` in the JSON, MEAI-only
+data (and keys the converter adds, under ``"$absent"``) under ``"chatlab.meai"`` on the MAF side. So
 ``decode(encode(m)) == m`` and ``encode(decode(j)) == j``; the two keys are reserved.
 """
 
@@ -205,8 +203,7 @@ def _from_meai(attribute: str, value: Any) -> Any:
 def _decode_full(item: Mapping[str, Any]) -> Content:
     """``_decode_raw`` plus, under ``chatlab.meai``, whatever of ``item`` it could not express."""
     content = _decode_raw(item)
-    extra = _meai_diff(item, _encode_raw(content))
-    if extra:
+    if extra := _meai_diff(item, _encode_raw(content)):
         content.additional_properties[MEAI_EXTRA_KEY] = extra
     return content
 
@@ -234,8 +231,7 @@ def _decode_message_full(item: Mapping[str, Any], *, contents_of: list[Content])
         additional_properties=dict(ap) if isinstance(ap, Mapping) else {},
     )
     back = _encode_message_raw(message, list(item.get("contents") or []))
-    extra = _meai_diff(item, back, skip=("contents",))
-    if extra:
+    if extra := _meai_diff(item, back, skip=("contents",)):
         message.additional_properties[MEAI_EXTRA_KEY] = extra
     return message
 
@@ -277,8 +273,7 @@ def _meai_diff(original: Mapping[str, Any], back: Mapping[str, Any], skip: tuple
 
 def _with_properties(out: dict[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
     """``out`` with MAF's additional properties, then the MEAI-only fields recorded under ``chatlab.meai``."""
-    ap = {k: v for k, v in properties.items() if k != MEAI_EXTRA_KEY}
-    if ap:
+    if ap := {k: v for k, v in properties.items() if k != MEAI_EXTRA_KEY}:
         out["additionalProperties"] = ap
     extra = properties.get(MEAI_EXTRA_KEY)
     if isinstance(extra, Mapping):
@@ -294,8 +289,7 @@ def _split_extra(item: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     ap = j0.get("additionalProperties")
     if not isinstance(ap, Mapping) or MAF_EXTRA_KEY not in ap:
         return j0, None
-    rest = {k: v for k, v in ap.items() if k != MAF_EXTRA_KEY}
-    if rest:
+    if rest := {k: v for k, v in ap.items() if k != MAF_EXTRA_KEY}:
         j0["additionalProperties"] = rest
     else:
         del j0["additionalProperties"]

@@ -46,7 +46,6 @@ class Compaction:
     async def summarize(self, chat_client: Any, view: Sequence[Message], through: int) -> Message:
         """Ask ``chat_client`` to summarize ``view``; the answer as a checkpoint of messages 1..``through``."""
         response = await chat_client.get_response([*view, Message("user", [self.prompt])])
-        text = response.text.strip()
-        if not text:
+        if not (text := response.text.strip()):
             raise ValueError("the model answered the summary request with no text: no checkpoint was written")
         return Message("assistant", [text], additional_properties={SUMMARY_THROUGH: through})

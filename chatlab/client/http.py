@@ -115,8 +115,7 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
     async def summaries(
         self, *, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
     ) -> list[ConversationSummary]:
-        """In one request, the conversations (counts, titles, tags) by key: all, or ``limit`` after ``after``; with
-        ``tags``, those carrying each tag with its value."""
+        """One request: the conversations by key (all, or ``limit`` after ``after``); ``tags``: those carrying them."""
         return (await self.summaries_page(after=after, limit=limit, tags=tags)).summaries
 
     async def summaries_page(

@@ -13,16 +13,16 @@ from functools import partial
 from typing import Any, TextIO
 
 import httpx
+import msgspec
 from agent_framework import AgentSession, HistoryProvider, Message
 
 from ..vocabulary import DEFAULT_SERVICE_URL, ConversationSummary, Version
 from .cache import HistoryCache
-from .codec import messages_from_meai
+from .codec import message_to_meai, messages_from_meai
 from .compaction import Compaction
 from .errors import ChatHistoryServiceProtocolError, ChatHistoryServiceStatusError, ChatlabError
 from .http import AsyncChatHistoryClient, Verify, service_url
 from .keys import new_conversation_key
-from .replay import replayed_count
 from .retry import RetryPolicy
 from .window import estimate_tokens, window_messages
 
@@ -57,18 +57,47 @@ def show_provider_calls(enabled: bool = True) -> None:
     """Print the provider's calls to stdout as the article does (``[ProvideChatHistoryAsync]``, ...)."""
     for handler in [h for h in log.handlers if isinstance(h, _StdoutHandler)]:
         log.removeHandler(handler)
+    log.setLevel(logging.INFO if enabled else logging.NOTSET)
     if enabled:
         handler = _StdoutHandler()
         handler.setFormatter(logging.Formatter("%(message)s"))
         log.addHandler(handler)
-        log.setLevel(logging.INFO)
-    else:
-        log.setLevel(logging.NOTSET)
 
 
 def _describe(message: Message | None) -> str:
     """``role , [content types]`` like the article's ``First Message: user , ...`` line."""
     return " ," if message is None else f"{message.role} , [{', '.join(c.type for c in message.contents)}]"
+
+
+# A replayed transcript: a run whose input starts with messages the conversation already holds (a chat UI sending its
+# whole copy again each turn), which appended as given would be stored, and shown to the model, twice.
+_ATTRIBUTION = "_attribution"  # what MAF adds to the messages a provider loads: not part of the message
+
+
+def _wire(message: Message) -> bytes:
+    item = message_to_meai(message)
+    extra = item.get("additionalProperties")
+    if isinstance(extra, dict) and _ATTRIBUTION in extra:
+        item["additionalProperties"] = {k: v for k, v in extra.items() if k != _ATTRIBUTION}
+        if not item["additionalProperties"]:
+            del item["additionalProperties"]
+    return msgspec.json.encode(item)
+
+
+def same_message(a: Message, b: Message) -> bool:
+    """The same message: equal ids when both have one, else the same bytes on the wire."""
+    if a.message_id is not None and b.message_id is not None:
+        return a.message_id == b.message_id
+    return a is b or _wire(a) == _wire(b)
+
+
+def replayed_count(history: Sequence[Message], batch: Sequence[Message]) -> int:
+    """How many leading messages of ``batch`` are the last ones of ``history`` (the longest overlap; 0: none)."""
+    for first in range(max(0, len(history) - len(batch)), len(history)):  # the earliest start is the longest overlap
+        overlap = len(history) - first
+        if all(same_message(history[first + i], batch[i]) for i in range(overlap)):
+            return overlap
+    return 0
 
 
 class RemoteChatHistoryProvider(HistoryProvider):
@@ -83,8 +112,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
             conversations (default); ``incremental=False`` reads all before every run, as the article does.
         max_history_messages, max_history_tokens: hand the model at most this many of the newest messages, or tokens
             as ``count_tokens`` counts them (``None``: all), never a call without its result (:mod:`.window`).
-        skip_replayed: when a run's input starts with the end of the stored history, append only what is new
-            (default); ``False`` stores the input as given, as the article does (:mod:`chatlab.client.replay`).
+        skip_replayed: append only what is new of an input that replays the stored history (docs/conversations.md).
         compaction: opt in to summary checkpoints (:class:`~chatlab.client.compaction.Compaction`).
         history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).
     """

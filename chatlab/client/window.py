@@ -16,8 +16,7 @@ __all__ = ["estimate_tokens", "window_messages"]
 
 def _link(content: Any) -> tuple[str | None, bool]:
     """The key linking a content to its partner, and whether it is the answering half."""
-    link = link_of(content.type)
-    if link is None:
+    if (link := link_of(content.type)) is None:
         return None, False
     role, attribute = link
     key = getattr(content, attribute, None)
