@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from agent_framework import ChatContext, Message, chat_middleware
 
-from chatlab.client.provider import RemoteChatHistoryProvider
-from chatlab.client.replay import replayed_count, same_message
+from chatlab.client.provider import RemoteChatHistoryProvider, replayed_count, same_message
 from chatlab.runner import BackgroundServer
 from chatlab.tutorial.agent import create_agent
 from chatlab.tutorial.demo import ARTICLE_PROMPTS

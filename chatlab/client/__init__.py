@@ -1,13 +1,5 @@
-"""The client side: what an agent's process runs to keep its history in the chat history service.
-
-* :mod:`.http`: :class:`AsyncChatHistoryClient` and :class:`ChatHistoryClient`, typed clients of the service, whose
-  requests and answers are :mod:`.operations`', retries :mod:`.retry`'s and errors :mod:`.errors`';
-* :mod:`.provider`: :class:`RemoteChatHistoryProvider`, the article's provider, with :mod:`.cache` (a turn reads only
-  what is new), :mod:`.window`, :mod:`.compaction`, :mod:`.replay`, :mod:`.keys` and :mod:`.console`;
-* :mod:`.codec`: MAF ``Message`` <-> the service's JSON (Microsoft.Extensions.AI's ``ChatMessage``), lossless.
-
-Nothing here imports the service side: the two meet only over HTTP and in :mod:`chatlab.vocabulary`.
-"""
+"""The client side: typed clients (:mod:`.http`), the article's provider (:mod:`.provider`) and the MEAI codec
+(:mod:`.codec`). It meets the service side only over HTTP and in :mod:`chatlab.vocabulary`."""
 
 from .errors import (
     ChatHistoryCodecError,

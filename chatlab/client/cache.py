@@ -1,10 +1,8 @@
 """The provider's per-conversation cache: what it already loaded, and the version it was at.
 
-A version (``ETag``, :class:`chatlab.vocabulary.Version`) is ``"<generation>.<count>"``; within one generation a
-conversation only grows, so the first ``count`` messages stay what they were. The cache holds the first ``N`` of
-generation ``g`` and asks for the messages after ``N``: the answer continues them exactly when its version is ``g.M``
-with ``M = N + len(answer)``; anything else (replaced, deleted, or no version) reloads the whole conversation. The
-same check adds the provider's own appends without reading them back.
+Within one generation (:class:`chatlab.vocabulary.Version`) a conversation only grows. Holding the first ``N``
+messages of generation ``g``, the cache asks for those after ``N``: the answer continues them exactly when its version
+is ``g.M`` with ``M = N + len(answer)``; anything else reloads it all. The same check adds the provider's own appends.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ import json
 import logging
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import overload
 
 from agent_framework import Message
@@ -28,16 +27,14 @@ __all__ = ["CachedHistory", "HistoryCache"]
 log = logging.getLogger(__name__)
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class CachedHistory(Sequence[Message]):
     """The first ``length`` messages of ``generation``: a snapshot without a copy, as ``messages`` only grows at its end
     (later entries extend the same list)."""
 
-    __slots__ = ("generation", "length", "messages")
-
-    def __init__(self, generation: str | None, length: int, messages: list[Message]) -> None:
-        self.generation = generation
-        self.length = length
-        self.messages = messages
+    generation: str | None
+    length: int
+    messages: list[Message]
 
     def __len__(self) -> int:
         return self.length
@@ -49,10 +46,7 @@ class CachedHistory(Sequence[Message]):
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
         if isinstance(index, slice):
             return self.messages[slice(*index.indices(self.length))]
-        position = index + self.length if index < 0 else index
-        if not 0 <= position < self.length:
-            raise IndexError("history index out of range")
-        return self.messages[position]
+        return self.messages[range(self.length)[index]]  # range checks the bounds, and counts a negative from the end
 
     def __iter__(self) -> Iterator[Message]:
         return itertools.islice(self.messages, self.length)
@@ -67,8 +61,7 @@ class CachedHistory(Sequence[Message]):
 
 
 class HistoryCache:
-    """Up to ``size`` conversations, least recently used first out (``0``: every read is a full one, as in the
-    article). Not shared between threads."""
+    """Up to ``size`` conversations, least recently used first out (``0``: none). Not shared between threads."""
 
     def __init__(self, client: AsyncChatHistoryClient, size: int) -> None:
         self.client = client
@@ -113,8 +106,7 @@ class HistoryCache:
             self._entries.pop(key, None)
 
     def _get(self, key: str) -> CachedHistory | None:
-        entry = self._entries.get(key)
-        if entry is not None:
+        if (entry := self._entries.get(key)) is not None:
             self._entries.move_to_end(key)
         return entry
 
@@ -134,10 +126,7 @@ class HistoryCache:
             return None
         if self._entries.get(key) is not expected:
             return None
-        messages = expected.messages
-        if len(messages) != expected.length:  # not the end of its list (never, while entries are used as here)
-            messages = messages[: expected.length]
-        messages.extend(added)
-        entry = CachedHistory(version.generation, version.count, messages)
+        expected.messages.extend(added)  # the current entry always ends its list: each extension replaces it
+        entry = CachedHistory(version.generation, version.count, expected.messages)
         self._put(key, entry)
         return entry

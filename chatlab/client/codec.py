@@ -1,15 +1,14 @@
 """Convert MAF ``Message``/``Content`` to and from the article's MEAI ``ChatMessage`` JSON, losslessly.
 
-The service speaks the JSON .NET's Microsoft.Extensions.AI writes, so a C# client and a Python agent can share a
-conversation; this module is the only place that knows both shapes. Lossless both ways: a converter maps the shared
-fields, converts the result back, and records whatever did not survive in the target's additional properties:
-MAF-only data under ``additionalProperties["chatlab.maf"]`` in the JSON, MEAI-only data (and keys the converter adds
-but the original lacked, under ``"$absent"``) under ``additional_properties["chatlab.meai"]`` on the MAF side. So
+The only place that knows both shapes. A converter maps the shared fields, converts the result back, and records what
+did not survive in the target's additional properties: MAF-only data under ``"chatlab.maf"`` in the JSON, MEAI-only
+data (and keys the converter adds, under ``"$absent"``) under ``"chatlab.meai"`` on the MAF side. So
 ``decode(encode(m)) == m`` and ``encode(decode(j)) == j``; the two keys are reserved.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -53,9 +52,6 @@ _ABSENT = "$absent"  # inside MEAI_EXTRA_KEY: keys the raw encoder writes but th
 _CARRIER = "text"  # what a content type the other side lacks travels as (an empty text)
 
 
-# --------------------------------------------------------------------------- public API
-
-
 def messages_to_meai(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """MAF messages as a list of MEAI ``ChatMessage`` JSON objects."""
     return [message_to_meai(m) for m in messages]
@@ -74,7 +70,12 @@ def message_to_meai(message: Message) -> dict[str, Any]:
         _maf_message_fields(message),
         lambda item: _maf_message_fields(_decode_message_full(item, contents_of=message.contents)),
     )
-    _check_json(raw)
+    try:
+        json.dumps(raw, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ChatHistoryCodecError(
+            f"a message cannot be written as JSON ({exc}); additional properties must hold JSON values only"
+        ) from exc
     return raw
 
 
@@ -89,7 +90,14 @@ def message_from_meai(item: Mapping[str, Any]) -> Message:
     j0, maf_extra = _split_extra(item)
     message = _decode_message_full(j0, contents_of=contents)
     if maf_extra:
-        message = _apply_maf_message_extra(message, maf_extra)
+        fields = {**_maf_message_fields(message), **maf_extra}
+        message = Message(
+            fields.get("role") or message.role,
+            message.contents,
+            author_name=fields.get("author_name"),
+            message_id=fields.get("message_id"),
+            additional_properties=fields.get("additional_properties") or {},
+        )
     return message
 
 
@@ -108,8 +116,6 @@ def content_from_meai(item: Mapping[str, Any]) -> Content:
         content = Content.from_dict({**content.to_dict(), **maf_extra})
     return content
 
-
-# --------------------------------------------------------------------------- contents: raw mapping
 
 # The fields both sides share, per MAF content type: (MAF attribute, MEAI key), in the order .NET writes them.
 _FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -160,17 +166,22 @@ def _decode_raw(item: Mapping[str, Any]) -> Content:
     elif t == "function_call":
         fields["hosted"] = False
     elif t == "function_result":
-        fields["items"] = _result_items(fields["result"])
+        # the items MAF derives from a result, as Content.from_function_result does
+        fields["items"] = list(Content.from_function_result("_", result=fields["result"]).items or [])
     return Content(t, **fields)
 
 
 def _to_meai(attribute: str, value: Any) -> Any:
-    if attribute == "arguments":
-        return _arguments_to_meai(value)
+    if attribute == "arguments":  # MEAI wants an object; MAF may hold the model's JSON text (kept verbatim by the diff)
+        with contextlib.suppress(ValueError):
+            value = json.loads(value) if isinstance(value, str) else value
+        return dict(value) if isinstance(value, Mapping) else None
     if attribute == "informational_only":
         return True if value else None
-    if attribute == "usage_details":
-        return _usage_to_meai(value)
+    if attribute == "usage_details" and value is not None:
+        usage = {_USAGE_KEYS_BACK[k]: v for k, v in value.items() if k in _USAGE_KEYS_BACK and v is not None}
+        additional = {k: v for k, v in value.items() if k not in _USAGE_KEYS_BACK and v is not None}
+        return {**usage, "additionalCounts": additional} if additional else usage
     return value
 
 
@@ -180,28 +191,31 @@ def _from_meai(attribute: str, value: Any) -> Any:
     if attribute == "informational_only":
         return value is True
     if attribute == "usage_details":
-        return _usage_from_meai(value)
+        if not isinstance(value, Mapping):
+            return None
+        counts = value.get("additionalCounts")
+        usage = {k: v for k, v in counts.items() if k not in _USAGE_KEYS_BACK} if isinstance(counts, Mapping) else {}
+        usage.update({maf: value[meai] for meai, maf in _USAGE_KEYS.items() if value.get(meai) is not None})
+        return usage
     return value if attribute == "result" else _str(value)
 
 
 def _decode_full(item: Mapping[str, Any]) -> Content:
     """``_decode_raw`` plus, under ``chatlab.meai``, whatever of ``item`` it could not express."""
     content = _decode_raw(item)
-    extra = _meai_diff(item, _encode_raw(content))
-    if extra:
+    if extra := _meai_diff(item, _encode_raw(content)):
         content.additional_properties[MEAI_EXTRA_KEY] = extra
     return content
 
 
-# --------------------------------------------------------------------------- messages: raw mapping
-
-
 def _encode_message_raw(message: Message, contents: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    _put(out, "authorName", message.author_name)
+    if message.author_name is not None:
+        out["authorName"] = message.author_name
     out["role"] = message.role
     out["contents"] = contents
-    _put(out, "messageId", message.message_id)
+    if message.message_id is not None:
+        out["messageId"] = message.message_id
     return _with_properties(out, message.additional_properties)
 
 
@@ -217,8 +231,7 @@ def _decode_message_full(item: Mapping[str, Any], *, contents_of: list[Content])
         additional_properties=dict(ap) if isinstance(ap, Mapping) else {},
     )
     back = _encode_message_raw(message, list(item.get("contents") or []))
-    extra = _meai_diff(item, back, skip=("contents",))
-    if extra:
+    if extra := _meai_diff(item, back, skip=("contents",)):
         message.additional_properties[MEAI_EXTRA_KEY] = extra
     return message
 
@@ -226,20 +239,6 @@ def _decode_message_full(item: Mapping[str, Any], *, contents_of: list[Content])
 def _maf_message_fields(message: Message) -> dict[str, Any]:
     """The message's ``to_dict`` without its contents (not serialized only to be dropped: most of the cost)."""
     return message.to_dict(exclude={"contents"})
-
-
-def _apply_maf_message_extra(message: Message, extra: Mapping[str, Any]) -> Message:
-    fields = {**_maf_message_fields(message), **extra}
-    return Message(
-        fields.get("role") or message.role,
-        message.contents,
-        author_name=fields.get("author_name"),
-        message_id=fields.get("message_id"),
-        additional_properties=fields.get("additional_properties") or {},
-    )
-
-
-# --------------------------------------------------------------------------- the lossless carry
 
 
 def _carry_maf(
@@ -274,8 +273,7 @@ def _meai_diff(original: Mapping[str, Any], back: Mapping[str, Any], skip: tuple
 
 def _with_properties(out: dict[str, Any], properties: Mapping[str, Any]) -> dict[str, Any]:
     """``out`` with MAF's additional properties, then the MEAI-only fields recorded under ``chatlab.meai``."""
-    ap = {k: v for k, v in properties.items() if k != MEAI_EXTRA_KEY}
-    if ap:
+    if ap := {k: v for k, v in properties.items() if k != MEAI_EXTRA_KEY}:
         out["additionalProperties"] = ap
     extra = properties.get(MEAI_EXTRA_KEY)
     if isinstance(extra, Mapping):
@@ -291,8 +289,7 @@ def _split_extra(item: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     ap = j0.get("additionalProperties")
     if not isinstance(ap, Mapping) or MAF_EXTRA_KEY not in ap:
         return j0, None
-    rest = {k: v for k, v in ap.items() if k != MAF_EXTRA_KEY}
-    if rest:
+    if rest := {k: v for k, v in ap.items() if k != MAF_EXTRA_KEY}:
         j0["additionalProperties"] = rest
     else:
         del j0["additionalProperties"]
@@ -302,62 +299,11 @@ def _split_extra(item: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     return j0, dict(extra)
 
 
-# --------------------------------------------------------------------------- field helpers
-
-
-def _put(out: dict[str, Any], key: str, value: Any) -> None:
-    if value is not None:
-        out[key] = value
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _arguments_to_meai(arguments: Any) -> dict[str, Any] | None:
-    """MEAI wants an object; MAF may hold the model's JSON text (kept verbatim by the diff)."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return None
-    return dict(arguments) if isinstance(arguments, Mapping) else None
-
-
-def _result_items(result: Any) -> list[Content]:
-    """The ``items`` MAF derives from a function result, as ``Content.from_function_result`` does."""
-    return list(Content.from_function_result("_", result=result).items or [])
 
 
 def _data_uri_media_type(uri: str | None) -> str | None:
     if not uri or not uri.startswith("data:"):
         return None
     return uri[5:].split(",", 1)[0].split(";", 1)[0] or None
-
-
-def _usage_to_meai(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if usage is None:
-        return None
-    out = {_USAGE_KEYS_BACK[k]: v for k, v in usage.items() if k in _USAGE_KEYS_BACK and v is not None}
-    additional = {k: v for k, v in usage.items() if k not in _USAGE_KEYS_BACK and v is not None}
-    if additional:
-        out["additionalCounts"] = additional
-    return out
-
-
-def _usage_from_meai(details: Any) -> dict[str, Any] | None:
-    if not isinstance(details, Mapping):
-        return None
-    counts = details.get("additionalCounts")
-    usage = {k: v for k, v in counts.items() if k not in _USAGE_KEYS_BACK} if isinstance(counts, Mapping) else {}
-    usage.update({maf: details[meai] for meai, maf in _USAGE_KEYS.items() if details.get(meai) is not None})
-    return usage
-
-
-def _check_json(item: dict[str, Any]) -> None:
-    try:
-        json.dumps(item, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ChatHistoryCodecError(
-            f"a message cannot be written as JSON ({exc}); additional properties must hold JSON values only"
-        ) from exc

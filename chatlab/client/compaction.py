@@ -1,9 +1,4 @@
-"""Summary checkpoints from the provider's side: when to write one, and how to ask the model for it.
-
-With a :class:`Compaction` the provider loads the summary view (the latest checkpoint and what follows) and, once it
-passes a threshold, appends the agent's summary of it as a new checkpoint. Nothing stored is rewritten
-(docs/conversations.md).
-"""
+"""Summary checkpoints from the provider's side: when to append one, how to ask the model (docs/conversations.md)."""
 
 from __future__ import annotations
 
@@ -27,19 +22,12 @@ SUMMARY_PROMPT = (
 
 @dataclass(frozen=True)
 class Compaction:
-    """When the provider writes a summary checkpoint, and what it asks for.
+    """When the provider writes a summary checkpoint, and what it asks for."""
 
-    Args:
-        max_messages: write a checkpoint once the summary view holds more than this many messages.
-        max_tokens: ... or more than this many tokens, as ``count_tokens`` counts them (``None``: no token limit).
-        prompt: the request appended, as a user message, to the view the model summarizes.
-        count_tokens: how a message's tokens are estimated (default: :func:`~chatlab.client.window.estimate_tokens`).
-    """
-
-    max_messages: int | None = 40
-    max_tokens: int | None = None
-    prompt: str = SUMMARY_PROMPT
-    count_tokens: Callable[[Message], int] = field(default=estimate_tokens, compare=False)
+    max_messages: int | None = 40  #: write one once the summary view holds more than this many messages
+    max_tokens: int | None = None  #: ... or more than this many tokens, as ``count_tokens`` counts them
+    prompt: str = SUMMARY_PROMPT  #: the request appended, as a user message, to the view the model summarizes
+    count_tokens: Callable[[Message], int] = field(default=estimate_tokens, compare=False)  #: a message's tokens
 
     def __post_init__(self) -> None:
         if self.max_messages is None and self.max_tokens is None:
@@ -58,7 +46,6 @@ class Compaction:
     async def summarize(self, chat_client: Any, view: Sequence[Message], through: int) -> Message:
         """Ask ``chat_client`` to summarize ``view``; the answer as a checkpoint of messages 1..``through``."""
         response = await chat_client.get_response([*view, Message("user", [self.prompt])])
-        text = response.text.strip()
-        if not text:
+        if not (text := response.text.strip()):
             raise ValueError("the model answered the summary request with no text: no checkpoint was written")
         return Message("assistant", [text], additional_properties={SUMMARY_THROUGH: through})

@@ -44,8 +44,7 @@ class ChatHistoryCodecError(ChatlabError, ValueError):
 
 
 class ChatHistoryServiceError(ChatlabError):
-    """The chat history service could not do what was asked; nothing was half-written. ``url`` is the request's,
-    ``status`` the HTTP status (``None`` when no answer came)."""
+    """The service could not do what was asked; nothing was half-written. ``status``: ``None`` when no answer came."""
 
     def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
         super().__init__(message)
@@ -58,10 +57,7 @@ class ChatHistoryServiceUnavailable(ChatHistoryServiceError):
 
     @classmethod
     def for_request(cls, method: str, url: str, reason: str) -> ChatHistoryServiceUnavailable:
-        return cls(
-            f"The chat history service at {url} did not answer {method} ({reason}). {START_HINT}",
-            url=url,
-        )
+        return cls(f"The chat history service at {url} did not answer {method} ({reason}). {START_HINT}", url=url)
 
 
 class ChatHistoryServiceStatusError(ChatHistoryServiceError):
@@ -78,12 +74,8 @@ class ChatHistoryServiceStatusError(ChatHistoryServiceError):
         else:
             advice = _ADVICE.get(status, "The request was refused and nothing was changed.")
         shown = f": {detail}" if detail else ""
-        return cls(
-            f"The chat history service answered {method} {url} with HTTP {status}{shown}. {advice}",
-            url=url,
-            status=status,
-            detail=detail,
-        )
+        message = f"The chat history service answered {method} {url} with HTTP {status}{shown}. {advice}"
+        return cls(message, url=url, status=status, detail=detail)
 
 
 class ChatHistoryServiceConflict(ChatHistoryServiceStatusError):
@@ -98,11 +90,8 @@ class ChatHistoryServiceProtocolError(ChatHistoryServiceError):
 
     @classmethod
     def for_answer(cls, url: str, why: str) -> ChatHistoryServiceProtocolError:
-        return cls(
-            f"{url} did not answer like a chat history service ({why}). "
-            f"Check {SERVICE_URL_VARIABLE}; start the service with `python -m chatlab serve --port 5000`.",
-            url=url,
-        )
+        hint = f"Check {SERVICE_URL_VARIABLE}; start the service with `python -m chatlab serve --port 5000`."
+        return cls(f"{url} did not answer like a chat history service ({why}). {hint}", url=url)
 
 
 class LLMUnavailableError(ChatlabError):

@@ -1,17 +1,7 @@
 """Typed clients for the chat history service: :class:`AsyncChatHistoryClient` and :class:`ChatHistoryClient`.
 
-Each method is one operation of the service, returning what its answer means or raising the package's errors
-(:mod:`chatlab.client.errors`). Requests are built and answers read once (:mod:`chatlab.client.operations`); the two
-classes differ only in how they send. Both send the API key, check the service's TLS certificate and retry transient
-failures (:mod:`chatlab.client.retry`); an append keeps its ``Idempotency-Key`` across retries, so it is stored once.
-An HTTP client they create is closed with them; one given (``http_client=``) is left open, as MAF's providers do::
-
-    async with AsyncChatHistoryClient("http://localhost:5000") as client:
-        version = await client.append("my-key", [{"role": "user", "contents": [{"$type": "text", "text": "hi"}]}])
-        page = await client.read_after("my-key", after=0, limit=10)
-
-    with ChatHistoryClient() as client:  # CHAT_HISTORY_SERVICE_URL, else http://localhost:5000
-        print(client.summaries())
+The two differ only in how they send (requests and answers: :mod:`.operations`). An HTTP client they create is
+closed with them; one given (``http_client=``) is left open, as MAF's providers do.
 """
 
 from __future__ import annotations
@@ -25,7 +15,7 @@ import httpx
 
 from ..vocabulary import API_KEY_VARIABLE, DEFAULT_SERVICE_URL, SERVICE_URL_VARIABLE, ConversationSummary, Version
 from .operations import IfMatch, MessagesPage, Operations, OutgoingMessages, Request, SummariesPage
-from .retry import NO_RETRIES, RetryPolicy
+from .retry import RetryPolicy
 
 __all__ = ["AsyncChatHistoryClient", "ChatHistoryClient", "Verify", "service_url"]
 
@@ -33,8 +23,7 @@ T = TypeVar("T")
 H = TypeVar("H", httpx.Client, httpx.AsyncClient)
 
 Verify = bool | str | os.PathLike[str] | ssl.SSLContext
-"""How the service's TLS certificate is checked: ``True`` (httpx's default CAs, certifi's, or ``SSL_CERT_FILE``), a
-CA bundle path (a private CA), an ``ssl.SSLContext``, or ``False`` (no check: only for experiments)."""
+"""TLS check: ``True`` (default CAs or ``SSL_CERT_FILE``), a CA bundle path, an ``SSLContext``, ``False`` (none)."""
 
 
 def service_url(url: str | None = None) -> str:
@@ -63,7 +52,7 @@ class _Client(Generic[H]):
             url = str(http_client.base_url)
         self.url = service_url(url)
         self.operations = Operations(self.url)
-        self.retry = retry or NO_RETRIES
+        self.retry = retry or RetryPolicy(attempts=1)
         key = api_key if api_key is not None else os.environ.get(API_KEY_VARIABLE) or None
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._owns_http = http_client is None
@@ -79,13 +68,11 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
     """The chat history service, from async code (an agent, a notebook cell).
 
     Args:
-        url: the service; default the ``base_url`` of ``http_client``, else ``CHAT_HISTORY_SERVICE_URL``, else
-            ``http://localhost:5000``.
-        http_client: a caller-owned ``httpx.AsyncClient`` to send with (left open by :meth:`aclose`).
+        url, http_client: the service (default: ``http_client``'s ``base_url``, else :func:`service_url`'s), and a
+            caller-owned ``httpx.AsyncClient`` to send with (left open by :meth:`aclose`).
         api_key: sent as ``Authorization: Bearer <key>``; default ``CHAT_HISTORY_SERVICE_API_KEY``.
-        verify: how the HTTP client created here checks the service's TLS certificate (:data:`Verify`).
-        timeout: seconds per request for the HTTP client created here (the article: 1 minute).
-        retry: how transient failures (no answer, 429, 502-504) are retried; ``None`` never retries.
+        verify, timeout: of the HTTP client created here (:data:`Verify`; the article's timeout: 1 minute).
+        retry: how transient failures are retried; ``None`` never retries.
     """
 
     _http_class = httpx.AsyncClient
@@ -99,8 +86,7 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
         return await self._send(self.operations.read(key, after, limit))
 
     async def read_summary(self, key: str) -> MessagesPage:
-        """The latest summary checkpoint and the messages after it (all without one); ``version`` and ``count`` are
-        the whole conversation's (docs/conversations.md)."""
+        """The latest summary checkpoint and what follows it; ``version``, ``count``: the whole conversation's."""
         return await self._send(self.operations.read_summary(key))
 
     async def fork(self, key: str, through: int | None = None) -> str:
@@ -114,9 +100,8 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
     async def append(
         self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None, idempotency_key: str | None = None
     ) -> Version | None:
-        """Append ``messages`` in one request (all or nothing); the new version. ``if_match``: only if the conversation
-        is at that version (else :class:`~chatlab.client.errors.ChatHistoryServiceConflict`); ``idempotency_key``
-        (default: a new one per call) stores a repeat once."""
+        """Append ``messages`` in one request (all or nothing); the new version. ``if_match``: only at that version
+        (else :class:`ChatHistoryServiceConflict`); ``idempotency_key`` (default: new per call) stores a repeat once."""
         return await self._send(self.operations.append(key, messages, if_match, idempotency_key))
 
     async def replace(self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None) -> Version | None:
@@ -130,8 +115,7 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
     async def summaries(
         self, *, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
     ) -> list[ConversationSummary]:
-        """The conversations with their message counts, titles and tags, ordered by key: every one, or at most
-        ``limit`` with keys after ``after``; ``tags`` keeps those carrying each tag with its value. One request."""
+        """One request: the conversations by key (all, or ``limit`` after ``after``); ``tags``: those carrying them."""
         return (await self.summaries_page(after=after, limit=limit, tags=tags)).summaries
 
     async def summaries_page(
@@ -143,8 +127,7 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
     async def iter_summaries(
         self, *, page_size: int = 100, tags: Mapping[str, str] | None = None
     ) -> AsyncIterator[ConversationSummary]:
-        """Every conversation (with ``tags``, if given), a page of ``page_size`` per request, following the
-        service's ``Link: rel="next"``: a long list is never held whole, here or in the service."""
+        """Every conversation (with ``tags``), ``page_size`` per request: a long list is never held whole."""
         after: str | None = None
         while True:
             page = await self.summaries_page(after=after, limit=page_size, tags=tags)
@@ -154,8 +137,7 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
                 return
 
     async def patch(self, key: str, change: Mapping[str, Any]) -> ConversationSummary:
-        """Set the conversation's title and tags with a JSON merge patch, ``{"title": ..., "tags": {...}}``
-        (``None`` removes; what is not named stays); its summary after the change."""
+        """Set the title and tags with a JSON merge patch (``{"title": ..., "tags": {...}}``); the new summary."""
         return await self._send(self.operations.patch(key, change))
 
     async def aclose(self) -> None:
@@ -189,61 +171,50 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
 
 
 class ChatHistoryClient(_Client[httpx.Client]):
-    """The chat history service, from blocking code (a script, a test): :class:`AsyncChatHistoryClient`'s arguments
-    (an ``httpx.Client`` as ``http_client``) and methods; retries wait with ``sleep_sync``. Not for an event loop."""
+    """The chat history service, from blocking code (a script, a test; not an event loop): the arguments and methods
+    of :class:`AsyncChatHistoryClient`, documented there (an ``httpx.Client`` as ``http_client``)."""
 
     _http_class = httpx.Client
 
     def read(self, key: str) -> MessagesPage:
-        """Every message of conversation ``key`` and its version (:meth:`AsyncChatHistoryClient.read`)."""
         return self._send(self.operations.read(key))
 
     def read_after(self, key: str, after: int, limit: int | None = None) -> MessagesPage:
-        """The messages after the first ``after``, at most ``limit`` (:meth:`AsyncChatHistoryClient.read_after`)."""
         return self._send(self.operations.read(key, after, limit))
 
     def read_summary(self, key: str) -> MessagesPage:
-        """The latest summary checkpoint and the messages after it (see the async client)."""
         return self._send(self.operations.read_summary(key))
 
     def fork(self, key: str, through: int | None = None) -> str:
-        """A new conversation holding the first ``through`` messages of ``key`` (all by default); its key."""
         return self._send(self.operations.fork(key, through))
 
     def head(self, key: str) -> Version:
-        """The conversation's version without its messages (:meth:`AsyncChatHistoryClient.head`)."""
         return self._send(self.operations.head(key))
 
     def append(
         self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None, idempotency_key: str | None = None
     ) -> Version | None:
-        """Append ``messages`` in one request; the new version (:meth:`AsyncChatHistoryClient.append`)."""
         return self._send(self.operations.append(key, messages, if_match, idempotency_key))
 
     def replace(self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None) -> Version | None:
-        """Make ``messages`` the whole conversation; its new version."""
         return self._send(self.operations.replace(key, messages, if_match))
 
     def delete(self, key: str, *, if_match: IfMatch = None) -> None:
-        """Forget the conversation (:meth:`AsyncChatHistoryClient.delete`)."""
         self._send(self.operations.delete(key, if_match))
 
     def summaries(
         self, *, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
     ) -> list[ConversationSummary]:
-        """The conversations, or a page of them (:meth:`AsyncChatHistoryClient.summaries`)."""
         return self.summaries_page(after=after, limit=limit, tags=tags).summaries
 
     def summaries_page(
         self, *, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
     ) -> SummariesPage:
-        """A page of summaries and where the next starts (:meth:`AsyncChatHistoryClient.summaries_page`)."""
         return self._send(self.operations.summaries(after, limit, tags))
 
     def iter_summaries(
         self, *, page_size: int = 100, tags: Mapping[str, str] | None = None
     ) -> Iterator[ConversationSummary]:
-        """Every conversation, a page per request (:meth:`AsyncChatHistoryClient.iter_summaries`)."""
         after: str | None = None
         while True:
             page = self.summaries_page(after=after, limit=page_size, tags=tags)
@@ -252,11 +223,9 @@ class ChatHistoryClient(_Client[httpx.Client]):
                 return
 
     def patch(self, key: str, change: Mapping[str, Any]) -> ConversationSummary:
-        """Set the title and tags with a merge patch (:meth:`AsyncChatHistoryClient.patch`)."""
         return self._send(self.operations.patch(key, change))
 
     def close(self) -> None:
-        """Close the HTTP client if it was created here (never a caller's)."""
         if self._owns_http:
             self.http.close()
 

@@ -13,8 +13,8 @@ _key_lock = threading.Lock()
 
 
 def new_conversation_key(_session: object = None) -> str:
-    """A fresh key: a time-ordered UUID version 7 (RFC 9562), strictly increasing within a process, so listings by
-    key follow the order conversations began and database indexes grow at their end. The argument is unused."""
+    """A time-ordered UUID version 7 (RFC 9562), increasing within a process: listings by key follow the order
+    conversations began, database indexes grow at their end. The argument is unused."""
     global _last_key
     with _key_lock:
         value = max(((time.time_ns() // 1_000_000) << 74) | secrets.randbits(74), _last_key + 1)

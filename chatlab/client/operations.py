@@ -1,5 +1,4 @@
-"""The service's operations, each as a request to send and the meaning of its answer: what both clients
-(:mod:`chatlab.client.http`) share. Errors are the package's (:mod:`chatlab.client.errors`)."""
+"""The service's operations, each as a request to send and the meaning of its answer: what both clients share."""
 
 from __future__ import annotations
 
@@ -44,9 +43,8 @@ IfMatch = Version | str | None
 
 @dataclass(frozen=True, slots=True)
 class MessagesPage:
-    """Messages as the service sent them (MEAI ``ChatMessage`` JSON, in order; ``body``: the array as it came), and
-    of the whole conversation, in the same snapshot: its ``version`` (``None`` from a service that sends none) and
-    ``count``. ``next_after``: where the next page starts (``Link: rel="next"``), ``None`` at the end."""
+    """Messages as the service sent them (MEAI JSON; ``body``: the array as it came) with, from the same snapshot, the
+    whole conversation's ``version`` (or ``None``) and ``count``; ``next_after``: where the next page starts."""
 
     messages: list[dict[str, Any]]
     version: Version | None
@@ -98,7 +96,7 @@ class Request(Generic[T]):
 
 
 class Operations:
-    """The requests of the service at ``url``: keys quoted into one path segment, the headers each needs."""
+    """The requests of the service at ``url`` (routes: docs/conversations.md): keys quoted into one path segment."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -107,22 +105,18 @@ class Operations:
         return f"{self.url}/chat-history/{quote(key, safe='')}"
 
     def read(self, key: str, after: int | None = None, limit: int | None = None) -> Request[MessagesPage]:
-        """``GET /chat-history/{key}`` (every message), or ``?after=N&limit=L`` (part of them)."""
         url = _query(self.conversation_url(key), [("after", _count("after", after)), ("limit", _count("limit", limit))])
         return Request("GET", url, lambda response: _page(response, url, after or 0))
 
     def read_summary(self, key: str) -> Request[MessagesPage]:
-        """``GET /chat-history/{key}?view=summary``: the latest summary checkpoint and what follows it."""
         url = self.conversation_url(key) + "?view=summary"
         return Request("GET", url, lambda response: _page(response, url, 0))
 
     def fork(self, key: str, through: int | None) -> Request[str]:
-        """``POST /chat-history/{key}/fork?through=N``: a new conversation holding the first N messages; its key."""
         url = _query(self.conversation_url(key) + "/fork", [("through", _count("through", through))])
         return Request("POST", url, lambda response: _forked_key(response, url))
 
     def head(self, key: str) -> Request[Version]:
-        """``HEAD /chat-history/{key}``: the conversation's version (its count) without its messages."""
         url = self.conversation_url(key)
         return Request("HEAD", url, lambda response: _head(response, url))
 
@@ -135,24 +129,19 @@ class Operations:
         return self._write("POST", key, messages, headers)
 
     def replace(self, key: str, messages: OutgoingMessages, if_match: IfMatch) -> Request[Version | None]:
-        """``PUT``: the conversation becomes ``messages``."""
         return self._write("PUT", key, messages, _condition(if_match))
 
     def delete(self, key: str, if_match: IfMatch) -> Request[None]:
-        """``DELETE``: the conversation is forgotten."""
         return Request("DELETE", self.conversation_url(key), lambda _: None, _condition(if_match))
 
     def summaries(
         self, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
     ) -> Request[SummariesPage]:
-        """``GET /chat-history``: every conversation, or ``?limit=L&after=KEY`` a page (``?tag=name:value``: those
-        with these tags), ordered by key."""
         tag_query = [("tag", f"{name}:{value}") for name, value in (tags or {}).items()]
         url = _query(f"{self.url}/chat-history", [("limit", _count("limit", limit)), ("after", after), *tag_query])
         return Request("GET", url, lambda response: _summaries(response, url))
 
     def patch(self, key: str, change: Mapping[str, Any]) -> Request[ConversationSummary]:
-        """``PATCH /chat-history/{key}``: set the title and tags (a JSON merge patch: ``None`` removes)."""
         url = self.conversation_url(key)
         body = json.dumps(dict(change), ensure_ascii=False).encode()
         headers = {"Content-Type": "application/json"}
@@ -226,13 +215,12 @@ def _next_after(response: httpx.Response) -> str | None:
 
 def _forked_key(response: httpx.Response, url: str) -> str:
     """The new conversation's key, from the fork's ``Location: /chat-history/{newKey}``."""
-    location = response.headers.get("location", "")
-    prefix = "/chat-history/"
-    if response.status_code != 201 or not location.startswith(prefix) or "/" in location[len(prefix) :]:
+    prefix, _, key = response.headers.get("location", "").rpartition("/")
+    if response.status_code != 201 or prefix != "/chat-history":
         raise ChatHistoryServiceProtocolError.for_answer(
             url, "a fork's answer is 201 with Location /chat-history/{key}"
         )
-    return unquote(location[len(prefix) :])
+    return unquote(key)
 
 
 def _head(response: httpx.Response, url: str) -> Version:
@@ -250,9 +238,7 @@ def _summaries(response: httpx.Response, url: str) -> SummariesPage:
 
 
 def summary_from_json(item: Any, url: str) -> ConversationSummary:
-    """One conversation of a ``GET /chat-history`` or ``PATCH`` answer (from the service at ``url``).
-
-    A field the service does not send (an older one: no times, title or tags) is left unknown."""
+    """One conversation of a ``GET /chat-history`` or ``PATCH`` answer; what an older service omits stays unknown."""
     try:
         return ConversationSummary(
             str(item["conversationKey"]),

@@ -1,33 +1,28 @@
 """``RemoteChatHistoryProvider``: the agent's history lives in the chat history service, not in the session.
 
-The session keeps only ``{"externalConversationKey": "<32 hex digits>"}``, so ``session.to_dict()`` stays plain JSON
-and any process that knows the key can resume. Before each run the provider reads the conversation; after it, it
-appends the run's request and response messages in **one** ``POST`` (a failure appends nothing). Each method names
-the article's C# member it stands for; :func:`show_provider_calls` prints the article's ``Console.WriteLine`` lines.
-Beyond the article: a turn reads only what is new (:mod:`chatlab.client.cache`) and the model may get only the end of
-a long conversation (:mod:`chatlab.client.window`); HTTP, API keys, TLS and retries are the client's
-(:class:`~chatlab.client.http.AsyncChatHistoryClient`, docs/protections.md).
+The session keeps only ``{"externalConversationKey": "<32 hex digits>"}``. After each run the provider appends its
+request and response messages in **one** ``POST`` (a failure appends nothing). Methods name their article C# member.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TextIO
 
 import httpx
+import msgspec
 from agent_framework import AgentSession, HistoryProvider, Message
 
 from ..vocabulary import DEFAULT_SERVICE_URL, ConversationSummary, Version
 from .cache import HistoryCache
-from .codec import messages_from_meai
+from .codec import message_to_meai, messages_from_meai
 from .compaction import Compaction
-from .console import PROVIDER_LOG as log
-from .console import describe, show_provider_calls
 from .errors import ChatHistoryServiceProtocolError, ChatHistoryServiceStatusError, ChatlabError
 from .http import AsyncChatHistoryClient, Verify, service_url
 from .keys import new_conversation_key
-from .replay import replayed_count
 from .retry import RetryPolicy
 from .window import estimate_tokens, window_messages
 
@@ -47,27 +42,78 @@ _NO_HEAD = frozenset({400, 404, 405, 501})  # an older service (no HEAD), or a k
 ChatHistorySummary = ConversationSummary
 """The article's ``ChatHistorySummary``: :class:`chatlab.vocabulary.ConversationSummary`."""
 
+log = logging.getLogger(__name__)  # the provider's calls, as the article's Console.WriteLine lines
+
+
+class _StdoutHandler(logging.StreamHandler[TextIO]):
+    """Writes to whatever ``sys.stdout`` is at each line: a notebook cell's, pytest's."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stdout
+        super().emit(record)
+
+
+def show_provider_calls(enabled: bool = True) -> None:
+    """Print the provider's calls to stdout as the article does (``[ProvideChatHistoryAsync]``, ...)."""
+    for handler in [h for h in log.handlers if isinstance(h, _StdoutHandler)]:
+        log.removeHandler(handler)
+    log.setLevel(logging.INFO if enabled else logging.NOTSET)
+    if enabled:
+        handler = _StdoutHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+
+
+def _describe(message: Message | None) -> str:
+    """``role , [content types]`` like the article's ``First Message: user , ...`` line."""
+    return " ," if message is None else f"{message.role} , [{', '.join(c.type for c in message.contents)}]"
+
+
+# A replayed transcript: a run whose input starts with messages the conversation already holds (a chat UI sending its
+# whole copy again each turn), which appended as given would be stored, and shown to the model, twice.
+_ATTRIBUTION = "_attribution"  # what MAF adds to the messages a provider loads: not part of the message
+
+
+def _wire(message: Message) -> bytes:
+    item = message_to_meai(message)
+    extra = item.get("additionalProperties")
+    if isinstance(extra, dict) and _ATTRIBUTION in extra:
+        item["additionalProperties"] = {k: v for k, v in extra.items() if k != _ATTRIBUTION}
+        if not item["additionalProperties"]:
+            del item["additionalProperties"]
+    return msgspec.json.encode(item)
+
+
+def same_message(a: Message, b: Message) -> bool:
+    """The same message: equal ids when both have one, else the same bytes on the wire."""
+    if a.message_id is not None and b.message_id is not None:
+        return a.message_id == b.message_id
+    return a is b or _wire(a) == _wire(b)
+
+
+def replayed_count(history: Sequence[Message], batch: Sequence[Message]) -> int:
+    """How many leading messages of ``batch`` are the last ones of ``history`` (the longest overlap; 0: none)."""
+    for first in range(max(0, len(history) - len(batch)), len(history)):  # the earliest start is the longest overlap
+        overlap = len(history) - first
+        if all(same_message(history[first + i], batch[i]) for i in range(overlap)):
+            return overlap
+    return 0
+
 
 class RemoteChatHistoryProvider(HistoryProvider):
     """A ``HistoryProvider`` that keeps the history in the chat history service, keyed per session.
 
     Args:
-        url, http_client, api_key, verify, timeout, retry: the options of the
-            :class:`~chatlab.client.http.AsyncChatHistoryClient` it creates (a given ``http_client`` stays open).
+        url, http_client, api_key, verify, timeout, retry: of the :class:`AsyncChatHistoryClient` it creates.
         client: a caller-owned client to use instead (not closed here).
-        state_initializer: makes the key of a session that has none (default: a new 32-hex key).
-        state_key: where the key lives in ``session.state`` (default ``"RemoteChatHistoryProvider"``).
-        incremental: keep what was loaded per conversation and fetch only newer messages (default);
-            ``False`` reads the whole conversation before every run, as the article does.
-        cache_size: how many conversations the incremental cache keeps (least recently used go first).
-        max_history_messages: hand the model at most this many of the newest messages (``None``: all).
-        max_history_tokens: ... at most this many tokens, as ``count_tokens`` counts them. Neither limit ever
-            separates a tool call from its result (:mod:`chatlab.client.window`); the service keeps everything.
-        skip_replayed: when a run's input starts with the end of the stored history (a UI sending the whole
-            transcript again), load that history once and append only what is new (default); ``False`` stores
-            the input as given, as the article does (:mod:`chatlab.client.replay`).
-        compaction: opt in to summary checkpoints (:class:`~chatlab.client.compaction.Compaction`); ``None``:
-            load everything.
+        state_initializer, state_key: make a session's key (default: a new 32-hex key), and name where it lives in
+            ``session.state`` (default ``"RemoteChatHistoryProvider"``).
+        incremental, cache_size: fetch only the messages newer than those cached, for up to ``cache_size``
+            conversations (default); ``incremental=False`` reads all before every run, as the article does.
+        max_history_messages, max_history_tokens: hand the model at most this many of the newest messages, or tokens
+            as ``count_tokens`` counts them (``None``: all), never a call without its result (:mod:`.window`).
+        skip_replayed: append only what is new of an input that replays the stored history (docs/conversations.md).
+        compaction: opt in to summary checkpoints (:class:`~chatlab.client.compaction.Compaction`).
         history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).
     """
 
@@ -172,7 +218,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         response = context.response.messages if context.response is not None else None
         if response is not None:
             log.info("ResponseMessages Count: %d", len(response))
-            log.info("First ResponseMessage: %s", describe(response[0] if response else None))
+            log.info("First ResponseMessage: %s", _describe(response[0] if response else None))
         await super().after_run(agent=agent, session=session, context=context, state=state)
         if self.compaction is not None:
             await self._compact(agent, self._key_in(state, session), self.compaction)
@@ -215,7 +261,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         log.info("Messages Count: %d", len(windowed))
         if len(windowed) != len(messages):
             log.info("History window: the newest %d of %d stored messages", len(windowed), len(messages))
-        log.info("First Message: %s", describe(windowed[0] if windowed else None))
+        log.info("First Message: %s", _describe(windowed[0] if windowed else None))
         return windowed
 
     async def save_messages(
@@ -225,9 +271,8 @@ class RemoteChatHistoryProvider(HistoryProvider):
         key = state.get(KEY_FIELD) if isinstance(state, dict) else None
         if not key:
             raise ValueError("save_messages needs the session's provider state holding the conversation key")
-        replayed = {id(message) for message in self._replayed.pop(key, ())}
-        if replayed:  # this run's replayed input messages (these very objects) are stored already
-            messages = [message for message in messages if id(message) not in replayed]
+        replayed = {id(message) for message in self._replayed.pop(key, ())}  # this run's input already stored
+        messages = [message for message in messages if id(message) not in replayed]
         if messages:
             version = await self._cache.append(key, messages)
             if self.compaction is not None:
@@ -235,8 +280,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
 
     async def set_messages(self, session: AgentSession, messages: Sequence[Message]) -> None:
         """Replace a session's stored messages (C# ``SetMessagesAsync``); no key, nothing to do."""
-        key = self.try_get_external_conversation_key(session)
-        if key:
+        if key := self.try_get_external_conversation_key(session):
             await self._cache.replace(key, messages)
 
     async def append_messages(self, key: str, messages: Sequence[Message]) -> None:
@@ -246,8 +290,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
 
     async def fork_session(self, session: AgentSession, *, through: int | None = None) -> AgentSession:
         """A new session continuing a copy of ``session``'s conversation (its first ``through`` messages, or all)."""
-        key = self.try_get_external_conversation_key(session)
-        if key is None:
+        if (key := self.try_get_external_conversation_key(session)) is None:
             raise ValueError("the session has no conversation yet: run it once before forking it")
         forked = AgentSession()
         self.attach_to_session(forked, await self.client.fork(key, through))
@@ -266,8 +309,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         """Whether the service holds a conversation ``key`` (C# ``SessionExistsAsync``)."""
         if not isinstance(key, str) or not key.strip():
             raise ValueError("a conversation key must be a non-empty string")
-        version = await self._head(key)
-        if version:
+        if version := await self._head(key):
             return version.generation is not None
         return any(s.conversation_key == key for s in await self.get_conversation_summaries())
 

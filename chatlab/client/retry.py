@@ -1,10 +1,5 @@
-"""The client side of safe retries: which failures are transient, and how long to wait.
-
-Retried: no answer (but not a refused TLS certificate: that will not pass by itself), and 429, 502, 503, 504. The
-wait is exponential backoff with jitter, or the answer's ``Retry-After`` when longer (one beyond ``max_retry_after``
-ends the retries). The clients (:mod:`chatlab.client.http`) retry only requests safe to repeat: ``GET``, ``PUT``,
-``DELETE``, and ``POST`` with an ``Idempotency-Key``.
-"""
+"""Safe retries of no answer (but not a refused TLS certificate: that will not pass by itself) and of 429, 502-504,
+after backoff with jitter or a longer ``Retry-After``; a retried ``POST`` carries an ``Idempotency-Key``."""
 
 from __future__ import annotations
 
@@ -27,22 +22,15 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how patiently to retry transient failures.
+    """How often and how patiently to retry transient failures."""
 
-    Args:
-        attempts: tries in all, the first included (1: never retry).
-        backoff: the first wait in seconds; it doubles with each retry (with jitter).
-        max_backoff: the longest wait between two attempts, unless ``Retry-After`` asks for more.
-        max_retry_after: the longest ``Retry-After`` honoured; a longer one ends the retries.
-        sleep: how to wait (tests may record the waits).
-        sleep_sync: how the blocking client (:class:`~chatlab.client.http.ChatHistoryClient`) waits.
-    """
-
-    attempts: int = 4
-    backoff: float = 0.25
-    max_backoff: float = 4.0
-    max_retry_after: float = 30.0
+    attempts: int = 4  #: tries in all, the first included (1: never retry)
+    backoff: float = 0.25  #: the first wait in seconds; it doubles with each retry (with jitter)
+    max_backoff: float = 4.0  #: the longest wait between two attempts, unless ``Retry-After`` asks for more
+    max_retry_after: float = 30.0  #: the longest ``Retry-After`` honoured; a longer one ends the retries
+    #: how to wait (tests may record the waits)
     sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, repr=False, compare=False)
+    #: how the blocking client (:class:`~chatlab.client.http.ChatHistoryClient`) waits
     sleep_sync: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -57,8 +45,15 @@ class RetryPolicy:
         return base / 2 + random.uniform(0, base / 2)
 
     def wait_after_error(self, attempt: int, exc: httpx.HTTPError, what: str) -> float | None:
-        """How long to wait before retrying after no answer; ``None``: give up (it will not pass, or was the last)."""
-        if attempt >= self.attempts or not isinstance(exc, httpx.TransportError) or not is_transient(exc):
+        """How long to wait before retrying after no answer; ``None``: give up."""
+        if attempt >= self.attempts or not isinstance(exc, httpx.TransportError):
+            return None
+        cause: BaseException | None = exc
+        while cause is not None:  # a refused certificate will not pass by itself
+            if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(cause):
+                return None
+            cause = cause.__cause__ or cause.__context__
+        if isinstance(exc, httpx.UnsupportedProtocol):
             return None
         wait = self.delay(attempt)
         log.info(
@@ -76,19 +71,6 @@ class RetryPolicy:
         wait = max(self.delay(attempt), asked or 0.0)
         log.info("%s: HTTP %d; retry %d of %d in %.2f s", what, response.status_code, attempt, self.attempts - 1, wait)
         return wait
-
-
-NO_RETRIES = RetryPolicy(attempts=1)
-
-
-def is_transient(exc: httpx.TransportError) -> bool:
-    """Whether a failure with no answer may pass on a retry (a refused certificate will not)."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(cause):
-            return False
-        cause = cause.__cause__ or cause.__context__
-    return not isinstance(exc, httpx.UnsupportedProtocol)
 
 
 def retry_after_seconds(value: str | None) -> float | None:

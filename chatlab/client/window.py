@@ -1,10 +1,5 @@
-"""History windowing: hand the model only the end of a long conversation, never half a tool call.
-
-The service keeps every message; the provider may pass the model only the longest suffix within a message or token
-budget that cuts no tool call from its results (which contents link, :data:`chatlab.vocabulary.CONTENT_KINDS`). The
-window may be smaller than the budget allows, even empty; never larger. The scan runs backwards from the newest
-message, so it costs the window's size, not the conversation's.
-"""
+"""History windowing: the model gets only the end of a long conversation, never half a tool call (which contents
+link: :data:`chatlab.vocabulary.CONTENT_KINDS`); scanning backwards costs the window's size, not the conversation's."""
 
 from __future__ import annotations
 
@@ -21,8 +16,7 @@ __all__ = ["estimate_tokens", "window_messages"]
 
 def _link(content: Any) -> tuple[str | None, bool]:
     """The key linking a content to its partner, and whether it is the answering half."""
-    link = link_of(content.type)
-    if link is None:
+    if (link := link_of(content.type)) is None:
         return None, False
     role, attribute = link
     key = getattr(content, attribute, None)
@@ -52,12 +46,11 @@ def window_messages(
     max_tokens: int | None = None,
     count_tokens: Callable[[Message], int] = estimate_tokens,
 ) -> Sequence[Message]:
-    """The longest suffix of ``messages`` within the budgets that separates no call from its results; ``messages``
-    itself (not a copy) when both budgets are ``None`` (no limit)."""
-    if max_messages is not None and max_messages < 0:
-        raise ValueError("max_messages must be 0 or more")
-    if max_tokens is not None and max_tokens < 0:
-        raise ValueError("max_tokens must be 0 or more")
+    """The longest suffix of ``messages`` within the budgets that separates no call from its results (maybe empty);
+    ``messages`` itself when both budgets are ``None``."""
+    for name, limit in (("max_messages", max_messages), ("max_tokens", max_tokens)):
+        if limit is not None and limit < 0:
+            raise ValueError(f"{name} must be 0 or more")
     if max_messages is None and max_tokens is None:
         return messages
     n = len(messages)
