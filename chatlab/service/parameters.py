@@ -1,8 +1,7 @@
 """What a request names besides its body: the conversation key, ``If-Match``, ``Idempotency-Key`` and the query.
 
-A conversation's endpoints read them from the request themselves (FastAPI then solves no parameters per request, the
-dearest part of serving one); they are described here for OpenAPI (the routes' ``openapi_extra``). A bad one, or an
-unknown query parameter, is a 400 problem that says what is wrong.
+A conversation's endpoints read them from the request themselves (FastAPI solving parameters is the dearest part of
+serving one), so they are described here for OpenAPI. A bad one, or an unknown query parameter, is a 400.
 """
 
 from __future__ import annotations
@@ -150,8 +149,7 @@ THROUGH = _parameter(
 
 
 def read_query(request: Request) -> tuple[int | None, int | None, bool]:
-    """``after`` and ``limit`` of a read (``None`` when absent), and whether it asks for ``view=summary``; any other
-    query parameter is a 400."""
+    """``after`` and ``limit`` of a read (``None`` when absent), and whether it asks for ``view=summary``."""
     if not request.scope["query_string"]:  # the common read: no query to parse
         return None, None, False
     refuse_unknown_query(request, ("after", "limit", "view"))
@@ -162,16 +160,9 @@ def read_query(request: Request) -> tuple[int | None, int | None, bool]:
     return after, limit, view == "summary"
 
 
-def read_through(request: Request) -> int | None:
-    """The ``through`` of a fork (``None``: every message); any other query parameter is a 400."""
-    refuse_unknown_query(request, ("through",))
-    return read_position(request, "through", 1)
-
-
 def condition_headers(request: Request) -> tuple[str | None, str | None]:
     """The first ``If-Match`` and the ``Idempotency-Key``, in one pass over the raw headers. Several
-    ``Idempotency-Key`` lines are one list (RFC 9110 section 5.3), not the one String the header holds: joined, they
-    are refused as malformed."""
+    ``Idempotency-Key`` lines are one list (RFC 9110 section 5.3), so joined they are refused as malformed."""
     if_match, keys = None, []
     for name, value in request.scope["headers"]:
         if name == b"if-match":
