@@ -389,8 +389,7 @@ def _message(error: Any) -> str:
         return f"unknown $type {error['ctx']['tag']!r}: use one of {', '.join(CONTENT_TYPES)}"
     if error["type"] == "union_tag_not_found":
         return 'missing "$type": every content object starts with one, e.g. {"$type": "text", "text": "..."}'
-    message: str = error["msg"]
-    return message
+    return str(error["msg"])
 
 
 def _path(loc: tuple[Any, ...]) -> str:
