@@ -17,9 +17,11 @@ from .security.conditions import IDEMPOTENCY_KEY_PATTERN
 from .settings import KEY_PATTERN, ServiceSettings
 
 
-def _parameter(where: str, name: str, text: str, schema: dict[str, Any], example: Any) -> dict[str, Any]:
-    """An OpenAPI Parameter Object, of an optional parameter."""
-    return {"name": name, "in": where, "required": False, "description": text, "schema": schema, "example": example}
+def _parameter(
+    where: str, name: str, text: str, schema: dict[str, Any], example: Any, required: bool = False
+) -> dict[str, Any]:
+    """An OpenAPI Parameter Object."""
+    return {"name": name, "in": where, "required": required, "description": text, "schema": schema, "example": example}
 
 
 IF_MATCH = _parameter(
@@ -77,19 +79,9 @@ def conversation_key_check(settings: ServiceSettings) -> Callable[[str], str]:
 
 def conversation_key_parameter(settings: ServiceSettings) -> dict[str, Any]:
     """The OpenAPI description of the ``conversationKey`` path parameter, as the settings make it."""
-    return {
-        "name": "conversationKey",
-        "in": "path",
-        "required": True,
-        "description": f"The conversation; {_key_rule(settings)}.",
-        "schema": {
-            "type": "string",
-            "pattern": settings.key_pattern,
-            "minLength": 1,
-            "maxLength": settings.key_max_length,
-        },
-        "example": "286d2f0b7b7a43688ad32556e3610f54",
-    }
+    schema = {"type": "string", "pattern": settings.key_pattern, "minLength": 1, "maxLength": settings.key_max_length}
+    text = f"The conversation; {_key_rule(settings)}."
+    return _parameter("path", "conversationKey", text, schema, "286d2f0b7b7a43688ad32556e3610f54", required=True)
 
 
 #: Control characters (C0, DEL, C1) and lone surrogates, refused in any key: a store may not keep them.

@@ -154,11 +154,10 @@ class ReplaceChatMessagesRequest(AppendChatMessagesRequest):
 
 
 class ChatHistorySummary(BaseModel):
-    """The OpenAPI schema of one conversation in ``GET /chat-history`` (the stores' is a ``ConversationSummary``)."""
+    """One conversation in ``GET /chat-history``."""
 
     model_config = ConfigDict(
         json_schema_extra={
-            "description": "One conversation in ``GET /chat-history``.",  # for API readers, not this docstring
             "examples": [
                 {
                     "conversationKey": "286d2f0b7b7a43688ad32556e3610f54",
