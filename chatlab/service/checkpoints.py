@@ -1,7 +1,7 @@
 """Summary checkpoints: ``GET /chat-history/{key}?view=summary`` answers the latest one and what follows it.
 
-A checkpoint is an ordinary stored message with ``additionalProperties["chatlab.summaryThrough"] = N``, summarizing
-messages 1..N (docs/conversations.md). Only messages whose bytes mention the property are decoded.
+A checkpoint is a stored message with ``additionalProperties["chatlab.summaryThrough"] = N`` (docs/conversations.md);
+only messages whose bytes mention the property are decoded.
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ def summarized_through(message: bytes) -> int | None:
         return None
     extra = item.get("additionalProperties") if isinstance(item, dict) else None
     through = extra.get(SUMMARY_THROUGH) if isinstance(extra, dict) else None
-    if isinstance(through, int) and not isinstance(through, bool) and through >= 0:
-        return through
-    return None
+    return through if type(through) is int and through >= 0 else None  # not a bool
 
 
 def summary_view(messages: Sequence[bytes]) -> list[bytes]:

@@ -97,7 +97,13 @@ def complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
         schema = build()
         _add_body_schemas(schema, settings)
         for operation in (op for path in schema["paths"].values() for op in path.values()):
-            _answer_errors_as_problems(operation["responses"])
+            responses = operation["responses"]
+            # no 422 but a reused Idempotency-Key's (an invalid parameter is a 400), every error as problem JSON
+            if "422" in responses and "Idempotency" not in responses["422"].get("description", ""):
+                responses.pop("422")
+            for status, response in responses.items():
+                if status >= "400" and JSON in response.get("content", {}):
+                    response["content"] = {PROBLEM_JSON: response["content"].pop(JSON)}
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend its schema
@@ -114,12 +120,3 @@ def _add_body_schemas(schema: dict[str, Any], settings: ServiceSettings) -> None
         components.pop(name, None)
     for name in ("AppendChatMessagesRequest", "ReplaceChatMessagesRequest"):
         components[name]["properties"]["messages"]["maxItems"] = settings.max_messages
-
-
-def _answer_errors_as_problems(responses: dict[str, Any]) -> None:
-    """No 422 but a reused ``Idempotency-Key``'s (an invalid parameter is a 400), every error as problem JSON."""
-    if "422" in responses and "Idempotency" not in responses["422"].get("description", ""):
-        responses.pop("422")
-    for status, response in responses.items():
-        if status >= "400" and JSON in response.get("content", {}):
-            response["content"] = {PROBLEM_JSON: response["content"].pop(JSON)}

@@ -1,8 +1,7 @@
 """What a request names besides its body: the conversation key, ``If-Match``, ``Idempotency-Key`` and the query.
 
-A conversation's endpoints read them from the request themselves (FastAPI then solves no parameters per request, the
-dearest part of serving one); they are described here for OpenAPI (the routes' ``openapi_extra``). A bad one, or an
-unknown query parameter, is a 400 problem that says what is wrong.
+A conversation's endpoints read them from the request themselves (FastAPI solving parameters is the dearest part of
+serving one), so they are described here for OpenAPI. A bad one, or an unknown query parameter, is a 400.
 """
 
 from __future__ import annotations
@@ -18,9 +17,11 @@ from .security.conditions import IDEMPOTENCY_KEY_PATTERN
 from .settings import KEY_PATTERN, ServiceSettings
 
 
-def _parameter(where: str, name: str, text: str, schema: dict[str, Any], example: Any) -> dict[str, Any]:
-    """An OpenAPI Parameter Object, of an optional parameter."""
-    return {"name": name, "in": where, "required": False, "description": text, "schema": schema, "example": example}
+def _parameter(
+    where: str, name: str, text: str, schema: dict[str, Any], example: Any, required: bool = False
+) -> dict[str, Any]:
+    """An OpenAPI Parameter Object."""
+    return {"name": name, "in": where, "required": required, "description": text, "schema": schema, "example": example}
 
 
 IF_MATCH = _parameter(
@@ -78,19 +79,9 @@ def conversation_key_check(settings: ServiceSettings) -> Callable[[str], str]:
 
 def conversation_key_parameter(settings: ServiceSettings) -> dict[str, Any]:
     """The OpenAPI description of the ``conversationKey`` path parameter, as the settings make it."""
-    return {
-        "name": "conversationKey",
-        "in": "path",
-        "required": True,
-        "description": f"The conversation; {_key_rule(settings)}.",
-        "schema": {
-            "type": "string",
-            "pattern": settings.key_pattern,
-            "minLength": 1,
-            "maxLength": settings.key_max_length,
-        },
-        "example": "286d2f0b7b7a43688ad32556e3610f54",
-    }
+    schema = {"type": "string", "pattern": settings.key_pattern, "minLength": 1, "maxLength": settings.key_max_length}
+    text = f"The conversation; {_key_rule(settings)}."
+    return _parameter("path", "conversationKey", text, schema, "286d2f0b7b7a43688ad32556e3610f54", required=True)
 
 
 #: Control characters (C0, DEL, C1) and lone surrogates, refused in any key: a store may not keep them.
@@ -150,8 +141,7 @@ THROUGH = _parameter(
 
 
 def read_query(request: Request) -> tuple[int | None, int | None, bool]:
-    """``after`` and ``limit`` of a read (``None`` when absent), and whether it asks for ``view=summary``; any other
-    query parameter is a 400."""
+    """``after`` and ``limit`` of a read (``None`` when absent), and whether it asks for ``view=summary``."""
     if not request.scope["query_string"]:  # the common read: no query to parse
         return None, None, False
     refuse_unknown_query(request, ("after", "limit", "view"))
@@ -162,16 +152,9 @@ def read_query(request: Request) -> tuple[int | None, int | None, bool]:
     return after, limit, view == "summary"
 
 
-def read_through(request: Request) -> int | None:
-    """The ``through`` of a fork (``None``: every message); any other query parameter is a 400."""
-    refuse_unknown_query(request, ("through",))
-    return read_position(request, "through", 1)
-
-
 def condition_headers(request: Request) -> tuple[str | None, str | None]:
     """The first ``If-Match`` and the ``Idempotency-Key``, in one pass over the raw headers. Several
-    ``Idempotency-Key`` lines are one list (RFC 9110 section 5.3), not the one String the header holds: joined, they
-    are refused as malformed."""
+    ``Idempotency-Key`` lines are one list (RFC 9110 section 5.3), so joined they are refused as malformed."""
     if_match, keys = None, []
     for name, value in request.scope["headers"]:
         if name == b"if-match":

@@ -10,13 +10,13 @@ from typing import Any, Literal
 SIZE = 256
 #: Where an error of a piece is, as a location in the list of messages (pydantic's ``loc``).
 Where = Callable[[tuple[Any, ...]], tuple[Any, ...]]
-#: What a piece holds: consecutive messages, one message's keys but its contents, or part of its contents.
-Kind = Literal["messages", "message", "contents"]
+#: What a piece holds: consecutive messages, or part of one message's contents.
+Kind = Literal["messages", "contents"]
 
 
 def cut(messages: list[Any], key: str = "contents") -> Iterator[tuple[Kind, Any, Where]]:
     """The pieces of ``messages``: consecutive ones together up to :data:`SIZE` items of ``key`` in all;
-    a message with more is its other keys, then its ``key`` list a piece at a time."""
+    a message with more is its other keys (an empty ``key`` list), then its ``key`` list a piece at a time."""
     start, items = 0, 0
     for i, message in enumerate(messages):
         listed = message.get(key) if isinstance(message, dict) else None
@@ -27,21 +27,15 @@ def cut(messages: list[Any], key: str = "contents") -> Iterator[tuple[Kind, Any,
         if count <= SIZE:
             items += count + 1
             continue
-        yield "message", {**message, key: []}, _within(i)
+        yield "messages", [{**message, key: []}], shifted(i)
         for j in range(0, count, SIZE):
-            yield "contents", listed[j : j + SIZE], _within(i, key, j)  # type: ignore[index]  # a list: count > 0
+            yield "contents", listed[j : j + SIZE], shifted(j, i, key)  # type: ignore[index]  # a list: count > 0
         start, items = i + 1, 0
     if start < len(messages):
         yield "messages", messages[start:], shifted(start)
 
 
-def shifted(offset: int) -> Where:
-    """Where an error of ``messages[offset:]`` is in ``messages``."""
-    return lambda loc: (loc[0] + offset, *loc[1:])
-
-
-def _within(i: int, key: str | None = None, offset: int = 0) -> Where:
-    """Where an error of ``messages[i]`` (or of ``messages[i][key][offset:]``) is in ``messages``."""
-    if key is None:
-        return lambda loc: (i, *loc)
-    return lambda loc: (i, key, loc[0] + offset, *loc[1:])
+def shifted(offset: int, *within: Any) -> Where:
+    """Where an error of ``messages[offset:]`` is in ``messages``; with ``within`` ``(i, key)``, an error of
+    ``messages[i][key][offset:]``."""
+    return lambda loc: (*within, loc[0] + offset, *loc[1:])

@@ -35,6 +35,5 @@ class Answer(Response):
 
 def json_answer(body: bytes, headers: list[tuple[bytes, bytes]]) -> Answer:
     """A 200 with a JSON body (already encoded) after ``headers``, as ``Response`` would send it."""
-    headers.append((b"content-length", str(len(body)).encode()))
-    headers.append((b"content-type", b"application/json"))
+    headers += [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
     return Answer(200, headers, body)

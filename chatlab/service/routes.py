@@ -1,26 +1,8 @@
-"""The endpoints: the article's API, a list of messages per conversation key.
+"""The endpoints: the article's API (a list of messages per conversation key), with paging, ``HEAD``, conditional
+and idempotent writes, fork and metadata; each route's ``summary`` says what it does.
 
-| endpoint                                 | does                                              |
-|------------------------------------------|---------------------------------------------------|
-| ``GET /``                                | service name and description                      |
-| ``GET /chat-history``                    | ``[{"conversationKey", "messageCount", ...}]``    |
-| ``GET /chat-history?limit=L&after=K``    | a page of that list; ``?tag=name:value`` filters  |
-| ``GET /chat-history/{conversationKey}``  | the messages; ``[]`` for an unknown key           |
-| ``GET ...?after=N&limit=L``              | the messages after the first N (at most L)        |
-| ``HEAD /chat-history/{conversationKey}`` | no body: ``X-Message-Count`` and ``ETag``         |
-| ``POST /chat-history/{conversationKey}`` | append ``{"messages": [...]}``; 202 + Location    |
-| ``PUT /chat-history/{conversationKey}``  | replace with ``{"messages": [...]}``; 204         |
-| ``DELETE /chat-history/{conversationKey}``| forget the conversation; 204                     |
-| ``PATCH /chat-history/{conversationKey}`` | set its title and tags (a merge patch)           |
-| ``POST .../{conversationKey}/fork``      | a new conversation with its first N messages     |
-
-Stored messages are returned as the bytes the store holds, so reads never re-encode.
-
-A conversation's version (``ETag``) is ``"<generation>.<count>"``: the generation changes when it is created,
-replaced or deleted, never on an append. So a client holding the first N messages of a generation asks for
-``?after=N`` and knows from the answer's ``ETag`` whether those N are still the start or it must read everything
-again (:mod:`chatlab.client.cache`). ``PUT``, ``POST`` and ``DELETE`` take an ``ETag`` back in ``If-Match`` and
-answer 412, changing nothing, when the conversation has moved on since.
+Stored messages are returned as the bytes the store holds, so reads never re-encode. A conversation's ``ETag`` is
+its version, ``"<generation>.<count>"``, which ``If-Match`` and ``?after=N`` rely on (docs/protections.md).
 """
 
 from __future__ import annotations
@@ -56,9 +38,8 @@ _encode = msgspec.json.Encoder().encode
 
 
 class Arguments:
-    """Who calls and which conversation: ``caller`` as a FastAPI dependency (a parameter default: the endpoints'
-    annotations are strings, resolved in this module's scope), or both read by a conversation's endpoints from
-    the request itself (:meth:`of`), with what they read described in :meth:`documented`."""
+    """Who calls and which conversation: ``caller`` as a FastAPI dependency, or both read by a conversation's
+    endpoints from the request itself (:meth:`of`, described in OpenAPI by :meth:`documented`)."""
 
     def __init__(self, settings: ServiceSettings) -> None:
         dependency = caller_dependency(settings)
@@ -79,7 +60,7 @@ class Arguments:
 
 
 def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
-    """Add every endpoint of the table above."""
+    """Add every endpoint."""
     arguments = Arguments(settings)
     errors = error_docs(settings)
     # a conversation's routes first: the router tries routes in order, and they serve nearly every request
@@ -234,18 +215,25 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         caller, key = await arguments.of(request)
         after, limit, summary = parameters.read_query(request)
         stored = caller.stored_key(key)
-        if summary:
-            return await _summary_view(store, stored, key, after or 0, limit)
-        if after is None and limit is None:  # the article's read
+        if after is None and limit is None and not summary:  # the article's read
             whole = await store.read_array(stored)
             return json_answer(whole.array, _version_headers(whole.version, whole.count))
-        part = await store.read_slice(stored, after or 0, limit)
-        headers = _version_headers(part.version, part.count)
-        end = part.start + len(part.messages)
-        if limit is not None and end < part.count:
-            link = f'<{conversation_path(key)}?after={end}&limit={limit}>; rel="next"'
+        start = after or 0
+        if summary:  # the latest checkpoint and what follows it, paged by after and limit
+            snapshot = await store.read(stored)
+            view = summary_view(snapshot.messages)
+            messages = view[start : None if limit is None else start + limit]
+            total, query = len(view), "view=summary&"
+            headers = _version_headers(snapshot.version, len(snapshot.messages))
+        else:
+            part = await store.read_slice(stored, start, limit)
+            messages, total, query = part.messages, part.count, ""
+            headers = _version_headers(part.version, part.count)
+        end = start + len(messages)
+        if limit is not None and end < total:
+            link = f'<{conversation_path(key)}?{query}after={end}&limit={limit}>; rel="next"'
             headers.append((b"link", link.encode("ascii")))
-        return json_answer(b"[" + b",".join(part.messages) + b"]", headers)
+        return json_answer(b"[" + b",".join(messages) + b"]", headers)
 
     @app.head(
         "/chat-history/{conversationKey}",
@@ -266,18 +254,6 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         caller, key = await arguments.of(request)
         part = await store.read_slice(caller.stored_key(key), 0, 0)
         return Answer(200, _version_headers(part.version, part.count))  # no Content-Length: a GET's is not 0
-
-
-async def _summary_view(store: ChatHistoryStore, stored: str, key: str, after: int, limit: int | None) -> Response:
-    """``?view=summary``: the latest checkpoint and what follows it, ``after`` and ``limit`` paging that view."""
-    snapshot = await store.read(stored)
-    view = summary_view(snapshot.messages)
-    end = len(view) if limit is None else min(len(view), after + limit)
-    headers = _version_headers(snapshot.version, len(snapshot.messages))
-    if end < len(view):
-        link = f'<{conversation_path(key)}?view=summary&after={end}&limit={limit}>; rel="next"'
-        headers.append((b"link", link.encode("ascii")))
-    return json_answer(b"[" + b",".join(view[after:end]) + b"]", headers)
 
 
 def conversation_path(key: str) -> str:
@@ -394,7 +370,8 @@ def _add_writing_routes(
     )
     async def fork_conversation(request: Request) -> Response:
         caller, key = await arguments.of(request)
-        through = parameters.read_through(request)
+        parameters.refuse_unknown_query(request, ("through",))
+        through = parameters.read_position(request, "through", 1)
         idem_key = parameters.parse_header(parse_idempotency_key, parameters.condition_headers(request)[1])
         source = await store.read(caller.stored_key(key))
         if not source.messages:
@@ -404,7 +381,9 @@ def _add_writing_routes(
                 422, f"through={through}: the conversation holds {len(source.messages)} messages; fork at most those"
             )
         messages = source.messages[:through]
-        new_key = arguments.check_key(_fork_key(key, idem_key))
+        # a new key (32 hex digits): random, or fixed by the idempotency key so that a retry finds its fork
+        seed = f"fork\n{key}\n{idem_key}".encode()
+        new_key = arguments.check_key(uuid.uuid4().hex if idem_key is None else hashlib.sha256(seed).hexdigest()[:32])
         stored = caller.stored_key(new_key)
         idempotency = _idempotency(settings, idem_key, "fork", messages)
         result = await store.append(stored, messages, if_match=[ABSENT], idempotency=idempotency)
@@ -447,10 +426,3 @@ def _idempotency(
 
 def _created_headers(key: str, version: str) -> list[tuple[bytes, bytes]]:
     return [(b"location", conversation_path(key).encode("ascii")), (b"etag", etag(version).encode())]
-
-
-def _fork_key(key: str, idempotency_key: str | None) -> str:
-    """A new conversation key (32 hex digits): random, or fixed by the idempotency key so a retry finds its fork."""
-    if idempotency_key is None:
-        return uuid.uuid4().hex
-    return hashlib.sha256(f"fork\n{key}\n{idempotency_key}".encode()).hexdigest()[:32]

@@ -51,17 +51,9 @@ class _Content(BaseModel):
     additionalProperties: dict[str, Json] | None = None
 
 
+# The tag field's Python name must never be a key a client sends: pydantic looks the union's tag up
+# by name as well as by alias, so a field named "type" read a content's own "type" key as its $type.
 _TAG_FIELD = "chatlab_content_type_tag"
-
-
-def _content(type_name: str, doc: str, fields: dict[str, tuple[Any, Any]]) -> type[_Content]:
-    """One ``AIContent`` subtype: ``$type`` fixed to ``type_name`` plus its own keys."""
-    # The tag field's Python name must never be a key a client sends: pydantic looks the union's tag up
-    # by name as well as by alias, so a field named "type" read a content's own "type" key as its $type.
-    keys: dict[str, Any] = {_TAG_FIELD: (Literal[type_name], Field(alias="$type")), **fields}
-    return create_model(type_name[0].upper() + type_name[1:] + "Content", __base__=_Content, __doc__=doc, **keys)
-
-
 _TEXT: tuple[Any, Any] = (StrictStr | None, None)  # an optional string
 _NEEDED: tuple[Any, Any] = (StrictStr, ...)  # a required string
 #: The keys the service checks, per ``$type``; every other kind in the vocabulary is stored as received.
@@ -81,17 +73,17 @@ _CHECKED_FIELDS: dict[str, dict[str, tuple[Any, Any]]] = {
     "functionResult": {"callId": _NEEDED, "result": (Json, None)},
 }
 
+
+def _content(name: str, description: str | None) -> type[_Content]:
+    """One ``AIContent`` subtype: ``$type`` fixed to ``name`` plus the keys checked for it."""
+    keys: dict[str, Any] = {_TAG_FIELD: (Literal[name], Field(alias="$type")), **_CHECKED_FIELDS.get(name, {})}
+    doc = description or f"MEAI content `{name}`, stored as received."
+    return create_model(name[0].upper() + name[1:] + "Content", __base__=_Content, __doc__=doc, **keys)
+
+
 #: Every ``$type`` the service accepts, in the vocabulary's order (the OpenAPI ``oneOf`` lists them so).
 CONTENT_TYPES: tuple[str, ...] = tuple(kind.meai for kind in CONTENT_KINDS if kind.meai is not None)
-_CONTENT_MODELS = [
-    _content(
-        kind.meai,
-        kind.description or f"MEAI content `{kind.meai}`, stored as received.",
-        _CHECKED_FIELDS.get(kind.meai, {}),
-    )
-    for kind in CONTENT_KINDS
-    if kind.meai is not None
-]
+_CONTENT_MODELS = [_content(kind.meai, kind.description) for kind in CONTENT_KINDS if kind.meai is not None]
 if TYPE_CHECKING:  # a union built at run time is beyond a type checker: each member is a _Content
     AIContent = _Content
 else:
@@ -162,12 +154,10 @@ class ReplaceChatMessagesRequest(AppendChatMessagesRequest):
 
 
 class ChatHistorySummary(BaseModel):
-    """The OpenAPI schema of one conversation in ``GET /chat-history`` (the stores hold a
-    :class:`chatlab.vocabulary.ConversationSummary`)."""
+    """One conversation in ``GET /chat-history``."""
 
     model_config = ConfigDict(
         json_schema_extra={
-            "description": "One conversation in ``GET /chat-history``.",  # for API readers, not this docstring
             "examples": [
                 {
                     "conversationKey": "286d2f0b7b7a43688ad32556e3610f54",
@@ -199,8 +189,7 @@ TagValue = Annotated[StrictStr, Field(max_length=metadata.MAX_TAG_VALUE, pattern
 
 
 def _tag_names_schema(schema: dict[str, Any]) -> None:
-    """The tags' schema as JSON Schema says "every name matches": ``propertyNames``, not pydantic's
-    ``patternProperties`` (which lets names that do not match through, unchecked)."""
+    """``propertyNames``: pydantic's ``patternProperties`` would let names that do not match through, unchecked."""
     (value,) = schema.pop("patternProperties").values()
     schema["additionalProperties"] = value
     schema["propertyNames"] = {"pattern": metadata.TAG_NAME_PATTERN, "minLength": 1, "maxLength": metadata.MAX_TAG_NAME}
@@ -265,7 +254,6 @@ MAX_ERRORS = 100
 _messages_adapter = TypeAdapter(list[ChatMessage])
 _ADAPTERS: dict[pieces.Kind, TypeAdapter[Any]] = {
     "messages": _messages_adapter,
-    "message": TypeAdapter(ChatMessage),
     "contents": TypeAdapter(list[AIContent]),
 }
 #: The same checks as msgspec structs, to pass the common valid body quickly (:mod:`.precheck`).
@@ -275,13 +263,11 @@ _PRECHECKED = precheck.structs({kind: _CHECKED_FIELDS.get(kind, {}) for kind in 
 def decode_messages_body(
     body: bytes, *, max_messages: int, max_message_bytes: int | None = None, in_pieces: bool = False
 ) -> list[bytes]:
-    """Parse a ``{"messages": [...]}`` body once, check it and return each message as compact JSON.
+    """Each message of a ``{"messages": [...]}`` body as compact JSON, every number's text kept (:mod:`.jsontext`).
 
-    Each message's bytes are the compact JSON of what was sent, every number's text kept (:mod:`.jsontext`). The
-    limits (413) are checked before the schema (400), the cheap before the dear; a body nested deeper than a parser
-    takes is a 400 (:data:`TOO_DEEP`). A bad body raises :class:`~chatlab.vocabulary.Refused` saying what is wrong,
-    so a refused request changes nothing. ``in_pieces``: a large body in a worker thread is validated, encoded and
-    freed there in pieces that each hold the GIL briefly.
+    Limits (413) are checked before the schema (400), the cheap before the dear; a bad body raises ``Refused``, so a
+    refused request changes nothing. ``in_pieces`` (a large body, in a worker thread): validated, encoded and freed
+    in pieces that each hold the GIL briefly.
     """
     try:
         stored = None if in_pieces else _already_stored_form(body, max_messages, max_message_bytes)
@@ -304,12 +290,10 @@ _COMPACT_HEAD, _COMPACT_TAIL = b'{"messages":[', b"]}"
 
 
 def _already_stored_form(body: bytes, max_messages: int, max_message_bytes: int | None) -> list[bytes] | None:
-    """The messages of a compact, valid body, each as sent; ``None``: let the full parse decide.
+    """The messages of a body exactly as msgspec would write it, each as sent; ``None``: let the full parse decide.
 
-    A body that is exactly ``{"messages":[``, its messages as msgspec encodes them joined by commas, and ``]}`` holds
-    each message as the full parse would store it: compact, no repeated key, every number and string as msgspec
-    writes it. Such a body needs neither the number-keeping parse nor an encoding (the dearest steps of an append).
-    Any doubt goes to the full parse: the same bytes, or the same refusal, as without this path.
+    Such a body needs neither the number-keeping parse nor an encoding (the dearest steps of an append); any doubt
+    goes to the full parse, so the answer is the same bytes, or the same refusal, as without this path.
     """
     if not (body.startswith(_COMPACT_HEAD) and body.endswith(_COMPACT_TAIL)):
         return None
@@ -404,8 +388,7 @@ def _message(error: Any) -> str:
         return f"unknown $type {error['ctx']['tag']!r}: use one of {', '.join(CONTENT_TYPES)}"
     if error["type"] == "union_tag_not_found":
         return 'missing "$type": every content object starts with one, e.g. {"$type": "text", "text": "..."}'
-    message: str = error["msg"]
-    return message
+    return str(error["msg"])
 
 
 def _path(loc: tuple[Any, ...]) -> str:
