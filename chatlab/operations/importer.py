@@ -126,7 +126,7 @@ async def _import_one(place: Place, line: Line, existing: str) -> str:
         current, version = await place.read(key)
         try:
             if version == ABSENT:
-                await place.replace(key, messages, ABSENT)
+                await place.write(key, messages, ABSENT)
                 if line.has_metadata:
                     await place.set_metadata(key, MetadataChange.setting(line.title, line.tags))
                 return "created"
@@ -141,7 +141,7 @@ async def _import_one(place: Place, line: Line, existing: str) -> str:
             change = _replacing(had, line) if replacing else _merging(had, line)
             held = current == messages if replacing else holds_run(current, messages)
             if not held:
-                await (place.replace if replacing else place.append)(key, messages, version)
+                await place.write(key, messages, version, append=not replacing)
             if change is not None:
                 await place.set_metadata(key, change)
             if not held:

@@ -184,9 +184,14 @@ class Migration:
 
     async def _copy_batch(self, chunk: list[ConversationSummary]) -> None:
         report = self.report
-        records = await asyncio.gather(*(self._record(s) for s in chunk))
+        read = await asyncio.gather(*(self.source.read(s.conversation_key) for s in chunk))
+        records = [  # each whole as the source holds it now; none for one deleted since it was listed
+            self._whole(summary.conversation_key, held, ABSENT, summary, None)
+            for summary, held in zip(chunk, read, strict=True)
+            if held.version != ABSENT
+        ]
         try:
-            await self.target.restore([r for r in records if r is not None])
+            await self.target.restore(records)
             report.copied += len(chunk)
         except VersionMismatch:  # some were written in the target meanwhile: one at a time, each guarded
             await self._settle_all([s.conversation_key for s in chunk], into_copied=True)
@@ -260,13 +265,6 @@ class Migration:
         updated = mine.updated_at if mine is not None and mine.updated_at is not None else now
         title, tags = combined(mine, there) if mine is not None else (None, {})
         return ConversationRecord(key, held.messages, held.version, created, updated, expected, title, tags)
-
-    async def _record(self, summary: ConversationSummary) -> ConversationRecord | None:
-        """The whole conversation as the source holds it now (``None`` if deleted since it was listed)."""
-        conversation = await self.source.read(summary.conversation_key)
-        if conversation.version == ABSENT:
-            return None
-        return self._whole(summary.conversation_key, conversation, ABSENT, summary, None)
 
 
 async def _gather(work: Callable[[str], Awaitable[T]], keys: Sequence[str]) -> list[T]:

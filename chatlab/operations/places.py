@@ -49,14 +49,12 @@ class PlaceUnavailable(RuntimeError):
 class StorePlace:
     """A store, used directly; ``namespace``: one API key's conversations, keys as its clients send them."""
 
-    def __init__(
-        self, store: ChatHistoryStore, namespace: str | None = None, settings: ServiceSettings | None = None
-    ) -> None:
+    def __init__(self, store: ChatHistoryStore, namespace: str | None = None) -> None:
         if namespace is not None and not re.fullmatch(NAMESPACE_PATTERN, namespace):
             raise ValueError(f"--namespace {namespace!r}: a namespace is 1 to 64 letters, digits, '_' or '-'")
         self.store = store
         self.caller = Caller(namespace, "chatlab operations")
-        self._check = conversation_key_check(settings or ServiceSettings())  # the service's own, never copied
+        self._check = conversation_key_check(ServiceSettings())  # the service's own (and settings), never copied
 
     def check_key(self, key: str) -> None:
         """Refuse a key the service would refuse, so that what is imported can be reached through it."""
@@ -105,11 +103,9 @@ class StorePlace:
         conversation = await self._call(self.store.read(self.caller.stored_key(key)))
         return conversation.messages, conversation.version
 
-    async def replace(self, key: str, messages: Sequence[bytes], if_match: str) -> None:
-        await self._call(self.store.replace(self.caller.stored_key(key), messages, if_match=[if_match]))
-
-    async def append(self, key: str, messages: Sequence[bytes], if_match: str) -> None:
-        await self._call(self.store.append(self.caller.stored_key(key), messages, if_match=[if_match]))
+    async def write(self, key: str, messages: Sequence[bytes], if_match: str, *, append: bool = False) -> None:
+        write = self.store.append if append else self.store.replace
+        await self._call(write(self.caller.stored_key(key), messages, if_match=[if_match]))
 
     async def _call(self, work: Awaitable[T]) -> T:
         try:
@@ -197,16 +193,11 @@ class ServicePlace:
         version = Version.from_etag(response.headers.get("etag"))
         return split_array(response.content), str(version) if version is not None else ABSENT
 
-    async def replace(self, key: str, messages: Sequence[bytes], if_match: str) -> None:
-        await self._send("PUT", key, messages, if_match)
-
-    async def append(self, key: str, messages: Sequence[bytes], if_match: str) -> None:
-        await self._send("POST", key, messages, if_match)
-
-    async def _send(self, method: str, key: str, messages: Sequence[bytes], if_match: str) -> None:
+    async def write(self, key: str, messages: Sequence[bytes], if_match: str, *, append: bool = False) -> None:
+        """``PUT`` (replace) or ``POST`` (append) the messages, over version ``if_match``."""
         body = b'{"messages":[' + b",".join(messages) + b"]}"
         headers = {"Content-Type": "application/json", "If-Match": f'"{if_match}"'}
-        await self._request(method, _path(key), content=body, headers=headers)
+        await self._request("POST" if append else "PUT", _path(key), content=body, headers=headers)
 
     async def _request(self, method: str, path: str, **options: object) -> httpx.Response:
         """The answer, retried on no answer, 429 and 5xx (a write is conditional, so a retry never doubles it)."""
