@@ -216,10 +216,8 @@ def create_offline_app() -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {
-            "object": "list",
-            "data": [{"id": OFFLINE_MODEL_ID, "object": "model", "created": 0, "owned_by": "chatlab"}],
-        }
+        model = {"id": OFFLINE_MODEL_ID, "object": "model", "created": 0, "owned_by": "chatlab"}
+        return {"object": "list", "data": [model]}
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:
