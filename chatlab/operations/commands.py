@@ -1,9 +1,8 @@
 """``chatlab export``, ``chatlab import`` and ``chatlab migrate`` on the command line (docs/operations.md).
 
-Every failure ends in one line on stderr that says what was done and what to run next, and a non-zero
-exit status: 1 when something was left out (bad lines, conversations that differ), 2 for a usage error
-(nothing done), 3 when the command stopped part-way (running it again finishes the job), 130 when it
-was interrupted.
+Every failure ends in one line on stderr that says what was done and what to run next, and exit status 1 when
+something was left out (bad lines, conversations that differ), 2 for a usage error (nothing done), 3 when the
+command stopped part-way (running it again finishes the job), 130 when it was interrupted.
 """
 
 from __future__ import annotations
@@ -58,8 +57,8 @@ def _terminated_as_interrupt() -> Iterator[None]:
 
 @contextmanager
 def _progress(seen: list[int], every: float = 2.0) -> Iterator[Callable[[int, int], None]]:
-    """Progress on stderr, the latest figures kept in ``seen``: a bar (rich) on a terminal; otherwise a line at
-    most every ``every`` seconds, so a log shows how far a run got even when it is killed."""
+    """Progress on stderr (the latest figures kept in ``seen``): a bar on a terminal, else a line at most every
+    ``every`` seconds, so a log shows how far a run got even when it is killed."""
     last, bar = [0.0], None
     if sys.stderr.isatty():
         from rich.console import Console

@@ -14,9 +14,8 @@ from .places import PAGE, Place
 async def export_conversations(
     place: Place, out: BinaryIO, keys: Iterable[str] | None = None, *, page: int = PAGE
 ) -> int:
-    """Write the conversations of ``place`` (only ``keys``, when given, those that exist) to ``out``, ordered by
-    key, with their titles and tags; how many were written. Each line is one read of one conversation, a
-    consistent snapshot of its messages; the place is listed ``page`` conversations at a time."""
+    """Write the conversations of ``place`` (only ``keys``, those that exist) to ``out`` in key order; how many.
+    Each line is one read of one conversation, a consistent snapshot of its messages."""
     written = 0
     if keys is None:
         async for summary in place.summaries(page):

@@ -1,10 +1,7 @@
 """``chatlab import``: conversations from JSON Lines into a store or a service, safe to run again.
 
-docs/operations.md says what each ``existing`` choice does to a conversation's messages, title and tags, and
-why a second run changes nothing. Each conversation is one write guarded by the version read just before it
-(``if_match``), then its metadata if that changes: one written meanwhile is read again and decided again,
-never overwritten blind. A bad line is reported and skipped (``strict``: nothing is written if one is bad);
-when the place itself fails the import stops at that line, and the same import run again finishes the job.
+What each ``existing`` choice does is in docs/operations.md. Each conversation is one write guarded by the version
+read just before it, then its metadata: one written meanwhile is read and decided again, never overwritten blind.
 """
 
 from __future__ import annotations
@@ -12,37 +9,34 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, TypeAlias
 
 from ..service.settings import ServiceSettings
 from ..stores.base import ABSENT, VersionMismatch
 from ..stores.metadata import MetadataChange, MetadataError
-from ..vocabulary import ConversationSummary
 from .lines import BadLine, Line, numbered_lines, parse_conversation
 from .places import Place, PlaceError, PlaceUnavailable
 
 EXISTING_CHOICES = ("skip", "replace", "append")
 WRITTEN = ("created", "replaced", "appended", "metadata")
 ATTEMPTS = 5
-#: Outcomes as the report says them.
-SAID = {"metadata": "given the file's title and tags"}
+SAID = {"metadata": "given the file's title and tags"}  # outcomes as the report says them
 
 
 def default_line_limit() -> int:
-    """The longest line taken by default: the service's request body limit (``CHATLAB_MAX_BODY_BYTES``)."""
+    """The service's request body limit (``CHATLAB_MAX_BODY_BYTES``)."""
     return ServiceSettings().max_body_bytes
 
 
 @dataclass
 class ImportReport:
-    """What an import did: how many conversations had each outcome, the lines refused, where it stopped."""
+    """What an import did; ``stopped``: why it stopped before the end, at line ``stopped_at``; ``checked_only``:
+    ``strict`` found bad lines, so nothing was written."""
 
     outcomes: Counter[str] = field(default_factory=Counter)
     bad_lines: list[BadLine] = field(default_factory=list)
-    #: Why the import stopped before the end (``None``: it read every line), and at which line.
     stopped: str | None = None
     stopped_at: int | None = None
-    #: ``strict`` found bad lines, so nothing was written.
     checked_only: bool = False
 
     @property
@@ -75,15 +69,15 @@ async def import_conversations(
     limit: int | None = None,
     strict: bool = False,
 ) -> ImportReport:
-    """Import each line of ``lines`` (a binary file, or lines as bytes) into ``place``. ``limit``: the longest
-    line taken (default: the service's request limit), a longer one is a bad line, never held whole. ``strict``:
-    check every line first (``lines`` must then be a seekable file, or a list) and write nothing if one is bad."""
+    """Import each line of ``lines`` (a binary file, or lines as bytes) into ``place``; a line over ``limit`` is
+    a bad one. ``strict``: check every line first (``lines`` a seekable file or a list), write nothing if one is bad."""
     if existing not in EXISTING_CHOICES:
         raise ValueError(f"existing must be one of {', '.join(EXISTING_CHOICES)}, not {existing!r}")
     limit = default_line_limit() if limit is None else limit
     report = ImportReport()
     if strict:
-        lines = _rewindable(lines)
+        if not (isinstance(lines, Sequence) or (hasattr(lines, "seekable") and lines.seekable())):
+            raise ValueError("--strict reads the file twice (check, then write): give a file, not standard input")
         for number, raw in numbered_lines(lines, limit):
             _checked(place, number, raw, limit, report)
         if report.bad_lines:
@@ -108,16 +102,8 @@ async def import_conversations(
     return report
 
 
-def _rewindable(lines: BinaryIO | Iterable[bytes]) -> BinaryIO | Sequence[bytes]:
-    if isinstance(lines, Sequence):
-        return lines
-    if hasattr(lines, "seek") and hasattr(lines, "seekable") and lines.seekable():
-        return lines  # type: ignore[return-value]
-    raise ValueError("--strict reads the file twice (check, then write): give a file, not standard input")
-
-
 def _checked(place: Place, number: int, raw: bytes | None, limit: int, report: ImportReport) -> Line | None:
-    """The key and messages of a good line; a bad one goes into ``report`` (``None``); a blank line is ``None``."""
+    """A good line; ``None`` for a blank one or a bad one (put into ``report``)."""
     if raw is None:
         reason = f"longer than {limit} bytes, the service's request limit (not read; --max-line-bytes raises it)"
         report.bad_lines.append(BadLine(number, reason))
@@ -134,27 +120,28 @@ def _checked(place: Place, number: int, raw: bytes | None, limit: int, report: I
 
 
 async def _import_one(place: Place, line: Line, existing: str) -> str:
-    """Write one conversation as ``existing`` says; its outcome (created, replaced, appended, metadata, skipped,
-    unchanged). The messages are written first (guarded by their version), then the metadata, if it changes."""
+    """Write one conversation as ``existing`` says (the messages, then the metadata if it changes); its outcome."""
     key, messages = line.conversation_key, line.messages
     for _ in range(ATTEMPTS):
         current, version = await place.read(key)
         try:
             if version == ABSENT:
-                await place.replace(key, messages, ABSENT)
+                await place.write(key, messages, ABSENT)
                 if line.has_metadata:
                     await place.set_metadata(key, MetadataChange.setting(line.title, line.tags))
                 return "created"
             if existing == "skip":
-                if line.has_metadata and current == messages and _bare(await place.summary(key)):
+                found = await place.summary(key) if line.has_metadata and current == messages else None
+                if found is not None and found.title is None and not found.tags:  # the same, bare: give it these
                     await place.set_metadata(key, MetadataChange.setting(line.title, line.tags))
                     return "metadata"
                 return "skipped"
             summary, replacing = await place.summary(key), existing == "replace"
-            change = _replacing(summary, line) if replacing else _merging(summary, line)
+            had = (summary.title, dict(summary.tags)) if summary is not None else (None, {})
+            change = _replacing(had, line) if replacing else _merging(had, line)
             held = current == messages if replacing else holds_run(current, messages)
             if not held:
-                await (place.replace if replacing else place.append)(key, messages, version)
+                await place.write(key, messages, version, append=not replacing)
             if change is not None:
                 await place.set_metadata(key, change)
             if not held:
@@ -165,26 +152,23 @@ async def _import_one(place: Place, line: Line, existing: str) -> str:
     raise PlaceError(f"conversation {key!r} kept changing while it was imported ({ATTEMPTS} attempts)")
 
 
-def _bare(summary: ConversationSummary | None) -> bool:
-    """Whether a conversation carries no title and no tags."""
-    return summary is not None and summary.title is None and not summary.tags
+Metadata: TypeAlias = tuple[str | None, dict[str, str]]
 
 
-def _replacing(summary: ConversationSummary | None, line: Line) -> MetadataChange | None:
+def _replacing(had: Metadata, line: Line) -> MetadataChange | None:
     """The change that makes the conversation's title and tags the line's (``None``: they already are)."""
-    title, tags = (summary.title, dict(summary.tags)) if summary is not None else (None, {})
-    if (title, tags) == (line.title, dict(line.tags)):
+    if had == (line.title, dict(line.tags)):
         return None
-    gone = {name: None for name in tags if name not in line.tags}
+    gone = {name: None for name in had[1] if name not in line.tags}
     return MetadataChange(line.title, True, {**gone, **line.tags})
 
 
-def _merging(summary: ConversationSummary | None, line: Line) -> MetadataChange | None:
-    """The change that sets the line's title (if it has one) and tags over the conversation's own (``None``:
-    it already carries them); :class:`PlaceError` before anything is written if they would be too many."""
+def _merging(had: Metadata, line: Line) -> MetadataChange | None:
+    """The change that sets the line's title (if any) and tags over the conversation's (``None``: it has them);
+    :class:`PlaceError` before anything is written if they would be too many."""
     if not line.has_metadata:
         return None
-    title, tags = (summary.title, dict(summary.tags)) if summary is not None else (None, {})
+    title, tags = had
     change = MetadataChange.setting(line.title, line.tags)
     try:
         if change.applied(title, tags) == (title, tags):
@@ -195,7 +179,7 @@ def _merging(summary: ConversationSummary | None, line: Line) -> MetadataChange 
 
 
 def holds_run(current: Sequence[bytes], messages: Sequence[bytes]) -> bool:
-    """Whether ``current`` holds ``messages`` one after another somewhere (an empty run is held by any)."""
+    """Whether ``current`` holds ``messages`` one after another somewhere (an empty run: always)."""
     if not messages:
         return True
     first, size = messages[0], len(messages)

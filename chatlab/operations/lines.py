@@ -1,10 +1,6 @@
 """The export format: JSON Lines, one conversation a line, ``{"conversationKey": ..., "messages": [...]}``, with
-``"title"`` and ``"tags"`` only when it has them (so a line without them is a conversation without any).
-
-Each message is written as the bytes the store holds (compact JSON, never a line break). A line read back is
-checked as the service checks a request and its messages encoded by the service's own encoder
-(:func:`chatlab.service.schema.decode_messages_body`), so an import stores what an API write of the same
-messages would. Lines are read bounded (:func:`numbered_lines`): a line over the limit is never held whole.
+``"title"`` and ``"tags"`` only when it has them. Messages are written as the store holds them; a line read back is
+checked and encoded by the service's own decoder, so an import stores what an API write of the same messages would.
 """
 
 from __future__ import annotations
@@ -21,11 +17,10 @@ from ..vocabulary import Refused
 
 
 class _Number(str):
-    """A JSON number's text, as the decoder below keeps it (so a number is never taken for a string)."""
+    """A JSON number's text (never taken for a string): only the key, the metadata and the spans are wanted, and
+    an integer of 4,301+ digits (which the service keeps as sent) would hit Python's int-string limit."""
 
 
-# Numbers stay text: only the key, the metadata and the spans are wanted, and an integer of 4,301+ digits (which
-# the service keeps as sent) would otherwise hit Python's int-string limit.
 _DECODER = json.JSONDecoder(parse_int=_Number, parse_float=_Number)
 _SPACE = " \t\r\n"
 BOM = b"\xef\xbb\xbf"
@@ -42,7 +37,7 @@ class BadLine(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Line:
-    """One conversation of a file: its key, its messages (compact, as the service stores them), its metadata."""
+    """One conversation of a file; its messages compact, as the service stores them."""
 
     conversation_key: str
     messages: list[bytes]
@@ -61,8 +56,7 @@ def _text(value: str) -> bytes:
 def encode_line(
     conversation_key: str, messages: Sequence[bytes], title: str | None = None, tags: Mapping[str, str] | None = None
 ) -> bytes:
-    """One conversation as a line (with its ``\\n``), the messages joined as they are; the title and the tags
-    (ordered by name) only when it has them."""
+    """One conversation as a line (with its ``\\n``), the messages joined as they are."""
     head = b'{"conversationKey":' + _text(conversation_key)
     if title is not None:
         head += b',"title":' + _text(title)
@@ -78,8 +72,7 @@ def parse_line(raw: bytes, number: int) -> tuple[str, list[bytes]]:
 
 
 def parse_conversation(raw: bytes, number: int) -> Line:
-    """Line ``number`` as a conversation: key, messages and metadata; :class:`BadLine` if it is not one the
-    service would take (its messages, or a title or tags the service would refuse)."""
+    """Line ``number`` as a conversation; :class:`BadLine` if it is not one the service would take."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -122,9 +115,8 @@ def _metadata(document: dict[str, object], number: int) -> tuple[str | None, dic
 
 
 def numbered_lines(source: BinaryIO | Iterable[bytes], limit: int) -> Iterator[tuple[int, bytes | None]]:
-    """Each line of ``source`` with its number (from 1), without its line break; ``None`` for one over ``limit``,
-    never held whole (a file is read with a bounded ``readline``). A UTF-8 byte-order mark at the start is dropped.
-    """
+    """Each line of ``source`` with its number (from 1), without its line break or a starting UTF-8 byte-order
+    mark; ``None`` for one over ``limit``, never held whole (a file is read with a bounded ``readline``)."""
     lines = _bounded(source, limit) if isinstance(source, _Readable) else iter(source)
     for number, line in enumerate(lines, 1):
         if line is not None and number == 1 and line.startswith(BOM):
@@ -139,7 +131,7 @@ class _Readable(Protocol):
 
 
 def _bounded(stream: _Readable, limit: int) -> Iterator[bytes | None]:
-    """The lines of ``stream``; ``None`` for one longer than ``limit`` (and a mark and a line break), not kept."""
+    """The lines of ``stream``; ``None`` for one longer than ``limit`` (and a mark and a line break)."""
     most = limit + len(BOM) + 2
     for line in iter(lambda: stream.readline(most), b""):
         if len(line) == most and not line.endswith(b"\n"):

@@ -1,9 +1,6 @@
 """``chatlab migrate --from URL --to URL``: copy every conversation to another store, resumably, keeping every write.
 
-The protocol and what it guarantees are in docs/operations.md: check, copy (whole, with versions and times, by
-:meth:`~chatlab.stores.ChatHistoryStore.restore`), catch up (each conversation that changed is settled on its own,
-every write guarded by the target's version, nothing the target holds discarded), verify. Both stores are listed
-side by side in key order, a page of each at a time.
+The protocol (check, copy, catch up, verify) and what it guarantees are in docs/operations.md.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from itertools import compress
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
 from ..stores import ChatHistoryStore, open_store
 from ..stores.base import ABSENT, Conversation, ConversationRecord, ConversationSummary, VersionMismatch
@@ -22,6 +19,7 @@ from ..stores.metadata import MAX_TAGS, MetadataChange
 from .places import PAGE, summary_of, walk
 
 T = TypeVar("T")
+Summary: TypeAlias = ConversationSummary | None
 BATCH = 200
 ATTEMPTS = 5
 #: Conversations read at once while settling or checking them one by one.
@@ -42,9 +40,8 @@ class MigrationStopped(RuntimeError):
 
 @dataclass
 class MigrationReport:
-    """What a migration did; ``settled``: how the conversations that differed were settled, by outcome;
-    ``diverged``: those written in both places and left as they were (``merge=False``); ``mismatches``: those
-    that still differ at the end."""
+    """What a migration did; ``diverged``: written in both places and left as they were (``merge=False``);
+    ``mismatches``: those that still differ at the end."""
 
     total: int = 0
     copied: int = 0
@@ -88,10 +85,9 @@ async def migrate(
     page: int = PAGE,
 ) -> MigrationReport:
     """Copy every conversation of ``source_url`` into ``target_url``; ``progress(done, total)`` after each batch.
-    ``merge``: a conversation written in both places becomes the source's messages followed by the target's own
-    (``overwrite``, an old name, too); with ``merge=False`` one is refused at the start, left as it is when it
-    appears during the copy. Raises :class:`MigrationConflict` (nothing written) or :class:`MigrationStopped` (a
-    store failed part-way; running it again finishes the job)."""
+    ``merge`` (``overwrite``, its old name): a conversation written in both places becomes the source's messages
+    followed by the target's own; without it, one is refused at the start (:class:`MigrationConflict`) and left
+    as it is when it appears during the copy."""
     for url in (source_url, target_url):
         if url.strip() in ("", "memory", "memory://"):
             raise ValueError(
@@ -141,12 +137,9 @@ class Migration:
         except (MigrationConflict, MigrationStopped):
             raise
         except Exception as exc:  # a store failed: say what was done, keep what was copied
-            done = self.report.copied + self.report.already
-            so_far = (
-                f"after {done} of {self.report.total} conversations were in the target, each whole"
-                if self.report.total
-                else "before anything was copied"
-            )
+            done, total = self.report.copied + self.report.already, self.report.total
+            so_far = f"after {done} of {total} conversations were in the target, each whole"
+            so_far = so_far if total else "before anything was copied"
             raise MigrationStopped(
                 f"migrate stopped ({type(exc).__name__}: {exc}) {so_far}; nothing the target held was discarded; "
                 "run the same command again to finish",
@@ -191,9 +184,14 @@ class Migration:
 
     async def _copy_batch(self, chunk: list[ConversationSummary]) -> None:
         report = self.report
-        records = await asyncio.gather(*(self._record(s) for s in chunk))
+        read = await asyncio.gather(*(self.source.read(s.conversation_key) for s in chunk))
+        records = [  # each whole as the source holds it now; none for one deleted since it was listed
+            self._whole(summary.conversation_key, held, ABSENT, summary, None)
+            for summary, held in zip(chunk, read, strict=True)
+            if held.version != ABSENT
+        ]
         try:
-            await self.target.restore([r for r in records if r is not None])
+            await self.target.restore(records)
             report.copied += len(chunk)
         except VersionMismatch:  # some were written in the target meanwhile: one at a time, each guarded
             await self._settle_all([s.conversation_key for s in chunk], into_copied=True)
@@ -214,13 +212,12 @@ class Migration:
         self.report.diverged = sorted(k for k, o in self.outcomes.items() if o == "diverged")
 
     async def _both(self, key: str) -> bool:
-        """Whether a conversation was written in both places (neither holds all the other's messages)."""
+        """Whether neither place holds all the other's messages."""
         source, target = await self.source.read(key), await self.target.read(key)
         return not (_starts(source.messages, target.messages) or _starts(target.messages, source.messages))
 
     async def _settle(self, key: str) -> str:
-        """Bring one conversation of the target up to the source's without discarding any of the target's
-        messages; the source's title and tags are set over the target's."""
+        """Bring one conversation of the target up to the source's, discarding none of the target's messages."""
         for _ in range(ATTEMPTS):
             source = await self.source.read(key)
             if source.version == ABSENT:
@@ -251,7 +248,7 @@ class Migration:
                 continue  # written meanwhile: read both again and decide again
         return "busy"
 
-    async def _retag(self, key: str, mine: ConversationSummary | None, there: ConversationSummary | None) -> bool:
+    async def _retag(self, key: str, mine: Summary, there: Summary) -> bool:
         """Set the source's title and tags over the target's, if it lacks them; whether it did."""
         if mine is None or there is None or _holds_metadata(there, mine):
             return False
@@ -260,32 +257,17 @@ class Migration:
         await self.target.set_metadata(key, MetadataChange(title, True, {**gone, **tags}))
         return True
 
-    def _whole(
-        self,
-        key: str,
-        held: Conversation,
-        expected: str,
-        mine: ConversationSummary | None,
-        there: ConversationSummary | None,
-    ) -> ConversationRecord:
-        """``held`` as a record of the source, with its timestamps and metadata (over the target's ``there``),
-        to be written over ``expected``."""
+    def _whole(self, key: str, held: Conversation, expected: str, mine: Summary, there: Summary) -> ConversationRecord:
+        """``held`` as a record of the source, with its times and metadata (over the target's), to be written over
+        ``expected``."""
         now = self.source.clock()
         created = mine.created_at if mine is not None and mine.created_at is not None else now
         updated = mine.updated_at if mine is not None and mine.updated_at is not None else now
         title, tags = combined(mine, there) if mine is not None else (None, {})
         return ConversationRecord(key, held.messages, held.version, created, updated, expected, title, tags)
 
-    async def _record(self, summary: ConversationSummary) -> ConversationRecord | None:
-        """The whole conversation as the source holds it now (``None`` if deleted since it was listed)."""
-        conversation = await self.source.read(summary.conversation_key)
-        if conversation.version == ABSENT:
-            return None
-        return self._whole(summary.conversation_key, conversation, ABSENT, summary, None)
-
 
 async def _gather(work: Callable[[str], Awaitable[T]], keys: Sequence[str]) -> list[T]:
-    """``work`` done for each key, :data:`_AT_ONCE` at a time."""
     done: list[T] = []
     for start in range(0, len(keys), _AT_ONCE):
         done += await asyncio.gather(*(work(key) for key in keys[start : start + _AT_ONCE]))
@@ -295,8 +277,7 @@ async def _gather(work: Callable[[str], Awaitable[T]], keys: Sequence[str]) -> l
 async def paired(
     source: ChatHistoryStore, target: ChatHistoryStore, page: int = PAGE
 ) -> AsyncGenerator[tuple[ConversationSummary, ConversationSummary | None], None]:
-    """Each conversation of ``source`` with the target's of the same key (``None``: the target has none),
-    both stores walked side by side in key order, a page of each at a time."""
+    """Each conversation of ``source`` with the target's of the same key (``None``: none), both walked in key order."""
     async with aclosing(walk(target, page=page)) as theirs:
         there = await anext(theirs, None)
         async for mine in walk(source, page=page):
@@ -309,7 +290,7 @@ async def paired(
 async def _each_differing(
     source: ChatHistoryStore, target: ChatHistoryStore, page: int, handle: Callable[[list[str]], Awaitable[None]]
 ) -> None:
-    """``handle`` the keys whose conversation the target lacks or holds otherwise, :data:`_AT_ONCE` at a time."""
+    """``handle`` the keys the target lacks or holds otherwise, :data:`_AT_ONCE` at a time."""
     keys: list[str] = []
     async with aclosing(paired(source, target, page)) as pairs:
         async for mine, there in pairs:
@@ -321,9 +302,8 @@ async def _each_differing(
     await handle(keys)
 
 
-def combined(mine: ConversationSummary, there: ConversationSummary | None) -> tuple[str | None, dict[str, str]]:
-    """The source's title (the target's when the source has none) and the source's tags with those only the
-    target carries, as many as fit (:data:`MAX_TAGS`, the source's first)."""
+def combined(mine: ConversationSummary, there: Summary) -> tuple[str | None, dict[str, str]]:
+    """The source's title (else the target's) and tags, then the tags only the target carries while they fit."""
     if there is None:
         return mine.title, dict(mine.tags)
     tags = dict(mine.tags)
@@ -334,14 +314,13 @@ def combined(mine: ConversationSummary, there: ConversationSummary | None) -> tu
 
 
 def _holds_metadata(there: ConversationSummary, mine: ConversationSummary) -> bool:
-    """Whether the target's ``there`` carries the source's title (if it has one) and every tag of the source's."""
+    """Whether the target's ``there`` carries the source's title (if it has one) and tags."""
     return (mine.title is None or there.title == mine.title) and all(
         there.tags.get(name) == value for name, value in mine.tags.items()
     )
 
 
 def _same(source: ConversationSummary, target: ConversationSummary) -> bool:
-    """Whether the target's conversation is at the source's version and carries its title and tags."""
     same = (target.message_count, target.version) == (source.message_count, source.version)
     return same and _holds_metadata(target, source)
 
@@ -352,15 +331,13 @@ def _starts(whole: Sequence[bytes], start: Sequence[bytes]) -> bool:
 
 def _common(one: Sequence[bytes], other: Sequence[bytes]) -> int:
     """How many messages the two start with in common."""
-    n = 0
-    while n < min(len(one), len(other)) and one[n] == other[n]:
-        n += 1
-    return n
+    pairs = zip(one, other, strict=False)
+    return next((n for n, (a, b) in enumerate(pairs) if a != b), min(len(one), len(other)))
 
 
 async def verify(source: ChatHistoryStore, target: ChatHistoryStore, page: int = PAGE) -> list[str]:
-    """The source's keys whose messages are not the start of (or all of) the target's (missing ones included),
-    or whose title or tags the target lacks."""
+    """The source's keys whose messages do not start the target's (missing ones included), or whose title or tags
+    the target lacks."""
     mismatches: list[str] = []
 
     async def lacks(key: str) -> bool:

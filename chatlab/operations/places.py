@@ -1,9 +1,6 @@
 """Where conversations come from and go to (:data:`Place`): a store opened by URL, or a running service over HTTP.
 
-Both read and write with the conversation's version, so the importer writes only over what it read
-(``if_match``; ``If-Match`` over HTTP), each write one atomic store call or one request. :class:`PlaceError`:
-this conversation was refused (the next may go through); :class:`PlaceUnavailable`: the place cannot go on
-(unreachable, a wrong API key, the store down). Listings go a page at a time (:data:`PAGE` conversations).
+Both write only over the version read (``if_match``; ``If-Match`` over HTTP), each write one store call or request.
 """
 
 from __future__ import annotations
@@ -33,14 +30,12 @@ T = TypeVar("T")
 
 #: Tries of a request that got no answer or a 5xx/429 before the place counts as unavailable.
 TRIES = 4
-
 #: Conversations listed a page at a time while walking a whole store or service.
 PAGE = 1000
 
 
 class PlaceError(RuntimeError):
-    """The place refused this conversation (a service's 4xx, a key the service would refuse): what it said;
-    ``status``: the service's status code, if it answered one."""
+    """The place refused this conversation (the next may go through); ``status``: the service's, if it answered."""
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
@@ -48,21 +43,18 @@ class PlaceError(RuntimeError):
 
 
 class PlaceUnavailable(RuntimeError):
-    """The place cannot go on (no answer, 5xx, a wrong API key, the store down): what happened."""
+    """The place cannot go on (no answer, 5xx, a wrong API key, the store down)."""
 
 
 class StorePlace:
-    """A store, used directly (the service need not run); ``namespace``: the conversations of one API key's
-    namespace, their keys as its clients send them (the store keeps ``namespace/key``)."""
+    """A store, used directly; ``namespace``: one API key's conversations, keys as its clients send them."""
 
-    def __init__(
-        self, store: ChatHistoryStore, namespace: str | None = None, settings: ServiceSettings | None = None
-    ) -> None:
+    def __init__(self, store: ChatHistoryStore, namespace: str | None = None) -> None:
         if namespace is not None and not re.fullmatch(NAMESPACE_PATTERN, namespace):
             raise ValueError(f"--namespace {namespace!r}: a namespace is 1 to 64 letters, digits, '_' or '-'")
         self.store = store
         self.caller = Caller(namespace, "chatlab operations")
-        self._check = conversation_key_check(settings or ServiceSettings())  # the service's own, never copied
+        self._check = conversation_key_check(ServiceSettings())  # the service's own (and settings), never copied
 
     def check_key(self, key: str) -> None:
         """Refuse a key the service would refuse, so that what is imported can be reached through it."""
@@ -79,8 +71,7 @@ class StorePlace:
             raise PlaceError(f"invalid conversationKey: {key!r} cannot be a path segment of a request")
 
     async def left_out(self, page: int = PAGE) -> tuple[int, list[str]]:
-        """How many stored conversations lie outside this place's namespace (a namespaced one when none is
-        given), and the namespaces among them; the store walked a page at a time."""
+        """How many stored conversations lie outside this place's namespace, and the namespaces among them."""
         count, namespaces = 0, set[str]()
         async for summary in self._pages("", page):
             key = summary.conversation_key
@@ -112,11 +103,9 @@ class StorePlace:
         conversation = await self._call(self.store.read(self.caller.stored_key(key)))
         return conversation.messages, conversation.version
 
-    async def replace(self, key: str, messages: Sequence[bytes], if_match: str) -> None:
-        await self._call(self.store.replace(self.caller.stored_key(key), messages, if_match=[if_match]))
-
-    async def append(self, key: str, messages: Sequence[bytes], if_match: str) -> None:
-        await self._call(self.store.append(self.caller.stored_key(key), messages, if_match=[if_match]))
+    async def write(self, key: str, messages: Sequence[bytes], if_match: str, *, append: bool = False) -> None:
+        write = self.store.append if append else self.store.replace
+        await self._call(write(self.caller.stored_key(key), messages, if_match=[if_match]))
 
     async def _call(self, work: Awaitable[T]) -> T:
         try:
@@ -141,7 +130,7 @@ class ServicePlace:
         self.http = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout)
 
     def check_key(self, key: str) -> None:
-        """Nothing here: the service checks each key itself, with its own settings (a refusal is a 4xx)."""
+        """Nothing here: the service checks each key itself (a refusal is a 4xx)."""
 
     async def summaries(self, page: int = PAGE) -> AsyncIterator[ConversationSummary]:
         async for listed in self._listing(page, None):
@@ -149,8 +138,7 @@ class ServicePlace:
                 yield summary
 
     async def _listing(self, page: int, after: str | None) -> AsyncGenerator[list[ConversationSummary], None]:
-        """``GET /chat-history?limit=page`` (from ``after``), then each ``Link: <...>; rel="next"`` it gives (a
-        service that does not page answers everything at once, without one)."""
+        """``GET /chat-history?limit=page`` (from ``after``), then each ``Link: <...>; rel="next"`` it gives."""
         params = {"limit": str(page)} | ({"after": after} if after else {})
         response = await self._request("GET", "/chat-history", params=params)
         while True:
@@ -183,8 +171,7 @@ class ServicePlace:
         return None
 
     async def set_metadata(self, key: str, change: MetadataChange) -> None:
-        """``PATCH`` (a merge patch); one naming more tags than a ``PATCH`` takes goes as two: the removals
-        first, then the tags set."""
+        """``PATCH``; one naming more tags than a ``PATCH`` takes goes as two: the removals, then the tags set."""
         patches: list[dict[str, Any]] = [{"tags": dict(change.tags)}]
         if len(change.tags) > MAX_TAGS:
             patches = [
@@ -206,16 +193,11 @@ class ServicePlace:
         version = Version.from_etag(response.headers.get("etag"))
         return split_array(response.content), str(version) if version is not None else ABSENT
 
-    async def replace(self, key: str, messages: Sequence[bytes], if_match: str) -> None:
-        await self._send("PUT", key, messages, if_match)
-
-    async def append(self, key: str, messages: Sequence[bytes], if_match: str) -> None:
-        await self._send("POST", key, messages, if_match)
-
-    async def _send(self, method: str, key: str, messages: Sequence[bytes], if_match: str) -> None:
+    async def write(self, key: str, messages: Sequence[bytes], if_match: str, *, append: bool = False) -> None:
+        """``PUT`` (replace) or ``POST`` (append) the messages, over version ``if_match``."""
         body = b'{"messages":[' + b",".join(messages) + b"]}"
         headers = {"Content-Type": "application/json", "If-Match": f'"{if_match}"'}
-        await self._request(method, _path(key), content=body, headers=headers)
+        await self._request("POST" if append else "PUT", _path(key), content=body, headers=headers)
 
     async def _request(self, method: str, path: str, **options: object) -> httpx.Response:
         """The answer, retried on no answer, 429 and 5xx (a write is conditional, so a retry never doubles it)."""
@@ -248,7 +230,7 @@ class ServicePlace:
 async def walk(
     store: ChatHistoryStore, prefix: str = "", page: int = PAGE
 ) -> AsyncGenerator[ConversationSummary, None]:
-    """Every conversation of ``store`` whose key starts with ``prefix``, in key order, listed ``page`` at a time."""
+    """Every conversation of ``store`` whose key starts with ``prefix``, in key order."""
     after: str | None = None
     while True:
         listed = await store.summaries(prefix, after=after, limit=page)
@@ -260,8 +242,7 @@ async def walk(
 
 
 async def summary_of(store: ChatHistoryStore, key: str) -> ConversationSummary | None:
-    """One conversation's summary (``None``: no such conversation): the first key that starts with ``key`` is
-    ``key`` itself when it exists, so one row is read."""
+    """One conversation's summary (``None``: none): the first key starting with ``key`` is ``key`` if it exists."""
     listed = await store.summaries(key, limit=1)
     return listed[0] if listed and listed[0].conversation_key == key else None
 
@@ -271,7 +252,6 @@ Place: TypeAlias = StorePlace | ServicePlace
 
 
 def _unprefixed(summary: ConversationSummary, length: int) -> ConversationSummary:
-    """``summary`` with the first ``length`` characters (its namespace) cut from its key."""
     return dataclasses.replace(summary, conversation_key=summary.conversation_key[length:]) if length else summary
 
 
@@ -290,7 +270,7 @@ def _path(key: str) -> str:
 def open_place(
     store: str | None = None, url: str | None = None, api_key: str | None = None, namespace: str | None = None
 ) -> Place:
-    """A store by URL (``namespace``: one API key's conversations in it), or a service at ``url``: one of the two."""
+    """A store by URL, or a service at ``url``: one of the two."""
     if (store is None) == (url is None):
         raise ValueError("give either a store URL (--store) or a running service (--url), not both or neither")
     if url is not None:

@@ -1,5 +1,2 @@
-"""The tutorial's pieces: what the article's ``Program.cs`` sets up around the provider.
-
-The agent and its tool, the LLM connection (or the offline model), the article's ``Print...`` helpers, notebook views,
-the whole run as ``python -m chatlab demo``, and the article's pauses.
-"""
+"""The tutorial's pieces: what the article's ``Program.cs`` sets up around the provider (the agent and its tool, the
+LLM or the offline model, the ``Print...`` helpers, the pauses), notebook views and ``python -m chatlab demo``."""

@@ -18,8 +18,7 @@ MAX_OUTPUT_TOKENS = 5000
 
 
 def create_agent(client: Any, provider: HistoryProvider, **kwargs: Any) -> Agent:
-    """The article's ``chatClient.AsAIAgent(...)`` on a chat client (:func:`chatlab.connect_llm`); extra keyword
-    arguments go to ``client.as_agent``."""
+    """The article's ``chatClient.AsAIAgent(...)`` on a chat client (:func:`chatlab.connect_llm`)."""
     agent: Agent = client.as_agent(
         name=AGENT_NAME,
         instructions=AGENT_INSTRUCTIONS,

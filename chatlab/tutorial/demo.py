@@ -1,8 +1,7 @@
 """``python -m chatlab demo``: the article's whole run in a terminal (its ``実行結果`` line by line), then again.
 
-So that a broken provider never looks like success, every run checks that the conversation grew on the service and
-that the run loaded what was stored before it, else it stops with :class:`HistoryCheckFailed`.
-"""
+Each run checks that the conversation grew on the service and that the run loaded what was stored before it, so that
+a broken provider never looks like success."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ ARTICLE_PROMPTS = (
     "もう一度現在時刻を取得してください",
     "最初の時刻からどれくらい経過していますか?",
 )
-ARTICLE_PAUSE = 10.0
-"""Seconds the article waits between its two time prompts (``await Task.Delay(10000)``)."""
+ARTICLE_PAUSE = 10.0  # seconds the article waits between its two time prompts (``await Task.Delay(10000)``)
 
 
 class HistoryCheckFailed(ChatlabError):
@@ -120,7 +118,7 @@ async def run_demo(
     http_client: httpx.AsyncClient | None = None,
 ) -> None:
     """Run the scenario ``runs`` times against one service (started in a thread unless ``service_url`` or
-    ``CHAT_HISTORY_SERVICE_URL`` names one); ``http_client`` is what the providers send their requests with."""
+    ``CHAT_HISTORY_SERVICE_URL`` names one); the providers send their requests with ``http_client``."""
     from ..runner import BackgroundServer
     from ..service import create_app
 

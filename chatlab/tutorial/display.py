@@ -28,23 +28,16 @@ def print_session_id(name: str, provider: RemoteChatHistoryProvider, session: Ag
         print(f"[{name}] SessionId: {key}")
 
 
-def format_state_bag(session: AgentSession) -> list[str]:
-    """The lines of :func:`print_state_bag`, from the session's serialized state."""
+def print_state_bag(session: AgentSession) -> None:
+    """``stateBagCount:1`` and a ``stateBag Key: ..., ValueKind: Object, Value: {...}`` line per state entry."""
     state = session.to_dict().get("state") or {}
-    lines = [f"stateBagCount:{len(state)}"]
+    print(f"stateBagCount:{len(state)}")
     for key, value in state.items():
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        lines.append(f"stateBag Key: {key}, ValueKind: {_value_kind(value)}, Value: {text}")
-    return lines
-
-
-def print_state_bag(session: AgentSession) -> None:
-    """``stateBagCount:1`` and ``stateBag Key: ..., ValueKind: Object, Value: {...}`` lines."""
-    print(*format_state_bag(session), sep="\n")
+        print(f"stateBag Key: {key}, ValueKind: {_value_kind(value)}, Value: {text}")
 
 
 def print_agent_response(response: Any) -> None:
-    """``[Response]`` and the agent's answer."""
     print("[Response]")
     print(response.text if hasattr(response, "text") else response)
 
@@ -85,17 +78,12 @@ def _value_kind(value: Any) -> str:
     return kinds.get(type(value), "Number")
 
 
-# --------------------------------------------------------------------------- HTTP exchanges (the service notebooks)
-
-_SHOWN_HEADERS = ("location", "etag", "retry-after", "www-authenticate", "content-type")
-
-
 def print_response(response: httpx.Response) -> None:
-    """One HTTP exchange as a reader wants to see it: request line, status, key headers, indented JSON."""
+    """One HTTP exchange (the service notebooks): request line, status, the telling headers, indented JSON."""
     request = response.request
     status = f"{response.status_code} {HTTPStatus(response.status_code).phrase}"
     print(f"{request.method} {request.url.raw_path.decode()} -> {status}")
-    for name in _SHOWN_HEADERS:
+    for name in ("location", "etag", "retry-after", "www-authenticate", "content-type"):
         if name in response.headers:
             print(f"{name.title()}: {response.headers[name]}")
     if response.content:

@@ -1,10 +1,9 @@
 """The LLM connection: ``OpenAIChatCompletionClient`` on any OpenAI-compatible endpoint, or the offline model.
 
-Each setting comes from the argument, else MAF's environment variable (``OPENAI_BASE_URL``,
-``OPENAI_CHAT_COMPLETION_MODEL`` or ``OPENAI_MODEL``, ``OPENAI_API_KEY``), else the article's value (LM Studio).
-``CHATLAB_LLM``: ``auto`` (the endpoint if it answers ``GET /models`` within a second, else the offline model),
-``offline``, or ``endpoint``. Chat Completions on purpose: the Responses client keeps the history server-side and,
-with a history provider, would send it twice.
+Settings: the argument, else MAF's variable (``OPENAI_BASE_URL``, ``OPENAI_CHAT_COMPLETION_MODEL`` or ``OPENAI_MODEL``,
+``OPENAI_API_KEY``), else LM Studio's. ``CHATLAB_LLM``: ``auto`` (the endpoint if ``GET /models`` answers within a
+second, else the offline model), ``offline`` or ``endpoint``. Chat Completions on purpose: the Responses client keeps
+the history server-side and, with a history provider, would send it twice.
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ class LLMConnection:
         return self.description
 
     async def aclose(self) -> None:
-        """Close the HTTP connections of the OpenAI client (the offline model keeps running)."""
+        """Close the OpenAI client's connections (the offline model keeps running)."""
         openai_client = getattr(self.client, "client", None)
         if openai_client is not None:
             await openai_client.close()
@@ -107,9 +106,7 @@ async def probe_endpoint(base_url: str, *, timeout: float = 1.0) -> str | None:
         return f"no answer within {timeout:g} s"
     except httpx.HTTPError as exc:
         return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    if response.status_code != 200:
-        return f"HTTP {response.status_code}"
-    return None
+    return None if response.status_code == 200 else f"HTTP {response.status_code}"
 
 
 async def _offline(reason: str) -> LLMConnection:

@@ -1,11 +1,8 @@
-"""The offline tutorial model: a tiny, deterministic, OpenAI-compatible chat-completions server.
+"""The offline tutorial model: a tiny, deterministic, OpenAI-compatible chat-completions server (JSON or SSE).
 
-It lets the tutorial run without LM Studio (CI, committed notebook outputs) and says what it is. Every answer is
-decided from the request, as a small model would: a date/time question with a date/time tool offered calls the tool;
-a tool result gets answered in the user's language; "how long since the first time?" computes the difference between
-the first and latest times **found in the messages sent** (so a provider that loads nothing makes it visibly wrong);
-"summarize" names what the user asked and keeps every tool time verbatim (they count as found times later); anything
-else gets a short labelled reply. Serves ``POST /v1/chat/completions`` (JSON or SSE) and ``GET /v1/models``.
+It lets the tutorial run without LM Studio and says what it is. A date/time question calls the date/time tool offered;
+a tool result is answered in the user's language; "how long since the first time?" is computed from the times **found
+in the messages sent** (so a provider that loads nothing makes it visibly wrong); "summarize" keeps every tool time.
 """
 
 from __future__ import annotations
@@ -65,8 +62,6 @@ def decide(
         return Reply(text=f"{LABEL_EN} There is no user message to answer.")
     question = _text_of(messages[last_user])
     ja = bool(_JAPANESE.search(question))
-    since_question = messages[last_user + 1 :]
-    time_tool = None if tool_choice == "none" else _find_time_tool(tools or [])
 
     if _ASKS_SUMMARY.search(question):  # in the conversation's language, whatever the request's
         before = messages[:last_user]
@@ -76,11 +71,12 @@ def decide(
         return _elapsed_reply(_tool_datetimes(messages), ja)
 
     if _ASKS_TIME.search(question):
-        fresh = _tool_datetimes(since_question)
+        fresh = _tool_datetimes(messages[last_user + 1 :])  # since the question
         if fresh:
             return Reply(
                 text=f"現在の日時は **{fresh[-1]}** です。" if ja else f"The current date and time is **{fresh[-1]}**."
             )
+        time_tool = None if tool_choice == "none" else _find_time_tool(tools or [])
         if time_tool:
             calls = sum(len(m.get("tool_calls") or []) for m in messages)
             return Reply(tool_name=time_tool, tool_call_id=f"call_{calls + 1}")
@@ -161,18 +157,15 @@ def _tool_datetimes(messages: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _find_time_tool(tools: Sequence[Mapping[str, Any]]) -> str | None:
     for t in tools:
-        fn = t.get("function") if isinstance(t, Mapping) else None
-        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
-            continue
-        name: str = fn["name"]
-        if _TIME_TOOL.search(f"{name} {fn.get('description') or ''}"):
+        fn = (t.get("function") if isinstance(t, Mapping) else None) or {}
+        name = fn.get("name") if isinstance(fn, Mapping) else None
+        if isinstance(name, str) and _TIME_TOOL.search(f"{name} {fn.get('description') or ''}"):
             return name
     return None
 
 
 def _tokens(text: str) -> int:
-    """A rough token count (about 4 characters a token)."""
-    return max(1, (len(text) + 3) // 4) if text else 0
+    return max(1, (len(text) + 3) // 4) if text else 0  # about 4 characters a token
 
 
 def _usage(messages: Sequence[Mapping[str, Any]], reply: Reply) -> dict[str, int]:
@@ -187,28 +180,18 @@ def completion_json(reply: Reply, completion_id: str, created: int, usage: dict[
     if reply.tool_name:
         function = {"name": reply.tool_name, "arguments": "{}"}
         message["tool_calls"] = [{"id": reply.tool_call_id, "type": "function", "function": function}]
-    return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": OFFLINE_MODEL_ID,
-        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
-        "usage": usage,
-    }
+    choice = {"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}
+    head = {"id": completion_id, "object": "chat.completion", "created": created, "model": OFFLINE_MODEL_ID}
+    return {**head, "choices": [choice], "usage": usage}
 
 
 def completion_chunks(reply: Reply, completion_id: str, created: int, usage: dict[str, int] | None) -> Iterator[str]:
     """The same answer as ``chat.completion.chunk`` SSE events, ending with ``[DONE]``."""
+    head = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": OFFLINE_MODEL_ID}
 
     def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-        chunk = {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": OFFLINE_MODEL_ID,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
-            **extra,  # the usage chunk: no choices, the usage
-        }
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        chunk = {**head, "choices": [choice], **extra}  # the usage chunk: no choices, the usage
         return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
     yield event({"role": "assistant", "content": ""})
@@ -233,10 +216,8 @@ def create_offline_app() -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {
-            "object": "list",
-            "data": [{"id": OFFLINE_MODEL_ID, "object": "model", "created": 0, "owned_by": "chatlab"}],
-        }
+        model = {"id": OFFLINE_MODEL_ID, "object": "model", "created": 0, "owned_by": "chatlab"}
+        return {"object": "list", "data": [model]}
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:

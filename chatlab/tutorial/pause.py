@@ -1,8 +1,8 @@
 """``pause(seconds)``: the article's ``Task.Delay`` as a countdown that the stop button ends at once.
 
-``time.sleep`` in short steps notices an interrupt within a step (``await asyncio.sleep`` only when it ends). It blocks
-the cell, not the servers; give it a cell of its own (ipykernel delivers a stop to a cell that awaits only at its next
-``await``). The countdown rewrites one line with ``\\r``, so a finished pause always leaves the same text.
+``time.sleep`` in short steps notices an interrupt within a step (``await asyncio.sleep`` only when it ends); give it
+a cell of its own (ipykernel stops a cell that awaits only at its next ``await``). It rewrites one line with ``\\r``,
+so a finished pause always leaves the same text.
 """
 
 from __future__ import annotations

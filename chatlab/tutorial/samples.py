@@ -1,8 +1,5 @@
-"""The article's turns as Microsoft.Extensions.AI ``ChatMessage`` JSON, for notebooks, tests and the benchmark.
-
-One turn of the article's scenario is four messages: the user's question, the model's call of
-``GetDateTime``, the tool's result and the answer. Long histories are these turns, numbered.
-"""
+"""The article's turns as Microsoft.Extensions.AI ``ChatMessage`` JSON (long histories for notebooks, tests and the
+benchmark are these turns, numbered)."""
 
 from __future__ import annotations
 

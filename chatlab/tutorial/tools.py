@@ -1,4 +1,4 @@
-"""The article's tool: ``GetDateTime`` returns the local date and time as ``yyyy-MM-dd HH:mm:ss``."""
+"""The article's tool (its ``AIFunctionFactory.Create(GetDateTime)``): the local date and time."""
 
 from __future__ import annotations
 
@@ -13,4 +13,3 @@ def get_date_time() -> str:
 
 
 GetDateTime = tool(get_date_time, name="GetDateTime", description="現在の日時を取得します。")
-"""The MAF tool the agent is given (the article's ``AIFunctionFactory.Create(GetDateTime)``)."""

@@ -1,7 +1,6 @@
 """Rich views for notebooks: a conversation as a chat (:func:`show_conversation`), summaries as a table.
 
-Each view has ``_repr_html_`` for Jupyter and a plain-text ``repr``; every value is escaped. Messages are shown in their
-stored MEAI JSON, whether given as MAF ``Message`` objects or as the service's JSON.
+Each has ``_repr_html_`` (every value escaped) and a plain ``repr``; messages are shown as their stored MEAI JSON.
 """
 
 from __future__ import annotations
@@ -37,12 +36,8 @@ class ConversationView:
     def __init__(self, messages: Iterable[Message | Mapping[str, Any]], title: str | None = None) -> None:
         self.messages = [message_to_meai(m) if isinstance(m, Message) else dict(m) for m in messages]
         self.title = title
-        self._results = {
-            str(c.get("callId")): c.get("result")
-            for m in self.messages
-            for c in _contents(m)
-            if c.get("$type") == "functionResult"
-        }
+        contents = [c for m in self.messages for c in _contents(m)]
+        self._results = {str(c.get("callId")): c.get("result") for c in contents if c.get("$type") == "functionResult"}
 
     def _repr_html_(self) -> str:
         title = f"<div style='font-weight:600;margin-bottom:4px'>{_e(self.title)}</div>" if self.title else ""
@@ -83,12 +78,9 @@ class ConversationView:
         return f"<details class='chatlab-content'><summary>{label}</summary>{raw}</details>"
 
     def _call_html(self, content: Mapping[str, Any]) -> str:
-        call_id = str(content.get("callId"))
-        result = (
-            f"<pre class='chatlab-result' style='{_PRE}'>{_e(_json(self._results[call_id]))}</pre>"
-            if call_id in self._results
-            else "<i>no result stored</i>"
-        )
+        call_id, result = str(content.get("callId")), "<i>no result stored</i>"
+        if call_id in self._results:
+            result = f"<pre class='chatlab-result' style='{_PRE}'>{_e(_json(self._results[call_id]))}</pre>"
         arguments = _e(_json(content.get("arguments") or {}))
         return (
             f"<details open class='chatlab-tool-call' style='margin:2px 0'><summary><span style='{_LABEL}'>tool call"
@@ -131,7 +123,6 @@ def _contents(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _text_of(content: Mapping[str, Any], results: Mapping[str, Any]) -> str:
-    """One content in a line of text."""
     kind = content.get("$type")
     if kind == "text":
         return str(content.get("text", ""))
