@@ -1,8 +1,7 @@
 """The FastAPI app: a store and the settings, with the routes, the error handlers and CORS put together.
 
-With a retention, the app has the store delete what is due (:meth:`~chatlab.stores.ChatHistoryStore.sweep`, each
-store its own way: docs/stores.md) every tenth of the retention, at most every minute and at least every 50 ms, so
-nothing outlives its retention by much more than a tenth of it.
+With a retention, the app sweeps the store (docs/stores.md) every tenth of it, at most every minute and at least every
+50 ms, so nothing outlives its retention by much more than a tenth of it.
 """
 
 from __future__ import annotations
@@ -36,11 +35,8 @@ TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": Fa
 
 
 def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
-    """Build the service around a store (an instance, or a URL for :func:`chatlab.stores.open_store`).
-
-    A store opened from a URL (or the default in-memory one) belongs to the app: opened with ``store_timeout``, closed
-    at shutdown. An instance stays the caller's. With ``settings.retention`` the app sweeps the store while it runs.
-    """
+    """Build the service around a store (an instance, or a URL for :func:`chatlab.stores.open_store`). A store opened
+    from a URL (or the default in-memory one) belongs to the app: opened with ``store_timeout``, closed at shutdown."""
     settings = settings or ServiceSettings()
     owned = not isinstance(store, ChatHistoryStore)
     the_store = store if isinstance(store, ChatHistoryStore) else open_store(store, timeout=settings.store_timeout)
@@ -88,7 +84,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
 
 
 def _lifespan(store: ChatHistoryStore, owned: bool) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """Sweep the store while the app runs (with a retention); close it when the app shuts down, if the app opened it."""
+    """Sweep the store while the app runs (with a retention); close it at shutdown if the app opened it."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -17,7 +17,7 @@ from .security.auth import ApiKeys, Caller
 from .security.ratelimit import RateLimiter, retry_after_header
 from .settings import ServiceSettings
 
-#: The caller of every request to an open service without a rate limit.
+#: The caller of every request to an open service (the article's: one namespace) without a rate limit.
 _ANYONE = Caller(None, "client")
 _BEARER = HTTPBearer(
     auto_error=False,
@@ -30,8 +30,18 @@ _BEARER = HTTPBearer(
 def caller_dependency(settings: ServiceSettings) -> Any:
     """The dependency that names the caller (401 without a valid key when keys are on; 429 over the rate)."""
     limit = _rate_limit(settings)
-    keys = settings.api_keys
-    return _open_caller(limit) if keys is None else _authenticated_caller(keys, limit)
+    if settings.api_keys is not None:
+        return _authenticated_caller(settings.api_keys, limit)
+
+    async def anyone(request: Request) -> Caller:
+        return _ANYONE  # without a rate limit the identity counts for nothing: one caller does for every request
+
+    async def open_caller(request: Request) -> Caller:
+        identity = _client(request)
+        limit(identity)
+        return Caller(None, identity)
+
+    return anyone if limit is _unlimited else open_caller
 
 
 def caller_resolver(dependency: Any, settings: ServiceSettings) -> Callable[[Request], Awaitable[Caller]]:
@@ -74,20 +84,6 @@ def _client(request: Request) -> str:
     return f"client:{request.client.host if request.client else '-'}"
 
 
-def _open_caller(limit: Callable[[str], None]) -> Any:
-    """The article's open service: every caller sees the one namespace."""
-
-    async def anyone(request: Request) -> Caller:
-        return _ANYONE  # without a rate limit the identity counts for nothing: one caller does for every request
-
-    async def open_caller(request: Request) -> Caller:
-        identity = _client(request)
-        limit(identity)
-        return Caller(None, identity)
-
-    return anyone if limit is _unlimited else open_caller
-
-
 def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
     """A caller with a valid ``Authorization: Bearer <key>``, in the namespace of that key."""
 
@@ -109,14 +105,10 @@ def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
 
 def _no_valid_key(request: Request) -> Refused:
     """401 saying whether the key is missing or wrong, with the ``WWW-Authenticate`` RFC 6750 asks for."""
+    challenge = 'Bearer realm="chat-history"'
     if request.headers.get("authorization") is None:
-        return Refused(
-            401,
-            "this service needs an API key: send it as `Authorization: Bearer <key>`",
-            headers={"WWW-Authenticate": 'Bearer realm="chat-history"'},
-        )
-    return Refused(
-        401,
-        "the API key is not valid: send `Authorization: Bearer <key>` with a key the service was given",
-        headers={"WWW-Authenticate": 'Bearer realm="chat-history", error="invalid_token"'},
-    )
+        detail = "this service needs an API key: send it as `Authorization: Bearer <key>`"
+    else:
+        detail = "the API key is not valid: send `Authorization: Bearer <key>` with a key the service was given"
+        challenge += ', error="invalid_token"'
+    return Refused(401, detail, headers={"WWW-Authenticate": challenge})

@@ -24,10 +24,7 @@ class InvalidJson(ValueError):
 
 
 def parse(body: bytes) -> Json:
-    """The JSON document of ``body``, numbers as their text (:class:`msgspec.Raw`), objects as ``dict``.
-
-    UTF-8 only (RFC 8259 section 8.1); a byte order mark is tolerated, as the RFC allows.
-    """
+    """The JSON document of ``body``, numbers as :class:`msgspec.Raw`; UTF-8 only, a byte order mark tolerated."""
     try:
         text = body.decode()
         return _DECODER.decode(text[1:] if text.startswith("\ufeff") else text)

@@ -1,8 +1,5 @@
-"""Every error the service answers is an RFC 9457 problem JSON with a ``detail`` that says what to do.
-
-Whatever refuses a request (a bad body or parameter, a missing key, the rate limit, a failed
-``If-Match``, a reused ``Idempotency-Key``, a failing store, an unknown endpoint) raises; the
-handlers here turn each into the same problem shape, so a client needs one way to read errors.
+"""Every error the service answers is an RFC 9457 problem JSON with a ``detail`` that says what to do: whatever
+refuses a request raises, and the handlers here turn each into the same shape, so a client reads errors one way.
 """
 
 from __future__ import annotations
@@ -64,21 +61,17 @@ async def _idempotency_key_reused(request: Request, exc: IdempotencyKeyReused) -
         "this Idempotency-Key was already used for an append of other messages to this conversation: "
         "use a new key for each new append; nothing was written"
     )
-    return await _refused(request, Refused(422, detail))
+    return problem_response(422, detail)
 
 
 async def _invalid_parameter(request: Request, exc: RequestValidationError) -> Response:
     """400, not FastAPI's 422: an invalid parameter is a bad request, as everywhere else in the service."""
     detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-    return await _refused(request, Refused(400, detail))
-
-
-#: Seconds a client is asked to wait after a store failure (``Retry-After`` of the 503).
-STORE_RETRY_AFTER = 1
+    return problem_response(400, detail)
 
 
 async def _store_unavailable(request: Request, exc: StoreError) -> Response:
-    retry = {"Retry-After": str(STORE_RETRY_AFTER)}
+    retry = {"Retry-After": "1"}  # seconds
     return await _refused(request, Refused(503, f"the history store failed: {exc}; retry later", headers=retry))
 
 

@@ -1,18 +1,12 @@
 """What uvicorn does not bound itself (https://github.com/Kludex/uvicorn/issues/157), added to its protocol class.
 
-uvicorn waits for a request's head for ever once its first byte came, httptools keeps a head in memory however long
-it grows, and a client holding every connection slot with unfinished heads locks everyone else out. So
-:func:`guarded_protocol` subclasses uvicorn's HTTP protocol, using only the asyncio callbacks and
-``on_response_complete``:
-
-* **head deadline**: a head must be in within ``header_timeout`` of the connection's opening or its previous answer,
-  else the connection closes (with a 408 if part of a head came);
-* **head size**: a head over :data:`MAX_HEAD_BYTES` gets 431 and a close before the parser holds more;
-* **fair slots**: at ``max_connections``, a new connection closes the one that has waited longest for a head;
-  connections serving a request are never closed, and a request finding every slot busy gets 503. (uvicorn's
-  ``limit_concurrency`` would count the connections just closed to make room and refuse their replacement.)
-
-Bytes pipelined while a request is served are not counted. A body's deadline is the app's (:mod:`.bodies`).
+uvicorn waits for ever for a head whose first byte came, httptools keeps a head however long it grows, and unfinished
+heads on every connection slot lock everyone out. So :func:`guarded_protocol` subclasses uvicorn's HTTP protocol (only
+the asyncio callbacks and ``on_response_complete``): a head must be in within ``header_timeout`` of the connection's
+opening or previous answer (else a close, with 408 if part came); over :data:`MAX_HEAD_BYTES` it gets 431 and a close;
+at ``max_connections`` a new connection closes the one waiting longest for a head, never one serving a request, and a
+request finding every slot busy gets 503 (uvicorn's ``limit_concurrency`` would count the connections closed to make
+room and refuse their replacement). Bytes pipelined during a request are not counted; a body's deadline is the app's.
 """
 
 from __future__ import annotations
@@ -21,6 +15,7 @@ import asyncio
 import functools
 import json
 import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..serverstack import server_stack
@@ -50,12 +45,12 @@ def _base(http: str) -> type[asyncio.Protocol]:
     return H11Protocol
 
 
+@dataclass
 class _Waiting:
-    """The connections of one server that wait for a request's head, the longest-waiting first."""
+    """The connections of one server that wait for a request's head (the longest-waiting first), and those open."""
 
-    def __init__(self) -> None:
-        self.connections: dict[Any, None] = {}
-        self.open: set[Any] = set()  # connections open and not being closed to make room
+    connections: dict[Any, None] = field(default_factory=dict)
+    open: set[Any] = field(default_factory=set)  # not those being closed to make room
 
 
 #: Per uvicorn server (its shared ``ServerState``, which every protocol instance is given).
