@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.telemetry import TelemetryConfig
 from starlette.middleware.cors import CORSMiddleware
 
 from ..stores import ChatHistoryStore, StoreError, open_store
@@ -28,10 +27,6 @@ from .settings import ServiceSettings
 from .ui import add_viewer
 
 log = logging.getLogger(__name__)
-
-#: FastAPI's native OpenTelemetry (its documented ``telemetry`` option), off: the service promises no traces and
-#: has ``/metrics``; asking OpenTelemetry on every request whether a provider is configured is work for nothing.
-TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 
 
 def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
@@ -48,7 +43,9 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
         version="1.0",
         lifespan=_lifespan(the_store, owned),
         redirect_slashes=False,  # a redirect would send the client to whatever Host it gave; /chat-history/ is a 400
-        telemetry=TELEMETRY_OFF,
+        # FastAPI's OpenTelemetry, off: the service promises no traces and has /metrics, and asking OpenTelemetry on
+        # every request whether a provider is configured is work for nothing
+        telemetry={"tracing": False, "metrics": False, "logs": False},
         # Swagger UI and ReDoc load their scripts from a CDN, on the service's origin: off unless asked
         docs_url="/docs" if settings.api_docs else None,
         redoc_url="/redoc" if settings.api_docs else None,

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
+from uvicorn.config import HTTP_PROTOCOLS
+from uvicorn.importer import import_from_string
+
 from ..serverstack import server_stack
 from .settings import ServiceSettings
 
@@ -36,16 +39,6 @@ def server_options(settings: ServiceSettings) -> dict[str, Any]:
     }
 
 
-def _base(http: str) -> type[asyncio.Protocol]:
-    if http == "httptools":
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-        return HttpToolsProtocol
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    return H11Protocol
-
-
 @dataclass
 class _Waiting:
     """The connections of one server that wait for a request's head (the longest-waiting first), and those open."""
@@ -61,7 +54,7 @@ _SERVERS: weakref.WeakKeyDictionary[Any, _Waiting] = weakref.WeakKeyDictionary()
 @functools.cache  # one class per choice: equal settings give equal server options (see BackgroundServer.ensure)
 def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol ``http`` with a deadline and a size bound on each request's head, and fair slots."""
-    base: type[Any] = _base(http)
+    base: type[Any] = import_from_string(HTTP_PROTOCOLS[http])  # as uvicorn.Config finds it
     late = _problem(408, f"the request's head did not arrive within {header_timeout:g} s")
     full = _problem(503, f"every one of the {max_connections} connections serves a request: retry later")
     large = _problem(431, f"the request's head is over {MAX_HEAD_BYTES} bytes: send less")

@@ -33,7 +33,6 @@ class Caller:
     identity: str
 
     def stored_key(self, conversation_key: str) -> str:
-        """The key the store uses for the caller's ``conversation_key`` (namespaced when keys are on)."""
         return self.prefix + conversation_key
 
     @property
@@ -55,10 +54,9 @@ def new_api_key() -> str:
 
 
 class ApiKeys:
-    """The configured keys, as digests, each mapped to its namespace."""
+    """The configured keys (key -> namespace, or ``(key, namespace)`` pairs), kept as digests."""
 
     def __init__(self, keys: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
-        """``keys``: key -> namespace, or ``(key, namespace)`` pairs."""
         pairs = list(keys.items()) if isinstance(keys, Mapping) else list(keys)
         for i, (key, namespace) in enumerate(pairs, 1):
             _check_entry(key, namespace, f"key {i}")
@@ -71,10 +69,9 @@ class ApiKeys:
         for number, line in enumerate(text.splitlines(), 1):
             for entry in filter(None, map(str.strip, line.split("#", 1)[0].split(","))):
                 namespace, sep, key = entry.partition(":")
-                where = f"{source} line {number}"
                 if not sep:
-                    raise ValueError(f"{where}: expected NAMESPACE:KEY entries (the key is not shown)")
-                _check_entry(key.strip(), namespace.strip(), where)
+                    raise ValueError(f"{source} line {number}: expected NAMESPACE:KEY entries (the key is not shown)")
+                _check_entry(key.strip(), namespace.strip(), f"{source} line {number}")
                 pairs.append((key.strip(), namespace.strip()))
         if not pairs:
             raise ValueError(f"{source} holds no NAMESPACE:KEY entry")

@@ -34,11 +34,9 @@ def etag(version: str) -> str:
 
 
 def parse_if_match(value: str | None) -> tuple[str, ...] | None:
-    """The versions an ``If-Match`` header accepts (``("*",)`` for ``*``); ``None`` without the header.
-
-    Weak tags are dropped (a strong comparison never matches them), an unquoted tag is read as if quoted, and what is
-    not a version is kept as is, so it never matches (412, nothing written).
-    """
+    """The versions an ``If-Match`` header accepts (``("*",)`` for ``*``); ``None`` without the header. Weak tags are
+    dropped (never strongly equal), an unquoted tag is read as if quoted, and what is not a version is kept as is, so it
+    never matches (412, nothing written)."""
     if value is None:
         return None
     if value.strip() == "*":
