@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
@@ -41,7 +42,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
         title="Chat history service",
         description="Keeps a list of chat messages (Microsoft.Extensions.AI `ChatMessage` JSON) per conversation key.",
         version="1.0",
-        lifespan=_lifespan(the_store, owned),
+        lifespan=functools.partial(_lifespan, the_store, owned),
         redirect_slashes=False,  # a redirect would send the client to whatever Host it gave; /chat-history/ is a 400
         # FastAPI's OpenTelemetry, off: the service promises no traces and has /metrics, and asking OpenTelemetry on
         # every request whether a provider is configured is work for nothing
@@ -80,23 +81,19 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     return app
 
 
-def _lifespan(store: ChatHistoryStore, owned: bool) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+@asynccontextmanager
+async def _lifespan(store: ChatHistoryStore, owned: bool, _: FastAPI) -> AsyncIterator[None]:
     """Sweep the store while the app runs (with a retention); close it at shutdown if the app opened it."""
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        sweeper = None if store.retention is None else asyncio.create_task(_sweep_forever(store, store.retention))
-        try:
-            yield
-        finally:
-            if sweeper is not None:
-                sweeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sweeper
-        if owned:
-            await store.close()
-
-    return lifespan
+    sweeper = None if store.retention is None else asyncio.create_task(_sweep_forever(store, store.retention))
+    try:
+        yield
+    finally:
+        if sweeper is not None:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+    if owned:
+        await store.close()
 
 
 async def _sweep_forever(store: ChatHistoryStore, retention: float) -> None:

@@ -7,7 +7,7 @@ plain function of the request for the conversation's endpoints (:func:`caller_re
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -47,8 +47,7 @@ def caller_dependency(settings: ServiceSettings) -> Any:
 def caller_resolver(dependency: Any, settings: ServiceSettings) -> Callable[[Request], Awaitable[Caller]]:
     """``dependency`` (of :func:`caller_dependency`, whose rate limit it shares) called as FastAPI would call it."""
     if settings.api_keys is None:
-        resolve: Callable[[Request], Awaitable[Caller]] = dependency
-        return resolve
+        return cast(Callable[[Request], Awaitable[Caller]], dependency)
 
     async def resolve_key(request: Request) -> Caller:
         caller: Caller = await dependency(request, await _BEARER(request))
@@ -64,8 +63,7 @@ def _rate_limit(settings: ServiceSettings) -> Callable[[str], None]:
     limiter = RateLimiter(settings.rate_limit)
 
     def limit(identity: str) -> None:
-        wait = limiter.take(identity)
-        if wait:
+        if wait := limiter.take(identity):
             raise Refused(
                 429,
                 f"too many requests: the limit is {limiter.limit}; retry after the Retry-After seconds",

@@ -293,9 +293,7 @@ def _flag_name(name: str, info: FieldInfo) -> str:
 
 
 def _default_text(info: FieldInfo, flag: Flag) -> str:
-    if flag.default is not None:
-        return flag.default
-    return "none" if info.default in (None, ()) else f"`{info.default}`"
+    return flag.default or ("none" if info.default in (None, ()) else f"`{info.default}`")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
