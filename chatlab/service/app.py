@@ -1,7 +1,5 @@
-"""The FastAPI app: a store and the settings, with the routes, the error handlers and CORS put together.
-
-With a retention, the app sweeps the store (docs/stores.md) every tenth of it, at most every minute and at least every
-50 ms, so nothing outlives its retention by much more than a tenth of it.
+"""The FastAPI app: a store and the settings, with the routes, the error handlers and CORS put together. With a
+retention, the app sweeps the store every tenth of it (at most every minute, at least every 50 ms).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""A write's body, read raw and parsed once (:mod:`.schema`) within every size limit: FastAPI never parses it.
-
-A large body is decoded in a worker thread, one at a time and in pieces (:mod:`.pieces`), so the event loop keeps its
-turns; a small one on the loop. A body not arriving with its head has ``body_timeout`` to arrive whole, else 408.
+"""A write's body, read raw and parsed once (:mod:`.schema`) within every size limit: FastAPI never parses it. A large
+body is decoded in a worker thread, one at a time and in pieces (:mod:`.pieces`), so the event loop keeps its turns.
 """
 
 from __future__ import annotations

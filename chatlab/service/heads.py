@@ -1,7 +1,6 @@
-"""The first layer every request passes: its ``Host`` (:mod:`.security.browser`), then its head (the same bounds for
-h11 and httptools; ``400`` and a close for a head proxies may read two ways: request smuggling, RFC 9112 section 6.1).
-One ASGI layer for all the checks, the outermost (before CORS, so a page never reads these refusals): each layer costs
-a request about what these checks cost. A head's size while it arrives is :mod:`.server_protocol`'s.
+"""The first layer every request passes: its ``Host`` (:mod:`.security.browser`), then its head (docs/protections.md,
+"Limits and the rate limit"). One ASGI layer for all the checks, the outermost (before CORS, so a page never reads
+these refusals): each layer costs a request about what these checks cost.
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
-"""``GET /healthz`` and ``GET /readyz``: whether the process answers, and whether it can serve. Both are open, outside
-the rate limit (load balancers hold no key) and the OpenAPI description (they are not the API).
-"""
+"""``GET /healthz`` and ``GET /readyz`` (docs/operations.md): open, outside the rate limit and the OpenAPI document."""
 
 from __future__ import annotations
 

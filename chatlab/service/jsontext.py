@@ -1,8 +1,6 @@
-"""JSON in and out with every number's text kept as sent: ``1.10`` stays ``1.10``, ``1e400`` stays ``1e400``.
-
-Python's ``json`` would rewrite or break them; here its C parser hands each number's text to :func:`_number`, kept as
-:class:`msgspec.Raw` and written back byte for byte. What JSON readers disagree on (RFC 8259, RFC 7493) is refused:
-``NaN``/``Infinity``, repeated keys, text that is not UTF-8, lone surrogates.
+"""JSON in and out with every number's text kept as sent (``1.10``, ``1e400``), which Python's ``json`` would rewrite
+or break: its C parser hands each number's text to :func:`_number`, kept as :class:`msgspec.Raw`. What JSON readers
+disagree on is refused (docs/protections.md, "Limits and the rate limit").
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Prometheus metrics at ``GET /metrics`` (``serve --metrics``), with the official ``prometheus_client``.
-
-Requests by method, route template (never a key; ``other`` for unknown methods and paths, so labels stay a fixed set)
-and status, with latency; store calls' duration and failures; and what the in-memory store holds (the database
-stores would need a scan). With API keys, only a valid key's holder may scrape. One registry per app.
+"""Prometheus metrics at ``GET /metrics`` (``serve --metrics``; docs/operations.md), with ``prometheus_client``. Labels
+come from a fixed set (``other`` for unknown methods and paths, a route's template, never a key); one registry per app.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""What uvicorn does not bound itself (https://github.com/Kludex/uvicorn/issues/157), added to its protocol class.
-
-uvicorn waits for ever for a head whose first byte came, httptools keeps a head however long it grows, and unfinished
-heads on every connection slot lock everyone out. So :func:`guarded_protocol` subclasses uvicorn's HTTP protocol (only
-the asyncio callbacks and ``on_response_complete``): a head must be in within ``header_timeout`` of the connection's
-opening or previous answer (else a close, with 408 if part came); over :data:`MAX_HEAD_BYTES` it gets 431 and a close;
-at ``max_connections`` a new connection closes the one waiting longest for a head, never one serving a request, and a
-request finding every slot busy gets 503 (uvicorn's ``limit_concurrency`` would count the connections closed to make
-room and refuse their replacement). Bytes pipelined during a request are not counted; a body's deadline is the app's.
+"""What uvicorn does not bound itself (https://github.com/Kludex/uvicorn/issues/157; docs/protections.md, "Connections
+and the store are bounded"): a request head's time and size while it arrives, and which connections hold the slots.
+uvicorn's ``limit_concurrency`` would not do for the slots: it counts the connections just closed to make room and
+refuses their replacement.
 """
 
 from __future__ import annotations

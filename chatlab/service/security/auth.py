@@ -1,8 +1,5 @@
-"""API keys (bearer tokens), each scoped to a namespace of conversations.
-
-``CHATLAB_API_KEYS`` or an ``--api-keys-file`` holds ``NAMESPACE:KEY`` entries, newline- or comma-separated, ``#``
-comments; keys may share a namespace (rotation). ``python -m chatlab api-key NAMESPACE`` prints one. Only SHA-256
-digests are kept, compared with :func:`hmac.compare_digest` against every one; errors name the line, never the key.
+"""API keys (bearer tokens), each scoped to a namespace of conversations (docs/protections.md). Only SHA-256 digests
+are kept, compared with :func:`hmac.compare_digest` against every one; errors name the line, never the key.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""What a web page could make a visitor's browser send to a local service, refused before anything else runs.
-
-* **DNS rebinding**: a page whose name then resolves to 127.0.0.1 shows only in ``Host``: one the service does not
-  serve gets 421 (none: 400). Starlette's ``TrustedHostMiddleware`` would mangle ``[::1]:5000`` and answer plain text.
-* **Cross-site writes**: a form or preflight-free ``fetch`` can POST ``text/plain``, while JSON needs a CORS preflight;
-  so a write's body must be JSON (:func:`is_json`, checked in :mod:`..bodies`), else 415.
+"""What a web page could make a visitor's browser send to a local service, refused before anything else runs
+(docs/protections.md, "Loopback is for loopback"): a ``Host`` the service does not serve (DNS rebinding; Starlette's
+``TrustedHostMiddleware`` would mangle ``[::1]:5000`` and answer plain text), and a write whose body is not JSON.
 """
 
 from __future__ import annotations
