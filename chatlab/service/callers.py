@@ -6,6 +6,7 @@ plain function of the request for the conversation's endpoints (:func:`caller_re
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -13,8 +14,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..vocabulary import Refused
-from .security.auth import ApiKeys, Caller
-from .security.ratelimit import RateLimiter, retry_after_header
+from .security.auth import Caller
+from .security.ratelimit import RateLimiter
 from .settings import ServiceSettings
 
 #: The caller of every request to an open service (the article's: one namespace) without a rate limit.
@@ -28,10 +29,26 @@ _BEARER = HTTPBearer(
 
 
 def caller_dependency(settings: ServiceSettings) -> Any:
-    """The dependency that names the caller (401 without a valid key when keys are on; 429 over the rate)."""
+    """The dependency that names the caller: with API keys, by a valid ``Authorization: Bearer <key>``, in that key's
+    namespace (401 without one); else by its address, in the one namespace. 429 over the rate limit."""
     limit = _rate_limit(settings)
-    if settings.api_keys is not None:
-        return _authenticated_caller(settings.api_keys, limit)
+    keys = settings.api_keys
+    if keys is not None:
+
+        async def authenticated_caller(
+            request: Request,
+            credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER),  # noqa: B008
+        ) -> Caller:
+            found = keys.namespace_of(credentials.credentials) if credentials is not None else None
+            if found is None:
+                limit(_client(request))  # slows down key guessing
+                raise _no_valid_key(request)
+            number, namespace = found
+            identity = f"key:{number}"
+            limit(identity)
+            return Caller(namespace, identity)
+
+        return authenticated_caller
 
     async def anyone(request: Request) -> Caller:
         return _ANYONE  # without a rate limit the identity counts for nothing: one caller does for every request
@@ -67,7 +84,7 @@ def _rate_limit(settings: ServiceSettings) -> Callable[[str], None]:
             raise Refused(
                 429,
                 f"too many requests: the limit is {limiter.limit}; retry after the Retry-After seconds",
-                headers={"Retry-After": retry_after_header(wait)},
+                headers={"Retry-After": str(max(1, math.ceil(wait)))},  # whole seconds, rounded up
             )
 
     return limit
@@ -80,25 +97,6 @@ def _unlimited(identity: str) -> None:
 def _client(request: Request) -> str:
     """A caller without a key is known by its address."""
     return f"client:{request.client.host if request.client else '-'}"
-
-
-def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
-    """A caller with a valid ``Authorization: Bearer <key>``, in the namespace of that key."""
-
-    async def authenticated_caller(
-        request: Request,
-        credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER),  # noqa: B008
-    ) -> Caller:
-        found = keys.namespace_of(credentials.credentials) if credentials is not None else None
-        if found is None:
-            limit(_client(request))  # slows down key guessing
-            raise _no_valid_key(request)
-        number, namespace = found
-        identity = f"key:{number}"
-        limit(identity)
-        return Caller(namespace, identity)
-
-    return authenticated_caller
 
 
 def _no_valid_key(request: Request) -> Refused:

@@ -17,8 +17,6 @@ Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 
 class RequestRoute(APIRoute):
-    """An ``APIRoute`` whose endpoint, when its one parameter is the ``Request``, is its handler."""
-
     def get_route_handler(self) -> Handler:
         if takes_only_the_request(self):
             return cast(Handler, self.endpoint)

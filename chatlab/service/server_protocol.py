@@ -138,11 +138,10 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
         def guard_close(self, answer: bytes | None) -> None:
             """Close the connection, with ``answer`` first (written as raw bytes: no request reached the app)."""
             self.guard_uncount()
-            if self.transport.is_closing():
-                return
-            if answer is not None:
-                self.transport.write(answer)
-            self.transport.close()
+            if not self.transport.is_closing():
+                if answer is not None:
+                    self.transport.write(answer)
+                self.transport.close()
 
     GuardedProtocol.__name__ = GuardedProtocol.__qualname__ = f"Guarded{base.__name__}"
     return GuardedProtocol

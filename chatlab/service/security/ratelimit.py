@@ -69,8 +69,3 @@ class RateLimiter:
                 return 0.0
             self._buckets[identity] = (tokens, now)
             return (1.0 - tokens) / rate
-
-
-def retry_after_header(seconds: float) -> str:
-    """``Retry-After`` in whole seconds, rounded up, at least 1."""
-    return str(max(1, math.ceil(seconds)))
