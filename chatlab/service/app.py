@@ -19,7 +19,7 @@ from .heads import RequestGuard
 from .health import add_health_routes
 from .metrics import add_metrics
 from .openapi import complete_openapi
-from .problems import add_error_handlers
+from .problems import ERROR_HANDLERS
 from .request_route import RequestRoute
 from .routes import add_routes
 from .settings import ServiceSettings
@@ -41,6 +41,7 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
         description="Keeps a list of chat messages (Microsoft.Extensions.AI `ChatMessage` JSON) per conversation key.",
         version="1.0",
         lifespan=functools.partial(_lifespan, the_store, owned),
+        exception_handlers=ERROR_HANDLERS,
         redirect_slashes=False,  # a redirect would send the client to whatever Host it gave; /chat-history/ is a 400
         # FastAPI's OpenTelemetry, off: the service promises no traces and has /metrics, and asking OpenTelemetry on
         # every request whether a provider is configured is work for nothing
@@ -51,7 +52,6 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     )
     # a conversation's endpoints take only the request: called with it, with nothing for FastAPI to solve
     app.router.route_class = RequestRoute
-    add_error_handlers(app)
     served = add_metrics(app, the_store, settings.api_keys) if settings.metrics else the_store
     add_routes(app, served, settings)
     add_health_routes(app, the_store)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
@@ -33,12 +33,6 @@ def problem_response(status: int, detail: str, errors: list[dict[str, Any]] | No
     response.status_code = status
     response.headers["content-type"] = PROBLEM_JSON
     return response
-
-
-def add_error_handlers(app: FastAPI) -> None:
-    """Answer every error below as problem JSON, FastAPI's and Starlette's own included."""
-    for exception, handler in _HANDLERS.items():
-        app.add_exception_handler(exception, handler)
 
 
 async def _refused(_: Request, exc: Refused) -> Response:
@@ -95,7 +89,8 @@ async def _http_error(request: Request, exc: HTTPException) -> Response:
     return response
 
 
-_HANDLERS: dict[type[Exception], Any] = {
+#: Every error as problem JSON, FastAPI's and Starlette's own included (the app's ``exception_handlers``).
+ERROR_HANDLERS: dict[Any, Any] = {
     Refused: _refused,
     VersionMismatch: _precondition_failed,
     IdempotencyKeyReused: _idempotency_key_reused,
