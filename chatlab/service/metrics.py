@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -59,12 +60,12 @@ KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPT
 OTHER = "other"
 
 
+@dataclass
 class MetricsMiddleware:
     """ASGI middleware: counts and times every HTTP request by method, route template and status."""
 
-    def __init__(self, app: Any, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
+    app: Any
+    metrics: Metrics
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -38,7 +38,6 @@ class Flag:
     default: str | None = None
 
 
-ENV_ONLY = Flag(group=None)
 Seconds = NewType("Seconds", float)
 """A duration in seconds; given as text (``30d``), it is parsed (:func:`parse_duration`)."""
 _YES_NO = ("1", "true", "yes", "on", "0", "false", "no", "off")
@@ -107,7 +106,7 @@ class ServiceSettings(BaseSettings):
             description="`NAMESPACE:KEY` entries, comma- or newline-separated (added to the file's); "
             "not a flag: a command line shows in `ps`",
         ),
-        ENV_ONLY,
+        Flag(group=None),
     ] = None
     cors_origins: Annotated[
         tuple[str, ...],
@@ -312,7 +311,6 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
             _flag_name(name, info),
             dest=name,
             type=next((t for t in (int, float) if info.annotation in (t, t | None)), str),  # str: the field parses it
-            default=None,
             metavar=flag.metavar,
             action="append" if _repeated(info) else "store",
             help=help_text.replace("%", "%%"),

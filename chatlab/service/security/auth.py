@@ -123,8 +123,7 @@ def _one_namespace_each(entries: Iterable[tuple[bytes, str]]) -> list[tuple[byte
     """The entries, each key once; refused if a key comes with two namespaces, or if there is none."""
     found: dict[bytes, str] = {}
     for digest, namespace in entries:
-        if found.setdefault(digest, namespace) != namespace:
-            first = found[digest]
+        if (first := found.setdefault(digest, namespace)) != namespace:
             raise ValueError(f"one key is given for namespaces {first!r} and {namespace!r}: a key has one namespace")
     if not found:
         raise ValueError("no API keys given: give at least one NAMESPACE:KEY entry")
