@@ -29,7 +29,6 @@ class BodyReader:
             wire.decode_messages_body, max_messages=settings.max_messages, max_message_bytes=settings.max_message_bytes
         )
         self._limiter: anyio.CapacityLimiter | None = None
-        #: the largest body decoded on the loop (:data:`INLINE_SHARE` of the limit)
         self.inline_bytes = int(settings.max_body_bytes * INLINE_SHARE)
 
     async def __call__(self, request: Request) -> list[bytes]:

@@ -5,8 +5,7 @@ come from a fixed set (``other`` for unknown methods and paths, a route's templa
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,17 +41,6 @@ class Metrics:
         messages = Gauge("chatlab_messages", "Messages stored", registry=self.registry)
         conversations.set_function(lambda: store.totals()[0])
         messages.set_function(lambda: store.totals()[1])
-
-    @asynccontextmanager
-    async def timed(self, operation: str) -> AsyncIterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        except StoreError:
-            self.store_errors.labels(operation).inc()
-            raise
-        finally:
-            self.store_latency.labels(operation).observe(time.perf_counter() - start)
 
 
 #: The methods counted by name; any other is ``other``.
@@ -115,8 +103,14 @@ def _timed(operation: str, method: str) -> Callable[..., Coroutine[Any, Any, Any
     """A method of :class:`MeteredStore`: the inner store's ``method``, timed as ``operation``."""
 
     async def timed(self: MeteredStore, *args: Any, **kwargs: Any) -> Any:
-        async with self.metrics.timed(operation):
+        start = time.perf_counter()
+        try:
             return await getattr(self.inner, method)(*args, **kwargs)
+        except StoreError:
+            self.metrics.store_errors.labels(operation).inc()
+            raise
+        finally:
+            self.metrics.store_latency.labels(operation).observe(time.perf_counter() - start)
 
     timed.__name__ = timed.__qualname__ = method
     return timed
