@@ -1,7 +1,5 @@
-"""Who is calling: the API key that decides the caller's namespace, and the caller's rate limit.
-
-A FastAPI dependency where the OpenAPI description should show the key scheme (``GET /``, ``GET /chat-history``), and a
-plain function of the request for the conversation's endpoints (:func:`caller_resolver`).
+"""Who is calling: the API key that decides the caller's namespace, and the caller's rate limit; a FastAPI dependency
+where the OpenAPI document shows the key scheme, a plain function of the request elsewhere (:func:`caller_resolver`).
 """
 
 from __future__ import annotations

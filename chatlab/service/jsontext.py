@@ -47,8 +47,7 @@ def encode(value: Json, *, long_list: str | None = None) -> bytes:
 
 
 def release(items: list[Json]) -> None:
-    """Empty a long list :data:`PIECE` items at a time (from the end, each cut O(PIECE)), so that a thread
-    freeing a large document lets others run in between."""
+    """Empty a long list :data:`PIECE` items at a time (from the end), so a thread freeing it lets others run."""
     while items:
         del items[-PIECE:]
 

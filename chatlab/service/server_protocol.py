@@ -55,8 +55,6 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
     large = _problem(431, f"the request's head is over {MAX_HEAD_BYTES} bytes: send less")
 
     class GuardedProtocol(base):  # type: ignore[misc]  # the base class is chosen at run time
-        """Bound the time and size of each request's head; give a waiting slot to a new connection when full."""
-
         def __init__(self, config: Any, server_state: Any, *args: Any, **kwargs: Any) -> None:
             super().__init__(config, server_state, *args, **kwargs)
             self.guard_server = _SERVERS.setdefault(server_state, _Waiting())
