@@ -18,9 +18,6 @@ KEY_PATTERN = r"[A-Za-z0-9._~+/-]+=*"
 MIN_KEY_LENGTH = 16
 SEPARATOR = "/"  # between the namespace and the client's conversation key in a stored key (``alice/286d...``)
 
-_NAMESPACE_RE = re.compile(NAMESPACE_PATTERN)
-_KEY_RE = re.compile(KEY_PATTERN)
-
 
 @dataclass(frozen=True, slots=True)
 class Caller:
@@ -131,9 +128,9 @@ def _one_namespace_each(entries: Iterable[tuple[bytes, str]]) -> list[tuple[byte
 
 
 def _check_entry(key: str, namespace: str, where: str) -> None:
-    if not isinstance(namespace, str) or not _NAMESPACE_RE.fullmatch(namespace):
+    if not isinstance(namespace, str) or not re.fullmatch(NAMESPACE_PATTERN, namespace):
         raise ValueError(f"{where}: the namespace must be 1 to 64 letters, digits, '_' or '-'")
-    if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
+    if not isinstance(key, str) or not re.fullmatch(KEY_PATTERN, key):
         raise ValueError(
             f"{where} (namespace {namespace!r}): the key must be a bearer token: letters, digits and -._~+/ "
             "(the key is not shown)"
