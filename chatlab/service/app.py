@@ -1,20 +1,17 @@
-"""The FastAPI app: a store and the settings, with the routes, the error handlers and CORS put together.
-
-With a retention, the app has the store delete what is due (:meth:`~chatlab.stores.ChatHistoryStore.sweep`, each
-store its own way: docs/stores.md) every tenth of the retention, at most every minute and at least every 50 ms, so
-nothing outlives its retention by much more than a tenth of it.
+"""The FastAPI app: a store and the settings, with the routes, the error handlers and CORS put together. With a
+retention, the app sweeps the store every tenth of it (at most every minute, at least every 50 ms).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.telemetry import TelemetryConfig
 from starlette.middleware.cors import CORSMiddleware
 
 from ..stores import ChatHistoryStore, StoreError, open_store
@@ -22,7 +19,7 @@ from .heads import RequestGuard
 from .health import add_health_routes
 from .metrics import add_metrics
 from .openapi import complete_openapi
-from .problems import add_error_handlers
+from .problems import ERROR_HANDLERS
 from .request_route import RequestRoute
 from .routes import add_routes
 from .settings import ServiceSettings
@@ -30,17 +27,10 @@ from .ui import add_viewer
 
 log = logging.getLogger(__name__)
 
-#: FastAPI's native OpenTelemetry (its documented ``telemetry`` option), off: the service promises no traces and
-#: has ``/metrics``; asking OpenTelemetry on every request whether a provider is configured is work for nothing.
-TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
-
 
 def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSettings | None = None) -> FastAPI:
-    """Build the service around a store (an instance, or a URL for :func:`chatlab.stores.open_store`).
-
-    A store opened from a URL (or the default in-memory one) belongs to the app: opened with ``store_timeout``, closed
-    at shutdown. An instance stays the caller's. With ``settings.retention`` the app sweeps the store while it runs.
-    """
+    """Build the service around a store (an instance, or a URL for :func:`chatlab.stores.open_store`). A store opened
+    from a URL (or the default in-memory one) belongs to the app: opened with ``store_timeout``, closed at shutdown."""
     settings = settings or ServiceSettings()
     owned = not isinstance(store, ChatHistoryStore)
     the_store = store if isinstance(store, ChatHistoryStore) else open_store(store, timeout=settings.store_timeout)
@@ -50,16 +40,18 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
         title="Chat history service",
         description="Keeps a list of chat messages (Microsoft.Extensions.AI `ChatMessage` JSON) per conversation key.",
         version="1.0",
-        lifespan=_lifespan(the_store, owned),
+        lifespan=functools.partial(_lifespan, the_store, owned),
+        exception_handlers=ERROR_HANDLERS,
         redirect_slashes=False,  # a redirect would send the client to whatever Host it gave; /chat-history/ is a 400
-        telemetry=TELEMETRY_OFF,
+        # FastAPI's OpenTelemetry, off: the service promises no traces and has /metrics, and asking OpenTelemetry on
+        # every request whether a provider is configured is work for nothing
+        telemetry={"tracing": False, "metrics": False, "logs": False},
         # Swagger UI and ReDoc load their scripts from a CDN, on the service's origin: off unless asked
         docs_url="/docs" if settings.api_docs else None,
         redoc_url="/redoc" if settings.api_docs else None,
     )
     # a conversation's endpoints take only the request: called with it, with nothing for FastAPI to solve
     app.router.route_class = RequestRoute
-    add_error_handlers(app)
     served = add_metrics(app, the_store, settings.api_keys) if settings.metrics else the_store
     add_routes(app, served, settings)
     add_health_routes(app, the_store)
@@ -87,23 +79,19 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     return app
 
 
-def _lifespan(store: ChatHistoryStore, owned: bool) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """Sweep the store while the app runs (with a retention); close it when the app shuts down, if the app opened it."""
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        sweeper = None if store.retention is None else asyncio.create_task(_sweep_forever(store, store.retention))
-        try:
-            yield
-        finally:
-            if sweeper is not None:
-                sweeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sweeper
-        if owned:
-            await store.close()
-
-    return lifespan
+@asynccontextmanager
+async def _lifespan(store: ChatHistoryStore, owned: bool, _: FastAPI) -> AsyncIterator[None]:
+    """Sweep the store while the app runs (with a retention); close it at shutdown if the app opened it."""
+    sweeper = None if store.retention is None else asyncio.create_task(_sweep_forever(store, store.retention))
+    try:
+        yield
+    finally:
+        if sweeper is not None:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+    if owned:
+        await store.close()
 
 
 async def _sweep_forever(store: ChatHistoryStore, retention: float) -> None:

@@ -25,11 +25,9 @@ def start_service(
     tls_cert: str | os.PathLike[str] | None = None,
     tls_key: str | os.PathLike[str] | None = None,
 ) -> BackgroundServer:
-    """Start the service in a background thread (the article's separately started server); ``.url``, ``.stop()``.
-
-    The same arguments again return the server already running, so a notebook cell can be re-run (see
-    :meth:`~chatlab.runner.BackgroundServer.ensure`). ``tls_cert``/``tls_key`` (PEM) serve HTTPS, else the settings'.
-    """
+    """Start the service in a background thread (the article's separately started server); ``.url``, ``.stop()``. The
+    same arguments again return the server already running, so a notebook cell can be re-run; ``tls_cert``/``tls_key``
+    (PEM) serve HTTPS, else the settings'."""
     settings = settings or ServiceSettings()
     if tls_cert is None and tls_key is None:
         tls_cert, tls_key = settings.tls_cert, settings.tls_key

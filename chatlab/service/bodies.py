@@ -1,7 +1,5 @@
-"""A write's body, read raw and parsed once (:mod:`.schema`) within every size limit: FastAPI never parses it.
-
-A large body is decoded in a worker thread, one at a time and in pieces (:mod:`.pieces`), so the event loop keeps its
-turns; a small one on the loop. A body not arriving with its head has ``body_timeout`` to arrive whole, else 408.
+"""A write's body, read raw and parsed once (:mod:`.schema`) within every size limit: FastAPI never parses it. A large
+body is decoded in a worker thread, one at a time and in pieces (:mod:`.pieces`), so the event loop keeps its turns.
 """
 
 from __future__ import annotations
@@ -31,11 +29,10 @@ class BodyReader:
             wire.decode_messages_body, max_messages=settings.max_messages, max_message_bytes=settings.max_message_bytes
         )
         self._limiter: anyio.CapacityLimiter | None = None
-        #: the largest body decoded on the loop (:data:`INLINE_SHARE` of the limit)
         self.inline_bytes = int(settings.max_body_bytes * INLINE_SHARE)
 
     async def __call__(self, request: Request) -> list[bytes]:
-        """The checked, encoded messages of a JSON body (415 for another type), within every size limit."""
+        """The checked, encoded messages of a JSON body."""
         body = await self.json_bytes(request)
         if len(body) <= self.inline_bytes:
             return self._decode(body)
@@ -44,21 +41,23 @@ class BodyReader:
         return await anyio.to_thread.run_sync(partial(self._decode, body, in_pieces=True), limiter=self._limiter)
 
     async def json_bytes(self, request: Request) -> bytes:
-        """The raw bytes of a JSON body (415 for another type, what a cross-site form sends), within the limits."""
-        content_type, declared = _content_headers(request.scope["headers"])
+        """The raw bytes of a JSON body (415 for another type, what a cross-site form sends); 413 as soon as it is known
+        to exceed the limit, 408 when it arrives too slowly (the connection is then closed: the rest may still come).
+        Read from ``receive`` itself: Starlette's ``request.stream()`` is an async generator, dearer per body."""
+        content_type = declared = None
+        for name, value in request.scope["headers"]:  # the first of each, in one pass over the raw headers
+            if name == b"content-type":
+                if content_type is None:
+                    content_type = value.decode("latin-1")
+            elif name == b"content-length" and declared is None:
+                declared = value.decode("latin-1")
         if not is_json(content_type or ""):
             raise Refused(
                 415, f"a write's body must be JSON: send Content-Type: application/json, not {content_type or 'none'}"
             )
-        return await self._read(request, declared)
-
-    async def _read(self, request: Request, declared: str) -> bytes:
-        """The request body: 413 as soon as it is known to exceed the limit, 408 when it arrives too slowly (the
-        connection is then closed: the rest may still come). Read from ``receive`` itself: Starlette's
-        ``request.stream()`` is an async generator, dearer per body."""
         limit = self._settings.max_body_bytes
         # 19 digits or more are over any limit, and are not made an int (of thousands of digits, int() raises)
-        declared = declared.lstrip("0")
+        declared = (declared or "").lstrip("0")
         if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
             raise self._too_large()
         chunks, size, receive = [], 0, request.receive
@@ -88,15 +87,3 @@ class BodyReader:
     def _too_large(self) -> Refused:
         limit = self._settings.max_body_bytes
         return Refused(413, f"the body is larger than {limit} bytes: send fewer or smaller messages per request")
-
-
-def _content_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str | None, str]:
-    """The first ``Content-Type`` (or ``None``) and ``Content-Length`` (or ``""``), in one pass over the raw headers."""
-    content_type = content_length = None
-    for name, value in headers:
-        if name == b"content-type":
-            if content_type is None:
-                content_type = value.decode("latin-1")
-        elif name == b"content-length" and content_length is None:
-            content_length = value.decode("latin-1")
-    return content_type, content_length or ""

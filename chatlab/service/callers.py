@@ -1,23 +1,22 @@
-"""Who is calling: the API key that decides the caller's namespace, and the caller's rate limit.
-
-A FastAPI dependency where the OpenAPI description should show the key scheme (``GET /``, ``GET /chat-history``), and a
-plain function of the request for the conversation's endpoints (:func:`caller_resolver`).
+"""Who is calling: the API key that decides the caller's namespace, and the caller's rate limit; a FastAPI dependency
+where the OpenAPI document shows the key scheme, a plain function of the request elsewhere (:func:`caller_resolver`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..vocabulary import Refused
-from .security.auth import ApiKeys, Caller
-from .security.ratelimit import RateLimiter, retry_after_header
+from .security.auth import Caller
+from .security.ratelimit import RateLimiter
 from .settings import ServiceSettings
 
-#: The caller of every request to an open service without a rate limit.
+#: The caller of every request to an open service (the article's: one namespace) without a rate limit.
 _ANYONE = Caller(None, "client")
 _BEARER = HTTPBearer(
     auto_error=False,
@@ -28,17 +27,42 @@ _BEARER = HTTPBearer(
 
 
 def caller_dependency(settings: ServiceSettings) -> Any:
-    """The dependency that names the caller (401 without a valid key when keys are on; 429 over the rate)."""
+    """The dependency that names the caller: with API keys, by a valid ``Authorization: Bearer <key>``, in that key's
+    namespace (401 without one); else by its address, in the one namespace. 429 over the rate limit."""
     limit = _rate_limit(settings)
     keys = settings.api_keys
-    return _open_caller(limit) if keys is None else _authenticated_caller(keys, limit)
+    if keys is not None:
+
+        async def authenticated_caller(
+            request: Request,
+            credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER),  # noqa: B008
+        ) -> Caller:
+            found = keys.namespace_of(credentials.credentials) if credentials is not None else None
+            if found is None:
+                limit(_client(request))  # slows down key guessing
+                raise _no_valid_key(request)
+            number, namespace = found
+            identity = f"key:{number}"
+            limit(identity)
+            return Caller(namespace, identity)
+
+        return authenticated_caller
+
+    async def anyone(request: Request) -> Caller:
+        return _ANYONE  # without a rate limit the identity counts for nothing: one caller does for every request
+
+    async def open_caller(request: Request) -> Caller:
+        identity = _client(request)
+        limit(identity)
+        return Caller(None, identity)
+
+    return anyone if limit is _unlimited else open_caller
 
 
 def caller_resolver(dependency: Any, settings: ServiceSettings) -> Callable[[Request], Awaitable[Caller]]:
     """``dependency`` (of :func:`caller_dependency`, whose rate limit it shares) called as FastAPI would call it."""
     if settings.api_keys is None:
-        resolve: Callable[[Request], Awaitable[Caller]] = dependency
-        return resolve
+        return cast(Callable[[Request], Awaitable[Caller]], dependency)
 
     async def resolve_key(request: Request) -> Caller:
         caller: Caller = await dependency(request, await _BEARER(request))
@@ -54,12 +78,11 @@ def _rate_limit(settings: ServiceSettings) -> Callable[[str], None]:
     limiter = RateLimiter(settings.rate_limit)
 
     def limit(identity: str) -> None:
-        wait = limiter.take(identity)
-        if wait:
+        if wait := limiter.take(identity):
             raise Refused(
                 429,
                 f"too many requests: the limit is {limiter.limit}; retry after the Retry-After seconds",
-                headers={"Retry-After": retry_after_header(wait)},
+                headers={"Retry-After": str(max(1, math.ceil(wait)))},  # whole seconds, rounded up
             )
 
     return limit
@@ -74,49 +97,12 @@ def _client(request: Request) -> str:
     return f"client:{request.client.host if request.client else '-'}"
 
 
-def _open_caller(limit: Callable[[str], None]) -> Any:
-    """The article's open service: every caller sees the one namespace."""
-
-    async def anyone(request: Request) -> Caller:
-        return _ANYONE  # without a rate limit the identity counts for nothing: one caller does for every request
-
-    async def open_caller(request: Request) -> Caller:
-        identity = _client(request)
-        limit(identity)
-        return Caller(None, identity)
-
-    return anyone if limit is _unlimited else open_caller
-
-
-def _authenticated_caller(keys: ApiKeys, limit: Callable[[str], None]) -> Any:
-    """A caller with a valid ``Authorization: Bearer <key>``, in the namespace of that key."""
-
-    async def authenticated_caller(
-        request: Request,
-        credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER),  # noqa: B008
-    ) -> Caller:
-        found = keys.namespace_of(credentials.credentials) if credentials is not None else None
-        if found is None:
-            limit(_client(request))  # slows down key guessing
-            raise _no_valid_key(request)
-        number, namespace = found
-        identity = f"key:{number}"
-        limit(identity)
-        return Caller(namespace, identity)
-
-    return authenticated_caller
-
-
 def _no_valid_key(request: Request) -> Refused:
     """401 saying whether the key is missing or wrong, with the ``WWW-Authenticate`` RFC 6750 asks for."""
+    challenge = 'Bearer realm="chat-history"'
     if request.headers.get("authorization") is None:
-        return Refused(
-            401,
-            "this service needs an API key: send it as `Authorization: Bearer <key>`",
-            headers={"WWW-Authenticate": 'Bearer realm="chat-history"'},
-        )
-    return Refused(
-        401,
-        "the API key is not valid: send `Authorization: Bearer <key>` with a key the service was given",
-        headers={"WWW-Authenticate": 'Bearer realm="chat-history", error="invalid_token"'},
-    )
+        detail = "this service needs an API key: send it as `Authorization: Bearer <key>`"
+    else:
+        detail = "the API key is not valid: send `Authorization: Bearer <key>` with a key the service was given"
+        challenge += ', error="invalid_token"'
+    return Refused(401, detail, headers={"WWW-Authenticate": challenge})

@@ -1,10 +1,6 @@
-"""The first layer every request passes: its ``Host`` (:mod:`.security.browser`), then its head.
-
-``414`` for a URL over :data:`MAX_URL_BYTES`, ``431`` for header fields over :data:`MAX_HEADER_BYTES` in all (h11 and
-httptools bound heads differently); ``400`` and a close for a head proxies may read two ways: two ``Host`` fields, or
-``Content-Length`` with ``Transfer-Encoding`` (request smuggling, RFC 9112 section 6.1). One ASGI layer for all the
-checks, the outermost (before CORS, so a page never reads these refusals): each layer costs a request about what these
-checks cost. A head's size while it arrives is :mod:`.server_protocol`'s.
+"""The first layer every request passes: its ``Host`` (:mod:`.security.browser`), then its head (docs/protections.md,
+"Limits and the rate limit"). One ASGI layer for all the checks, the outermost (before CORS, so a page never reads
+these refusals): each layer costs a request about what these checks cost.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""``GET /healthz`` and ``GET /readyz``: whether the process answers, and whether it can serve.
-
-Both are open, outside the rate limit (load balancers hold no key) and the OpenAPI description (they are not the API).
-"""
+"""``GET /healthz`` and ``GET /readyz`` (docs/operations.md): open, outside the rate limit and the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -16,8 +13,7 @@ from .responses import json_response
 
 log = logging.getLogger(__name__)
 
-READY_TIMEOUT = 2.0
-"""How long ``/readyz`` waits for the store's ping, in seconds."""
+READY_TIMEOUT = 2.0  # seconds /readyz waits for the store's ping
 
 
 def add_health_routes(app: FastAPI, store: ChatHistoryStore) -> None:

@@ -1,9 +1,6 @@
-"""JSON in and out with every number's text kept as sent: ``1.10`` stays ``1.10``, ``1e400`` stays ``1e400``.
-
-Python's ``json`` would rewrite numbers (``1.10`` -> ``1.1``) or break them (``1e400`` -> ``Infinity``); here its C
-parser hands each number's text to :func:`_number`, kept as :class:`msgspec.Raw` and written back byte for byte. The
-parse refuses what JSON readers disagree on (RFC 8259, RFC 7493): ``NaN``/``Infinity``, repeated keys, text that is
-not UTF-8, lone surrogates.
+"""JSON in and out with every number's text kept as sent (``1.10``, ``1e400``), which Python's ``json`` would rewrite
+or break: its C parser hands each number's text to :func:`_number`, kept as :class:`msgspec.Raw`. What JSON readers
+disagree on is refused (docs/protections.md, "Limits and the rate limit").
 """
 
 from __future__ import annotations
@@ -24,10 +21,7 @@ class InvalidJson(ValueError):
 
 
 def parse(body: bytes) -> Json:
-    """The JSON document of ``body``, numbers as their text (:class:`msgspec.Raw`), objects as ``dict``.
-
-    UTF-8 only (RFC 8259 section 8.1); a byte order mark is tolerated, as the RFC allows.
-    """
+    """The JSON document of ``body``, numbers as :class:`msgspec.Raw`; UTF-8 only, a byte order mark tolerated."""
     try:
         text = body.decode()
         return _DECODER.decode(text[1:] if text.startswith("\ufeff") else text)
@@ -53,8 +47,7 @@ def encode(value: Json, *, long_list: str | None = None) -> bytes:
 
 
 def release(items: list[Json]) -> None:
-    """Empty a long list :data:`PIECE` items at a time (from the end, each cut O(PIECE)), so that a thread
-    freeing a large document lets others run in between."""
+    """Empty a long list :data:`PIECE` items at a time (from the end), so a thread freeing it lets others run."""
     while items:
         del items[-PIECE:]
 
@@ -77,21 +70,17 @@ def _number(text: str) -> msgspec.Raw:
 def _object(pairs: list[tuple[str, Json]]) -> dict[str, Json]:
     """An object, refused if it repeats a key (which reader's value would count is anyone's guess)."""
     value = dict(pairs)
-    if len(value) != len(pairs):
-        raise InvalidJson(
-            f"the body repeats the key {json.dumps(_repeated(pairs), ensure_ascii=False)} in one object: "
-            "send each key once (JSON readers disagree on which of the values counts)"
-        )
-    return value
-
-
-def _repeated(pairs: list[tuple[str, Json]]) -> str:
+    if len(value) == len(pairs):
+        return value
     seen: set[str] = set()
     for key, _ in pairs:
         if key in seen:
-            return key
+            raise InvalidJson(
+                f"the body repeats the key {json.dumps(key, ensure_ascii=False)} in one object: "
+                "send each key once (JSON readers disagree on which of the values counts)"
+            )
         seen.add(key)
-    raise AssertionError("no key is repeated")  # pragma: no cover - called only when one is
+    raise AssertionError("no key is repeated")  # pragma: no cover - dict() kept fewer pairs, so one is
 
 
 def _constant(name: str) -> None:

@@ -1,22 +1,18 @@
-"""Prometheus metrics at ``GET /metrics`` (``serve --metrics``), with the official ``prometheus_client``.
-
-Requests by method, route template (never a key; ``other`` for unknown methods and paths, so labels stay a fixed set)
-and status, with latency; store calls' duration and failures; and what the in-memory store holds (the database
-stores would need a scan). With API keys, only a valid key's holder may scrape. One registry per app.
+"""Prometheus metrics at ``GET /metrics`` (``serve --metrics``; docs/operations.md), with ``prometheus_client``. Labels
+come from a fixed set (``other`` for unknown methods and paths, a route's template, never a key); one registry per app.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from ..stores import ChatHistoryStore, InMemoryChatHistoryStore, StoreError, base
-from ..stores.metadata import MetadataChange
+from ..stores import ChatHistoryStore, InMemoryChatHistoryStore, StoreError
 from ..vocabulary import Refused
 from .security.auth import ApiKeys
 
@@ -46,29 +42,18 @@ class Metrics:
         conversations.set_function(lambda: store.totals()[0])
         messages.set_function(lambda: store.totals()[1])
 
-    @asynccontextmanager
-    async def timed(self, operation: str) -> AsyncIterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        except StoreError:
-            self.store_errors.labels(operation).inc()
-            raise
-        finally:
-            self.store_latency.labels(operation).observe(time.perf_counter() - start)
-
 
 #: The methods counted by name; any other is ``other``.
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 OTHER = "other"
 
 
+@dataclass
 class MetricsMiddleware:
     """ASGI middleware: counts and times every HTTP request by method, route template and status."""
 
-    def __init__(self, app: Any, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
+    app: Any
+    metrics: Metrics
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -114,6 +99,23 @@ def add_metrics(app: FastAPI, store: ChatHistoryStore, keys: ApiKeys | None) -> 
     return MeteredStore(store, metrics)
 
 
+def _timed(operation: str, method: str) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """A method of :class:`MeteredStore`: the inner store's ``method``, timed as ``operation``."""
+
+    async def timed(self: MeteredStore, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await getattr(self.inner, method)(*args, **kwargs)
+        except StoreError:
+            self.metrics.store_errors.labels(operation).inc()
+            raise
+        finally:
+            self.metrics.store_latency.labels(operation).observe(time.perf_counter() - start)
+
+    timed.__name__ = timed.__qualname__ = method
+    return timed
+
+
 class MeteredStore(ChatHistoryStore):
     """The routes' store when metrics are on: each call of ``inner``, timed into :class:`Metrics`."""
 
@@ -122,63 +124,16 @@ class MeteredStore(ChatHistoryStore):
         self.metrics = metrics
         self.description = inner.description
 
-    async def read(self, conversation_key: str) -> base.Conversation:
-        async with self.metrics.timed("read"):
-            return await self.inner.read(conversation_key)
-
-    async def read_array(self, conversation_key: str) -> base.ConversationArray:
-        async with self.metrics.timed("read"):
-            return await self.inner.read_array(conversation_key)
-
-    async def read_slice(
-        self, conversation_key: str, after: int = 0, limit: int | None = None
-    ) -> base.ConversationSlice:
-        async with self.metrics.timed("read_slice"):
-            return await self.inner.read_slice(conversation_key, after, limit)
-
-    async def append(
-        self,
-        conversation_key: str,
-        messages: Sequence[base.EncodedMessage],
-        *,
-        if_match: Collection[str] | None = None,
-        idempotency: base.Idempotency | None = None,
-    ) -> base.WriteResult:
-        async with self.metrics.timed("append"):
-            return await self.inner.append(conversation_key, messages, if_match=if_match, idempotency=idempotency)
-
-    async def replace(
-        self, conversation_key: str, messages: Sequence[base.EncodedMessage], *, if_match: Collection[str] | None = None
-    ) -> base.WriteResult:
-        async with self.metrics.timed("replace"):
-            return await self.inner.replace(conversation_key, messages, if_match=if_match)
-
-    async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
-        async with self.metrics.timed("delete"):
-            await self.inner.delete(conversation_key, if_match=if_match)
-
-    async def summaries(
-        self,
-        prefix: str = "",
-        *,
-        after: str | None = None,
-        limit: int | None = None,
-        tags: Mapping[str, str] | None = None,
-    ) -> list[base.ConversationSummary]:
-        async with self.metrics.timed("summaries"):
-            return await self.inner.summaries(prefix, after=after, limit=limit, tags=tags)
-
-    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> base.ConversationSummary | None:
-        async with self.metrics.timed("set_metadata"):
-            return await self.inner.set_metadata(conversation_key, change)
-
-    async def restore(self, records: Sequence[base.ConversationRecord]) -> None:
-        async with self.metrics.timed("restore"):
-            await self.inner.restore(records)
-
-    async def sweep(self) -> int:
-        async with self.metrics.timed("sweep"):
-            return await self.inner.sweep()
+    read = _timed("read", "read")
+    read_array = _timed("read", "read_array")
+    read_slice = _timed("read_slice", "read_slice")
+    append = _timed("append", "append")
+    replace = _timed("replace", "replace")
+    delete = _timed("delete", "delete")
+    summaries = _timed("summaries", "summaries")
+    set_metadata = _timed("set_metadata", "set_metadata")
+    restore = _timed("restore", "restore")
+    sweep = _timed("sweep", "sweep")
 
     async def close(self) -> None:
         await self.inner.close()

@@ -1,7 +1,6 @@
-"""A quick check that a body's messages are certainly valid, so the common body skips pydantic's slower models.
-
-The msgspec structs below are built from the schema's own table of checked fields (:mod:`.schema`), so what they
-accept the models accept; anything they refuse or cannot tell goes to pydantic, which decides and words the refusal.
+"""A quick check that a body's messages are certainly valid, so the common body skips pydantic's slower models: msgspec
+structs built from the schema's table of checked fields (:mod:`.schema`), so what they accept the models accept;
+anything else goes to pydantic, which decides and words the refusal.
 """
 
 from __future__ import annotations
@@ -15,11 +14,9 @@ Json = Any
 
 
 def structs(checked: dict[str, dict[str, tuple[Any, Any]]], tag_name: str) -> Any:
-    """A struct whose ``messages`` is a list of messages as msgspec structs: one per ``$type`` of ``checked``
-    (tagged), other keys allowed; ``tag_name`` is the name of the models' tag field. A struct, not ``list[...]``:
-    msgspec keeps a struct's type information, but collects a generic alias's anew on every ``convert``.
-
-    msgspec reads pydantic's ``StrictStr`` and ``StrictBool`` as its own (strict) ``str`` and ``bool``."""
+    """A struct whose ``messages`` is a list of messages, their contents tagged by ``$type`` (one struct per type of
+    ``checked``, other keys allowed; ``tag_name``: the models' tag field). A struct, not ``list[...]``: msgspec keeps a
+    struct's type information, but collects a generic alias's anew on every ``convert``."""
 
     class Content(msgspec.Struct, tag_field="$type", kw_only=True):
         annotations: list[dict[str, Json]] | None = None
@@ -53,16 +50,11 @@ def structs(checked: dict[str, dict[str, tuple[Any, Any]]], tag_name: str) -> An
 
 
 def valid(messages: list[Json], checked_type: Any) -> bool:
-    """Whether ``messages`` are certainly valid (``False``: pydantic must decide); ``checked_type`` is what
-    :func:`structs` made."""
+    """Whether ``messages`` are certainly valid as ``checked_type`` (of :func:`structs`); else pydantic decides."""
     try:
-        converted = msgspec.convert({"messages": messages}, checked_type).messages
-    except msgspec.ValidationError:
-        return False
-    try:
-        for message in converted:
+        for message in msgspec.convert({"messages": messages}, checked_type).messages:
             if message.createdAt is not None:
                 datetime.fromisoformat(message.createdAt)
-    except ValueError:
+    except ValueError:  # msgspec.ValidationError is one
         return False
     return True

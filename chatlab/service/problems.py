@@ -1,8 +1,5 @@
-"""Every error the service answers is an RFC 9457 problem JSON with a ``detail`` that says what to do.
-
-Whatever refuses a request (a bad body or parameter, a missing key, the rate limit, a failed
-``If-Match``, a reused ``Idempotency-Key``, a failing store, an unknown endpoint) raises; the
-handlers here turn each into the same problem shape, so a client needs one way to read errors.
+"""Every error the service answers is an RFC 9457 problem JSON with a ``detail`` that says what to do: whatever
+refuses a request raises, and the handlers here turn each into the same shape, so a client reads errors one way.
 """
 
 from __future__ import annotations
@@ -10,7 +7,7 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
@@ -38,12 +35,6 @@ def problem_response(status: int, detail: str, errors: list[dict[str, Any]] | No
     return response
 
 
-def add_error_handlers(app: FastAPI) -> None:
-    """Answer every error below as problem JSON, FastAPI's and Starlette's own included."""
-    for exception, handler in _HANDLERS.items():
-        app.add_exception_handler(exception, handler)
-
-
 async def _refused(_: Request, exc: Refused) -> Response:
     response = problem_response(exc.status, exc.detail, exc.errors)
     response.headers.update(exc.headers)
@@ -64,21 +55,17 @@ async def _idempotency_key_reused(request: Request, exc: IdempotencyKeyReused) -
         "this Idempotency-Key was already used for an append of other messages to this conversation: "
         "use a new key for each new append; nothing was written"
     )
-    return await _refused(request, Refused(422, detail))
+    return problem_response(422, detail)
 
 
 async def _invalid_parameter(request: Request, exc: RequestValidationError) -> Response:
     """400, not FastAPI's 422: an invalid parameter is a bad request, as everywhere else in the service."""
     detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-    return await _refused(request, Refused(400, detail))
-
-
-#: Seconds a client is asked to wait after a store failure (``Retry-After`` of the 503).
-STORE_RETRY_AFTER = 1
+    return problem_response(400, detail)
 
 
 async def _store_unavailable(request: Request, exc: StoreError) -> Response:
-    retry = {"Retry-After": str(STORE_RETRY_AFTER)}
+    retry = {"Retry-After": "1"}  # seconds
     return await _refused(request, Refused(503, f"the history store failed: {exc}; retry later", headers=retry))
 
 
@@ -102,7 +89,8 @@ async def _http_error(request: Request, exc: HTTPException) -> Response:
     return response
 
 
-_HANDLERS: dict[type[Exception], Any] = {
+#: Every error as problem JSON, FastAPI's and Starlette's own included (the app's ``exception_handlers``).
+ERROR_HANDLERS: dict[Any, Any] = {
     Refused: _refused,
     VersionMismatch: _precondition_failed,
     IdempotencyKeyReused: _idempotency_key_reused,

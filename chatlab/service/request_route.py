@@ -1,9 +1,7 @@
-"""The service's route class: an endpoint that takes only the ``Request`` is called with it, as it is.
-
-FastAPI's handler solves an endpoint's dependencies, reads its body and serializes what it returns; a conversation's
-endpoints read the request themselves and return a ``Response``, so their handler is the endpoint itself (FastAPI's
-documented extension: https://fastapi.tiangolo.com/how-to/custom-request-and-route/). Routing, exception handlers,
-middleware and OpenAPI stay FastAPI's.
+"""The service's route class: an endpoint that takes only the ``Request`` is its own handler, with no dependencies
+solved and nothing serialized (FastAPI's documented extension:
+https://fastapi.tiangolo.com/how-to/custom-request-and-route/). Routing, exception handlers, middleware and OpenAPI
+stay FastAPI's.
 """
 
 from __future__ import annotations
@@ -19,8 +17,6 @@ Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 
 class RequestRoute(APIRoute):
-    """An ``APIRoute`` whose endpoint, when its one parameter is the ``Request``, is its handler."""
-
     def get_route_handler(self) -> Handler:
         if takes_only_the_request(self):
             return cast(Handler, self.endpoint)

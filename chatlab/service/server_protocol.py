@@ -1,18 +1,7 @@
-"""What uvicorn does not bound itself (https://github.com/Kludex/uvicorn/issues/157), added to its protocol class.
-
-uvicorn waits for a request's head for ever once its first byte came, httptools keeps a head in memory however long
-it grows, and a client holding every connection slot with unfinished heads locks everyone else out. So
-:func:`guarded_protocol` subclasses uvicorn's HTTP protocol, using only the asyncio callbacks and
-``on_response_complete``:
-
-* **head deadline**: a head must be in within ``header_timeout`` of the connection's opening or its previous answer,
-  else the connection closes (with a 408 if part of a head came);
-* **head size**: a head over :data:`MAX_HEAD_BYTES` gets 431 and a close before the parser holds more;
-* **fair slots**: at ``max_connections``, a new connection closes the one that has waited longest for a head;
-  connections serving a request are never closed, and a request finding every slot busy gets 503. (uvicorn's
-  ``limit_concurrency`` would count the connections just closed to make room and refuse their replacement.)
-
-Bytes pipelined while a request is served are not counted. A body's deadline is the app's (:mod:`.bodies`).
+"""What uvicorn does not bound itself (https://github.com/Kludex/uvicorn/issues/157; docs/protections.md, "Connections
+and the store are bounded"): a request head's time and size while it arrives, and which connections hold the slots.
+uvicorn's ``limit_concurrency`` would not do for the slots: it counts the connections just closed to make room and
+refuses their replacement.
 """
 
 from __future__ import annotations
@@ -21,7 +10,12 @@ import asyncio
 import functools
 import json
 import weakref
+from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
+
+from uvicorn.config import HTTP_PROTOCOLS
+from uvicorn.importer import import_from_string
 
 from ..serverstack import server_stack
 from .settings import ServiceSettings
@@ -40,22 +34,12 @@ def server_options(settings: ServiceSettings) -> dict[str, Any]:
     }
 
 
-def _base(http: str) -> type[asyncio.Protocol]:
-    if http == "httptools":
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-        return HttpToolsProtocol
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    return H11Protocol
-
-
+@dataclass
 class _Waiting:
-    """The connections of one server that wait for a request's head, the longest-waiting first."""
+    """The connections of one server that wait for a request's head (the longest-waiting first), and those open."""
 
-    def __init__(self) -> None:
-        self.connections: dict[Any, None] = {}
-        self.open: set[Any] = set()  # connections open and not being closed to make room
+    connections: dict[Any, None] = field(default_factory=dict)
+    open: set[Any] = field(default_factory=set)  # not those being closed to make room
 
 
 #: Per uvicorn server (its shared ``ServerState``, which every protocol instance is given).
@@ -65,31 +49,22 @@ _SERVERS: weakref.WeakKeyDictionary[Any, _Waiting] = weakref.WeakKeyDictionary()
 @functools.cache  # one class per choice: equal settings give equal server options (see BackgroundServer.ensure)
 def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol ``http`` with a deadline and a size bound on each request's head, and fair slots."""
-    base: type[Any] = _base(http)
-    late = _problem(408, "Request Timeout", f"the request's head did not arrive within {header_timeout:g} s")
-    full = _problem(
-        503, "Service Unavailable", f"every one of the {max_connections} connections serves a request: retry later"
-    )
-    large = _problem(
-        431, "Request Header Fields Too Large", f"the request's head is over {MAX_HEAD_BYTES} bytes: send less"
-    )
+    base: type[Any] = import_from_string(HTTP_PROTOCOLS[http])  # as uvicorn.Config finds it
+    late = _problem(408, f"the request's head did not arrive within {header_timeout:g} s")
+    full = _problem(503, f"every one of the {max_connections} connections serves a request: retry later")
+    large = _problem(431, f"the request's head is over {MAX_HEAD_BYTES} bytes: send less")
 
     class GuardedProtocol(base):  # type: ignore[misc]  # the base class is chosen at run time
-        """Bound the time and size of each request's head; give a waiting slot to a new connection when full."""
-
         def __init__(self, config: Any, server_state: Any, *args: Any, **kwargs: Any) -> None:
             super().__init__(config, server_state, *args, **kwargs)
             self.guard_server = _SERVERS.setdefault(server_state, _Waiting())
-            self.guard_loop: asyncio.AbstractEventLoop | None = None
-            self.guard_transport: asyncio.Transport | None = None
             self.guard_timer: asyncio.TimerHandle | None = None
             self.guard_head: int | None = 0  # bytes of the head arriving; None: a request is being served
             self.guard_tail = b""  # the last bytes seen, for a blank line split between two reads
             self.guard_since = 0.0
 
         def connection_made(self, transport: asyncio.Transport) -> None:
-            super().connection_made(transport)
-            self.guard_loop, self.guard_transport = asyncio.get_running_loop(), transport
+            super().connection_made(transport)  # the base keeps self.transport (and self.loop)
             server = self.guard_server
             server.open.add(self)
             if len(server.open) > max_connections and server.connections:  # the longest waiter makes room
@@ -104,8 +79,7 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            transport = self.guard_transport
-            if transport is not None and not transport.is_closing():
+            if not self.transport.is_closing():
                 self.guard_wait()
 
         def connection_lost(self, exc: Exception | None) -> None:
@@ -118,12 +92,11 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
         def guard_wait(self) -> None:
             """From now on the next request's head has ``header_timeout``; this connection waits for it."""
             self.guard_head, self.guard_tail = 0, b""
-            assert self.guard_loop is not None
-            self.guard_since = self.guard_loop.time()
+            self.guard_since = self.loop.time()
             self.guard_server.connections.pop(self, None)
             self.guard_server.connections[self] = None  # the newest waiter
             if self.guard_timer is None:  # one timer per connection, moved only when it fires
-                self.guard_timer = self.guard_loop.call_at(self.guard_since + header_timeout, self.guard_expire)
+                self.guard_timer = self.loop.call_at(self.guard_since + header_timeout, self.guard_expire)
 
         def guard_seen(self, data: bytes) -> bool:
             """Count a head's bytes; ``False`` when the head is over the limit (answered 431 and closed)."""
@@ -149,9 +122,9 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
             self.guard_timer = None
             if self.guard_head is None:
                 return  # a request is served: its answer starts the next wait
-            due, loop = self.guard_since + header_timeout, self.guard_loop
-            if loop is not None and due > loop.time():  # the wait started again after the timer was set
-                self.guard_timer = loop.call_at(due, self.guard_expire)
+            due = self.guard_since + header_timeout
+            if due > self.loop.time():  # the wait started again after the timer was set
+                self.guard_timer = self.loop.call_at(due, self.guard_expire)
                 return
             self.guard_close(late if self.guard_head else None)
 
@@ -163,19 +136,18 @@ def guarded_protocol(http: str, header_timeout: float, max_connections: int) -> 
         def guard_close(self, answer: bytes | None) -> None:
             """Close the connection, with ``answer`` first (written as raw bytes: no request reached the app)."""
             self.guard_uncount()
-            transport = self.guard_transport
-            if transport is None or transport.is_closing():
-                return
-            if answer is not None:
-                transport.write(answer)
-            transport.close()
+            if not self.transport.is_closing():
+                if answer is not None:
+                    self.transport.write(answer)
+                self.transport.close()
 
     GuardedProtocol.__name__ = GuardedProtocol.__qualname__ = f"Guarded{base.__name__}"
     return GuardedProtocol
 
 
-def _problem(status: int, title: str, detail: str) -> bytes:
+def _problem(status: int, detail: str) -> bytes:
     """A problem JSON answer that closes the connection, as raw bytes."""
+    title = HTTPStatus(status).phrase
     body = json.dumps({"title": title, "status": status, "detail": detail}).encode()
     head = (
         f"HTTP/1.1 {status} {title}\r\ncontent-type: application/problem+json\r\n"

@@ -30,28 +30,23 @@ KEY_MAX_LENGTH = 128
 
 @dataclass(frozen=True, slots=True)
 class Flag:
-    """How a setting shows on ``serve``: flag group (``None``: no flag), ``metavar``, ``default`` as people say it.
-
-    The flag is ``--`` and the field's name; a tuple's flag is named in the singular and given once per item.
-    """
+    """How a setting shows on ``serve``: ``--`` and the field's name (a tuple's in the singular, given once per item)
+    in flag ``group`` (``None``: no flag), with ``metavar`` and its ``default`` as people say it."""
 
     group: str | None = "limits"
     metavar: str | None = None
     default: str | None = None
 
 
-ENV_ONLY = Flag(group=None)
 Seconds = NewType("Seconds", float)
 """A duration in seconds; given as text (``30d``), it is parsed (:func:`parse_duration`)."""
 _YES_NO = ("1", "true", "yes", "on", "0", "false", "no", "off")
 
 
 class ServiceSettings(BaseSettings):
-    """What the service allows; a field not given comes from its ``CHATLAB_*`` variable, else its default.
-
-    ``api_keys`` also takes a mapping key -> namespace or ``NAMESPACE:KEY`` text, ``rate_limit`` a spec like
-    ``"10/s"``. A bad value raises ``ValueError`` (a pydantic ``ValidationError``) naming the setting.
-    """
+    """What the service allows; a field not given comes from its ``CHATLAB_*`` variable, else its default. ``api_keys``
+    also takes a mapping key -> namespace or ``NAMESPACE:KEY`` text, ``rate_limit`` a spec like ``"10/s"``. A bad value
+    raises ``ValueError`` (a pydantic ``ValidationError``) naming the setting."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_ignore_empty=True, frozen=True, extra="forbid", arbitrary_types_allowed=True
@@ -111,7 +106,7 @@ class ServiceSettings(BaseSettings):
             description="`NAMESPACE:KEY` entries, comma- or newline-separated (added to the file's); "
             "not a flag: a command line shows in `ps`",
         ),
-        ENV_ONLY,
+        Flag(group=None),
     ] = None
     cors_origins: Annotated[
         tuple[str, ...],
@@ -296,15 +291,8 @@ def _flag_name(name: str, info: FieldInfo) -> str:
     return flag.removesuffix("s") if _repeated(info) else flag
 
 
-def _value_type(info: FieldInfo) -> type:
-    """What a flag's text is converted to before the field checks it (``str`` when the field parses text)."""
-    return next((t for t in (int, float) if info.annotation in (t, t | None)), str)
-
-
 def _default_text(info: FieldInfo, flag: Flag) -> str:
-    if flag.default is not None:
-        return flag.default
-    return "none" if info.default in (None, ()) else f"`{info.default}`"
+    return flag.default or ("none" if info.default in (None, ()) else f"`{info.default}`")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -322,8 +310,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         group.add_argument(
             _flag_name(name, info),
             dest=name,
-            type=_value_type(info),
-            default=None,
+            type=next((t for t in (int, float) if info.annotation in (t, t | None)), str),  # str: the field parses it
             metavar=flag.metavar,
             action="append" if _repeated(info) else "store",
             help=help_text.replace("%", "%%"),
@@ -346,8 +333,7 @@ def describe_error(error: ValidationError) -> str:
         name = str(item["loc"][0]) if item["loc"] else ""
         info = ServiceSettings.model_fields.get(name)
         where = f"{name} ({_flag_name(name, info)}, {_env(name)}): " if info is not None else ""
-        message = str(item["msg"]).removeprefix("Value error, ")
-        lines.append(where + message)
+        lines.append(where + str(item["msg"]).removeprefix("Value error, "))
     return "; ".join(lines)
 
 

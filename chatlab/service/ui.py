@@ -1,9 +1,5 @@
-"""The read-only conversation viewer at ``/ui``: one HTML page, a stylesheet and a script, shipped in the package.
-
-The page reads the service's own API from the browser (same origin, ``GET`` and ``HEAD`` only), so it sees exactly
-what an API client sees, API keys and namespaces included; nothing is built or loaded from elsewhere. Hostile
-conversations stay text: the script only sets ``textContent``, under a Content-Security-Policy that allows scripts,
-styles and requests from the service alone, no inline script, and (Trusted Types) no strings assigned to ``innerHTML``.
+"""The read-only conversation viewer at ``/ui`` (docs/viewer.md): a page, a stylesheet and a script shipped in the
+package, served under a Content-Security-Policy that keeps hostile conversations text.
 """
 
 from __future__ import annotations

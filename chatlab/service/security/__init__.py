@@ -1,7 +1,4 @@
-"""What the article's server leaves out (docs/protections.md): API keys scoped to a namespace (:mod:`.auth`), a
-per-key rate limit (:mod:`.ratelimit`), versions and idempotent retries (:mod:`.conditions`), DNS-rebinding and
-cross-site write checks (:mod:`.browser`). CORS and TLS are Starlette's and uvicorn's own.
-"""
+"""What the article's server leaves out (docs/protections.md); CORS and TLS are Starlette's and uvicorn's own."""
 
 from .auth import ApiKeys, Caller, new_api_key
 from .ratelimit import RateLimit, RateLimiter

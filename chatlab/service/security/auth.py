@@ -1,8 +1,5 @@
-"""API keys (bearer tokens), each scoped to a namespace of conversations.
-
-``CHATLAB_API_KEYS`` or an ``--api-keys-file`` holds ``NAMESPACE:KEY`` entries, newline- or comma-separated, ``#``
-comments; keys may share a namespace (rotation). ``python -m chatlab api-key NAMESPACE`` prints one. Only SHA-256
-digests are kept, compared with :func:`hmac.compare_digest` against every one; errors name the line, never the key.
+"""API keys (bearer tokens), each scoped to a namespace of conversations (docs/protections.md). Only SHA-256 digests
+are kept, compared with :func:`hmac.compare_digest` against every one; errors name the line, never the key.
 """
 
 from __future__ import annotations
@@ -21,9 +18,6 @@ KEY_PATTERN = r"[A-Za-z0-9._~+/-]+=*"
 MIN_KEY_LENGTH = 16
 SEPARATOR = "/"  # between the namespace and the client's conversation key in a stored key (``alice/286d...``)
 
-_NAMESPACE_RE = re.compile(NAMESPACE_PATTERN)
-_KEY_RE = re.compile(KEY_PATTERN)
-
 
 @dataclass(frozen=True, slots=True)
 class Caller:
@@ -33,7 +27,6 @@ class Caller:
     identity: str
 
     def stored_key(self, conversation_key: str) -> str:
-        """The key the store uses for the caller's ``conversation_key`` (namespaced when keys are on)."""
         return self.prefix + conversation_key
 
     @property
@@ -55,10 +48,9 @@ def new_api_key() -> str:
 
 
 class ApiKeys:
-    """The configured keys, as digests, each mapped to its namespace."""
+    """The configured keys (key -> namespace, or ``(key, namespace)`` pairs), kept as digests."""
 
     def __init__(self, keys: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
-        """``keys``: key -> namespace, or ``(key, namespace)`` pairs."""
         pairs = list(keys.items()) if isinstance(keys, Mapping) else list(keys)
         for i, (key, namespace) in enumerate(pairs, 1):
             _check_entry(key, namespace, f"key {i}")
@@ -71,10 +63,9 @@ class ApiKeys:
         for number, line in enumerate(text.splitlines(), 1):
             for entry in filter(None, map(str.strip, line.split("#", 1)[0].split(","))):
                 namespace, sep, key = entry.partition(":")
-                where = f"{source} line {number}"
                 if not sep:
-                    raise ValueError(f"{where}: expected NAMESPACE:KEY entries (the key is not shown)")
-                _check_entry(key.strip(), namespace.strip(), where)
+                    raise ValueError(f"{source} line {number}: expected NAMESPACE:KEY entries (the key is not shown)")
+                _check_entry(key.strip(), namespace.strip(), f"{source} line {number}")
                 pairs.append((key.strip(), namespace.strip()))
         if not pairs:
             raise ValueError(f"{source} holds no NAMESPACE:KEY entry")
@@ -129,8 +120,7 @@ def _one_namespace_each(entries: Iterable[tuple[bytes, str]]) -> list[tuple[byte
     """The entries, each key once; refused if a key comes with two namespaces, or if there is none."""
     found: dict[bytes, str] = {}
     for digest, namespace in entries:
-        if found.setdefault(digest, namespace) != namespace:
-            first = found[digest]
+        if (first := found.setdefault(digest, namespace)) != namespace:
             raise ValueError(f"one key is given for namespaces {first!r} and {namespace!r}: a key has one namespace")
     if not found:
         raise ValueError("no API keys given: give at least one NAMESPACE:KEY entry")
@@ -138,9 +128,9 @@ def _one_namespace_each(entries: Iterable[tuple[bytes, str]]) -> list[tuple[byte
 
 
 def _check_entry(key: str, namespace: str, where: str) -> None:
-    if not isinstance(namespace, str) or not _NAMESPACE_RE.fullmatch(namespace):
+    if not isinstance(namespace, str) or not re.fullmatch(NAMESPACE_PATTERN, namespace):
         raise ValueError(f"{where}: the namespace must be 1 to 64 letters, digits, '_' or '-'")
-    if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
+    if not isinstance(key, str) or not re.fullmatch(KEY_PATTERN, key):
         raise ValueError(
             f"{where} (namespace {namespace!r}): the key must be a bearer token: letters, digits and -._~+/ "
             "(the key is not shown)"

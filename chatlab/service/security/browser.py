@@ -1,11 +1,6 @@
-"""What a web page could make a visitor's browser send to a local service, refused before anything else runs.
-
-* **DNS rebinding**: a page whose name then resolves to 127.0.0.1 shows only in ``Host``. A ``Host`` the service does
-  not serve gets 421, none gets 400. Served: ``localhost``, ``127.0.0.1``, ``[::1]``, the address the request came in
-  on, and ``allowed_hosts`` (``*``: any); the port is not compared. (Starlette's ``TrustedHostMiddleware`` mangles
-  ``[::1]:5000`` and answers plain text.)
-* **Cross-site writes**: a form or preflight-free ``fetch`` can POST ``text/plain``, while JSON needs a CORS preflight;
-  so a write's body must be JSON (:func:`is_json`, checked in :mod:`..bodies`), else 415.
+"""What a web page could make a visitor's browser send to a local service, refused before anything else runs
+(docs/protections.md, "Loopback is for loopback"): a ``Host`` the service does not serve (DNS rebinding; Starlette's
+``TrustedHostMiddleware`` would mangle ``[::1]:5000`` and answer plain text), and a write whose body is not JSON.
 """
 
 from __future__ import annotations
@@ -43,7 +38,8 @@ def is_json(content_type: str) -> bool:
 
 
 class ServedHosts:
-    """The ``Host`` check: 400 without a ``Host``, 421 for one the service does not serve (:mod:`..heads` runs it)."""
+    """The ``Host`` check (:mod:`..heads` runs it). Served: loopback names, the address the request came in on and
+    ``allowed_hosts`` (``*``: any); the port is not compared."""
 
     def __init__(self, allowed_hosts: Iterable[str] = ()) -> None:
         extra = {host_name(h) or h for h in allowed_hosts}

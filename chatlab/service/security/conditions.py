@@ -1,10 +1,5 @@
-"""HTTP side of versions and idempotency: ``ETag``, ``If-Match`` and ``Idempotency-Key``.
-
-* Reads and writes answer ``ETag: "<version>"`` (``"0"``: no such conversation). ``If-Match`` (tags or ``*``, strong
-  comparison: a weak tag never matches) on a write or delete at another version gets ``412`` and changes nothing.
-* ``Idempotency-Key`` on ``POST`` (draft-ietf-httpapi-idempotency-key-header): an RFC 8941 String of 1 to 255
-  characters, or the same characters unquoted, as most clients send it; else 400. The same key with the same
-  messages is answered as the first time (``Idempotent-Replayed: true``); with other messages, ``422``.
+"""HTTP side of versions and idempotency: ``ETag``, ``If-Match`` and ``Idempotency-Key`` (docs/protections.md,
+"Safe concurrent updates" and "Safe retries"; draft-ietf-httpapi-idempotency-key-header).
 """
 
 from __future__ import annotations
@@ -34,11 +29,9 @@ def etag(version: str) -> str:
 
 
 def parse_if_match(value: str | None) -> tuple[str, ...] | None:
-    """The versions an ``If-Match`` header accepts (``("*",)`` for ``*``); ``None`` without the header.
-
-    Weak tags are dropped (a strong comparison never matches them), an unquoted tag is read as if quoted, and what is
-    not a version is kept as is, so it never matches (412, nothing written).
-    """
+    """The versions an ``If-Match`` header accepts (``("*",)`` for ``*``); ``None`` without the header. Weak tags are
+    dropped (never strongly equal), an unquoted tag is read as if quoted, and what is not a version is kept as is, so it
+    never matches (412, nothing written)."""
     if value is None:
         return None
     if value.strip() == "*":

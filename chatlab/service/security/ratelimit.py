@@ -1,7 +1,5 @@
-"""A per-caller rate limit (an API key, or a client address without keys): a token bucket answering ``429``.
-
-Each caller's bucket holds ``burst`` tokens, refilled at ``rate`` per second; an empty bucket answers with the seconds
-until a token is back (``Retry-After``). Buckets live in this process: replicas count on their own.
+"""A per-caller rate limit (an API key, or a client address without keys): a token bucket per caller answering
+``429`` with ``Retry-After``. Buckets live in this process: replicas count on their own.
 """
 
 from __future__ import annotations
@@ -71,8 +69,3 @@ class RateLimiter:
                 return 0.0
             self._buckets[identity] = (tokens, now)
             return (1.0 - tokens) / rate
-
-
-def retry_after_header(seconds: float) -> str:
-    """``Retry-After`` in whole seconds, rounded up, at least 1."""
-    return str(max(1, math.ceil(seconds)))
