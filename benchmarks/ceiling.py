@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI
+from fastapi.telemetry import TelemetryConfig
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -39,10 +40,10 @@ def ceiling_app(read_body: bytes) -> Starlette:
 
 def floor_app(read_body: bytes) -> FastAPI:
     """A bare FastAPI app on the service's paths, with the service's framework options and route class."""
-    from chatlab.service.app import TELEMETRY_OFF
     from chatlab.service.request_route import RequestRoute
 
-    app = FastAPI(telemetry=TELEMETRY_OFF, docs_url=None, redoc_url=None, redirect_slashes=False)
+    telemetry_off: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
+    app = FastAPI(telemetry=telemetry_off, docs_url=None, redoc_url=None, redirect_slashes=False)
     app.router.route_class = RequestRoute
     read, append = _endpoints(read_body)
     app.get("/")(_root)
