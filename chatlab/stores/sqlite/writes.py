@@ -41,7 +41,6 @@ class Append(NamedTuple):
 
 
 def check(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> None:
-    """Raise :class:`VersionMismatch` unless ``if_match`` holds."""
     row = conn.execute(sql.COUNT_AND_VERSION, (conversation_key,)).fetchone()
     version = row[1] if row is not None else ABSENT
     if not version_matches(version, if_match):
