@@ -1,7 +1,6 @@
-"""What each write of the SQLite store does in the writer thread's transaction, and the append rules, once.
-
-The group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`) holds the write lock from its first read: a check and
-its write are one step, also against other processes."""
+"""What each write of the SQLite store does in the group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`), which
+holds the write lock from its first read (a check and its write are one step, also against other processes), and the
+append rules, once."""
 
 from __future__ import annotations
 
