@@ -65,7 +65,7 @@ def test_close_ends_the_threads_and_a_later_read_starts_them_again(tmp_path: Pat
         await store.append("k", [b"{}"])
         await store.read_array("k")
         await store.close()
-        assert store.readers.started == 0
+        assert len(store.readers._threads) == 0
         assert (await store.read_array("k")).array == b"[{}]"
         await store.close()
 
@@ -82,7 +82,7 @@ def test_reads_one_after_another_keep_to_one_thread(tmp_path: Path) -> None:
             await store.append("k", [b"{}"])
             for _ in range(50):
                 assert (await store.read_array("k")).count == 1
-            assert store.readers.started == 1
+            assert len(store.readers._threads) == 1
         finally:
             await store.close()
 
@@ -115,7 +115,7 @@ def test_a_read_queued_behind_a_long_one_wakes_another_thread(tmp_path: Path) ->
             assert (await asyncio.wait_for(store.read_array("k"), 0.4)).count == 1
             assert not long.done()
             await long
-            assert store.readers.started == 2
+            assert len(store.readers._threads) == 2
         finally:
             await store.close()
 

@@ -109,8 +109,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
 
     def batches(self) -> Batches:
         loop = asyncio.get_running_loop()
-        batches = self._batches.get(loop)
-        if batches is None:
+        if (batches := self._batches.get(loop)) is None:
             for closed in [other for other in self._batches if other.is_closed()]:
                 del self._batches[closed]
             batches = self._batches[loop] = Batches(

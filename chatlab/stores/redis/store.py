@@ -83,12 +83,8 @@ def _summary(key: bytes, count: int, version: bytes, times: bytes, metadata: lis
 
 
 class RedisChatHistoryStore(ChatHistoryStore):
-    """History in Redis lists (layout created on first use, older layouts upgraded; docs/stores.md).
-
-    ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``) or ``redis+cluster://host:port`` (any node;
-    ``rediss+cluster://``). ``prefix`` (argument or URL parameter) namespaces every key; ``buckets=N`` sets a new
-    store's bucket count. ``max_connections`` bounds the connections of each event loop (per node on a cluster).
-    """
+    """History in Redis lists (layout created on first use, older layouts upgraded). The URLs, ``prefix``, ``buckets``
+    (argument or URL parameter) and ``max_connections`` (per event loop, per node on a cluster): docs/stores.md."""
 
     schema_version = SCHEMA_VERSION
 
@@ -173,8 +169,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 calls = await self._clients.get()  # no I/O: connections open on first use
                 yield calls, self._layout or await self._check_layout(calls)
         except Exception as exc:
-            message = None if isinstance(exc, StoreError) else self._failure(exc)
-            if message is None:
+            if isinstance(exc, StoreError) or (message := self._failure(exc)) is None:
                 raise
             log.warning("%s", message)
             raise StoreError(message) from None

@@ -62,10 +62,6 @@ class Readers:
         self._stopping = False
         self._watch_due = NOT_WATCHING  # when the scheduled :meth:`_watch` should run
 
-    @property
-    def started(self) -> int:
-        return len(self._threads)
-
     async def submit(self, work: Callable[[sqlite3.Connection], T], deadline: float) -> T:
         """Run ``work`` on a reader thread's connection unless ``deadline`` passes first."""
         loop = asyncio.get_running_loop()

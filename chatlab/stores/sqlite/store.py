@@ -23,13 +23,11 @@ from ..base import (
     ConversationSummary,
     EncodedMessage,
     Idempotency,
-    IdempotencyKeyReused,
     StoreError,
-    VersionMismatch,
     WriteResult,
     check_slice,
 )
-from ..metadata import MetadataChange, MetadataError
+from ..metadata import MetadataChange
 from . import reads, writes
 from .readers import Readers
 from .schema import SCHEMA_VERSION, ensure_schema
@@ -43,13 +41,9 @@ SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")  # PRAGMA synchronous levels (w
 
 
 class SqliteChatHistoryStore(ChatHistoryStore):
-    """History in one SQLite database file (created with its tables on first use).
-
+    """History in one SQLite database file (created with its tables on first use; the settings: docs/stores.md).
     ``busy_timeout``: seconds within which every operation ends, waits included (one not started by then fails, 503,
-    and writes nothing). ``reader_threads``: at most this many (default: as asyncio's default executor).
-    ``reader_patience``: seconds a reader thread may spend on one read before a read queued behind it wakes another
-    thread, and the longest it holds finished answers. ``synchronous``, ``wal_autocheckpoint``: see docs/stores.md.
-    """
+    and writes nothing). ``reader_threads``: at most this many (default: as asyncio's default executor)."""
 
     schema_version = SCHEMA_VERSION
 
@@ -76,9 +70,7 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         self._schema_ready = False
         threads = reader_threads if reader_threads is not None else min(32, (os.cpu_count() or 1) + 4)
         self.readers = Readers(self.connect, self._failure, self._too_slow, threads, reader_patience)
-        self.writer = GroupCommitter(
-            self.connect, self._failure, (VersionMismatch, IdempotencyKeyReused, MetadataError)
-        )
+        self.writer = GroupCommitter(self.connect, self._failure)
         self._appends = writes.Appends(lambda: self.clock())
 
     def __repr__(self) -> str:

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar, cast
 
+from ..base import IdempotencyKeyReused, VersionMismatch
+from ..metadata import MetadataError
 from .answers import settle
 from .schema import rollback
 
@@ -20,6 +22,8 @@ T = TypeVar("T")
 
 Outcome = tuple[Any, BaseException | None]  # a write's result, or the refusal its caller gets
 Batch = Callable[[sqlite3.Connection, list[Any]], list[Outcome]]  # runs several requests: one outcome each, in order
+
+ANSWERS = (VersionMismatch, IdempotencyKeyReused, MetadataError)  # refusals, raised without ending the group
 
 MAX_GROUP = 256
 """Writes per transaction at most (a steady stream still commits): the largest power of two for which a batch's lookup
@@ -45,17 +49,13 @@ def _settle(writes: list[_Write], outcomes: list[Outcome]) -> None:
 
 class GroupCommitter:
     """One writer thread, started by the first write (:attr:`groups`, :attr:`writes`: commits and the writes in them).
-    ``failure``: a database error as the callers' exception; ``answers``: refusals, raised without ending the group."""
+    ``failure``: a database error as the callers' exception."""
 
     def __init__(
-        self,
-        connect: Callable[[], sqlite3.Connection],
-        failure: Callable[[BaseException], BaseException],
-        answers: tuple[type[BaseException], ...],
+        self, connect: Callable[[], sqlite3.Connection], failure: Callable[[BaseException], BaseException]
     ) -> None:
         self._connect = connect
         self._failure = failure
-        self._answers = answers
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -69,7 +69,7 @@ class GroupCommitter:
 
     async def submit_batch(self, batch: Batch, request: Any, deadline: float = float("inf")) -> Any:
         """Run ``request`` in the next group, in one call ``batch(conn, requests)`` with the requests for ``batch``
-        queued next to it. No savepoint: ``batch`` refuses a request (one of ``answers``) before writing for it."""
+        queued next to it. No savepoint: ``batch`` refuses a request (one of :data:`ANSWERS`) before writing for it."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         with self._lock:
@@ -184,7 +184,7 @@ class GroupCommitter:
             conn.execute("SAVEPOINT chatlab_write")
             try:
                 outcomes.append((work(conn), None))
-            except self._answers as refused:
+            except ANSWERS as refused:
                 conn.execute("ROLLBACK TO chatlab_write")
                 outcomes.append((None, refused))
             conn.execute("RELEASE chatlab_write")

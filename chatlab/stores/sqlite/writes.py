@@ -1,7 +1,6 @@
-"""What each write of the SQLite store does in the writer thread's transaction, and the append rules, once.
-
-The group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`) holds the write lock from its first read: a check and
-its write are one step, also against other processes."""
+"""What each write of the SQLite store does in the group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`), which
+holds the write lock from its first read (a check and its write are one step, also against other processes), and the
+append rules, once."""
 
 from __future__ import annotations
 
@@ -41,7 +40,6 @@ class Append(NamedTuple):
 
 
 def check(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> None:
-    """Raise :class:`VersionMismatch` unless ``if_match`` holds."""
     row = conn.execute(sql.COUNT_AND_VERSION, (conversation_key,)).fetchone()
     version = row[1] if row is not None else ABSENT
     if not version_matches(version, if_match):
