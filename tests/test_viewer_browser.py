@@ -230,14 +230,14 @@ def test_with_api_keys_a_wrong_key_gets_a_clear_message(
 
 async def article_run(url: str) -> str:
     """The article's run (the offline model), against the service at ``url``; the first session's key."""
-    from chatlab.client.provider import RemoteChatHistoryProvider
     from chatlab.tutorial.agent import create_agent
-    from chatlab.tutorial.demo import run_article_scenario
+    from chatlab.tutorial.demo import CheckedProvider, run_article_scenario
     from chatlab.tutorial.llm import connect_llm
 
     llm = await connect_llm("offline", announce=False)
     try:
-        async with RemoteChatHistoryProvider(url) as provider:
+        provider = CheckedProvider(url)
+        async with provider:
             keys = await run_article_scenario(create_agent(llm.client, provider), provider, pause=1.0)
     finally:
         await llm.aclose()

@@ -39,26 +39,17 @@ class ImportReport:
     stopped_at: int | None = None
     checked_only: bool = False
 
-    @property
-    def written(self) -> int:
-        return sum(self.outcomes[outcome] for outcome in WRITTEN)
-
-    @property
-    def left(self) -> int:
-        return sum(count for outcome, count in self.outcomes.items() if outcome not in WRITTEN)
-
     def __str__(self) -> str:
-        def detail(outcomes: Iterable[str]) -> str:
-            parts = [f"{self.outcomes[o]} {SAID.get(o, o)}" for o in sorted(outcomes) if self.outcomes[o]]
-            return f" ({', '.join(parts)})" if parts else ""
+        def counted(written: bool) -> tuple[int, str]:
+            counts = [(o, n) for o, n in sorted(self.outcomes.items()) if (o in WRITTEN) == written]
+            parts = ", ".join(f"{n} {SAID.get(o, o)}" for o, n in counts if n)
+            return sum(n for _, n in counts), f" ({parts})" if parts else ""
 
+        (written, done), (left, kept) = counted(True), counted(False)
         numbers = ", ".join(str(bad.line) for bad in self.bad_lines[:20])
         numbers += ", ..." if len(self.bad_lines) > 20 else ""
         skipped = f"{len(self.bad_lines)} bad lines skipped" + (f" (line {numbers})" if self.bad_lines else "")
-        return (
-            f"{self.written} conversations written{detail(WRITTEN)}, "
-            f"{self.left} left as they were{detail(set(self.outcomes) - set(WRITTEN))}, {skipped}"
-        )
+        return f"{written} conversations written{done}, {left} left as they were{kept}, {skipped}"
 
 
 async def import_conversations(
@@ -180,9 +171,8 @@ def _merging(had: Metadata, line: Line) -> MetadataChange | None:
 
 def holds_run(current: Sequence[bytes], messages: Sequence[bytes]) -> bool:
     """Whether ``current`` holds ``messages`` one after another somewhere (an empty run: always)."""
-    if not messages:
-        return True
-    first, size = messages[0], len(messages)
-    return any(
-        current[i] == first and list(current[i : i + size]) == list(messages) for i in range(len(current) - size + 1)
+    size = len(messages)
+    return not messages or any(
+        current[i] == messages[0] and list(current[i : i + size]) == list(messages)
+        for i in range(len(current) - size + 1)
     )

@@ -119,9 +119,7 @@ def numbered_lines(source: BinaryIO | Iterable[bytes], limit: int) -> Iterator[t
     mark; ``None`` for one over ``limit``, never held whole (a file is read with a bounded ``readline``)."""
     lines = _bounded(source, limit) if isinstance(source, _Readable) else iter(source)
     for number, line in enumerate(lines, 1):
-        if line is not None and number == 1 and line.startswith(BOM):
-            line = line[len(BOM) :]
-        body = None if line is None else line.rstrip(b"\r\n")
+        body = None if line is None else (line.removeprefix(BOM) if number == 1 else line).rstrip(b"\r\n")
         yield number, (body if body is not None and len(body) <= limit else None)
 
 

@@ -11,14 +11,13 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from itertools import compress
-from typing import TypeAlias, TypeVar
+from typing import TypeAlias
 
 from ..stores import ChatHistoryStore, open_store
 from ..stores.base import ABSENT, Conversation, ConversationRecord, ConversationSummary, VersionMismatch
 from ..stores.metadata import MAX_TAGS, MetadataChange
 from .places import PAGE, summary_of, walk
 
-T = TypeVar("T")
 Summary: TypeAlias = ConversationSummary | None
 BATCH = 200
 ATTEMPTS = 5
@@ -103,31 +102,29 @@ async def migrate(
         raise ValueError(f"--batch must be 1 or more, not {batch}")
     source, target = open_store(source_url), open_store(target_url)
     try:
-        return await Migration(source, target, batch, merge or overwrite, progress, page).run()
+        return await Migration(source, target, batch, merge or overwrite, progress or Migration.progress, page).run()
     finally:
         await source.close()
         await target.close()
 
 
+@dataclass
 class Migration:
     """One run of the protocol between two open stores."""
 
-    def __init__(
-        self,
-        source: ChatHistoryStore,
-        target: ChatHistoryStore,
-        batch: int = BATCH,
-        merge: bool = True,
-        progress: Callable[[int, int], None] | None = None,
-        page: int = PAGE,
-    ) -> None:
-        if page < 1:
-            raise ValueError(f"page must be 1 or more, not {page}")
-        self.source, self.target, self.batch, self.merge, self.page = source, target, batch, merge, page
-        self.progress = progress or (lambda done, total: None)
-        self.report = MigrationReport()
-        #: What settling did to each conversation that needed it (the most telling outcome of its passes).
-        self.outcomes: dict[str, str] = {}
+    source: ChatHistoryStore
+    target: ChatHistoryStore
+    batch: int = BATCH
+    merge: bool = True
+    progress: Callable[[int, int], None] = lambda done, total: None
+    page: int = PAGE
+    report: MigrationReport = field(default_factory=MigrationReport, init=False)
+    #: What settling did to each conversation that needed it (the most telling outcome of its passes).
+    outcomes: dict[str, str] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        if self.page < 1:
+            raise ValueError(f"page must be 1 or more, not {self.page}")
 
     async def run(self) -> MigrationReport:
         try:
@@ -160,7 +157,10 @@ class Migration:
                     differing.append(mine.conversation_key)
         report.total, report.already = total, total - absent - len(differing)
         if differing and not self.merge:
-            both = list(compress(differing, await _gather(self._both, differing)))
+            both: list[str] = []
+            for start in range(0, len(differing), _AT_ONCE):
+                keys = differing[start : start + _AT_ONCE]
+                both += compress(keys, await asyncio.gather(*map(self._both, keys)))
             if both:
                 named = ", ".join(map(repr, both[:5])) + (", ..." if len(both) > 5 else "")
                 raise MigrationConflict(
@@ -267,13 +267,6 @@ class Migration:
         return ConversationRecord(key, held.messages, held.version, created, updated, expected, title, tags)
 
 
-async def _gather(work: Callable[[str], Awaitable[T]], keys: Sequence[str]) -> list[T]:
-    done: list[T] = []
-    for start in range(0, len(keys), _AT_ONCE):
-        done += await asyncio.gather(*(work(key) for key in keys[start : start + _AT_ONCE]))
-    return done
-
-
 async def paired(
     source: ChatHistoryStore, target: ChatHistoryStore, page: int = PAGE
 ) -> AsyncGenerator[tuple[ConversationSummary, ConversationSummary | None], None]:
@@ -349,8 +342,8 @@ async def verify(source: ChatHistoryStore, target: ChatHistoryStore, page: int =
         mine, there = await summary_of(source, key), await summary_of(target, key)
         return mine is not None and (there is None or not _holds_metadata(there, mine))
 
-    async def check(keys: list[str]) -> None:
-        mismatches.extend(compress(keys, await _gather(lacks, keys)))
+    async def check(keys: list[str]) -> None:  # at most _AT_ONCE keys
+        mismatches.extend(compress(keys, await asyncio.gather(*map(lacks, keys))))
 
     await _each_differing(source, target, page, check)
     return mismatches

@@ -56,7 +56,7 @@ class CheckedProvider(RemoteChatHistoryProvider):
         return messages
 
 
-async def run_article_scenario(agent: Any, provider: RemoteChatHistoryProvider, pause: float) -> list[str]:
+async def run_article_scenario(agent: Any, provider: CheckedProvider, pause: float) -> list[str]:
     """The article's Program.cs after the agent is built; returns the two sessions' keys."""
     first, again, elapsed = ARTICLE_PROMPTS
     session1 = await create_or_resume_session(agent, provider, None)
@@ -84,17 +84,14 @@ async def run_article_scenario(agent: Any, provider: RemoteChatHistoryProvider, 
     return [provider.conversation_key(session1), provider.conversation_key(session2)]
 
 
-async def _checked_run(
-    agent: Any, provider: RemoteChatHistoryProvider, name: str, session: AgentSession, prompt: str
-) -> None:
+async def _checked_run(agent: Any, provider: CheckedProvider, name: str, session: AgentSession, prompt: str) -> None:
     earlier_key = provider.try_get_external_conversation_key(session)
     before = await provider.get_stored_message_count(earlier_key) if earlier_key else 0
-    watched = provider.loaded if isinstance(provider, CheckedProvider) else None  # else: no load check
-    if watched is not None and earlier_key:
-        watched.pop(earlier_key, None)  # what this run loads, not an earlier run
+    if earlier_key:
+        provider.loaded.pop(earlier_key, None)  # what this run loads, not an earlier run
     print_agent_response(await agent.run(prompt, session=session))
     key = provider.conversation_key(session)
-    loaded = watched.get(key) if watched is not None else -1
+    loaded = provider.loaded.get(key)
     if before and not loaded:
         how = "none of them" if loaded == 0 else "nothing (its get_messages was not called)"
         raise HistoryCheckFailed(
@@ -140,7 +137,8 @@ async def run_demo(
             earlier = math.ceil(len(await observer.get_conversation_summaries()) / 2)
         for run in range(earlier + 1, earlier + runs + 1):
             print(f"\n===== {_title(run, earlier)} =====")
-            async with CheckedProvider(url, http_client=http_client) as provider:
+            provider = CheckedProvider(url, http_client=http_client)
+            async with provider:
                 await run_article_scenario(create_agent(llm.client, provider), provider, pause)
     finally:
         show_provider_calls(False)

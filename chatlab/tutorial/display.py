@@ -72,9 +72,7 @@ def _format_content(content: Content) -> str:
 
 def _value_kind(value: Any) -> str:
     """The name .NET's ``JsonValueKind`` gives a JSON value."""
-    if value is None or isinstance(value, bool):
-        return {None: "Null", True: "True", False: "False"}[value]
-    kinds: dict[type, str] = {dict: "Object", list: "Array", str: "String"}
+    kinds: dict[type, str] = {type(None): "Null", bool: str(value), dict: "Object", list: "Array", str: "String"}
     return kinds.get(type(value), "Number")
 
 
