@@ -237,7 +237,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         await self.append_messages(key, [checkpoint])
         log.info("[Compaction] summary checkpoint of messages 1..%d (%d in the view)", through, len(view))
 
-    async def get_messages(  # type: ignore[override]  # a view of the cache, not a copy; the framework only reads it
+    async def get_messages(  # type: ignore[override]  # also given a session (C# GetMessagesAsync)
         self, session_id: AgentSession | str | None = None, *, state: dict[str, Any] | None = None, **kwargs: Any
     ) -> Sequence[Message]:
         """A session's stored messages (C# ``GetMessagesAsync``): given an ``AgentSession``, a new list (``[]``
