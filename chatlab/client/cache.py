@@ -65,7 +65,6 @@ class HistoryCache:
     async def replace(self, key: str, messages: Sequence[Message]) -> None:
         """Replace the conversation; the next read loads it whole."""
         body = encode_messages(messages_to_meai(messages))
-        self._entries.pop(key, None)
         try:
             await self.client.replace(key, body)
         finally:

@@ -263,9 +263,8 @@ def _detail(response: httpx.Response) -> str:
         body = response.json()
     except ValueError:
         return response.text[:300].strip()
-    if isinstance(body, dict):
-        for key in ("detail", "error", "message", "title"):
-            if key in body:
-                value = body[key]
-                return value if isinstance(value, str) else str(value)[:300]
+    if isinstance(body, dict):  # the first of these it has
+        body = next((body[key] for key in ("detail", "error", "message", "title") if key in body), body)
+        if isinstance(body, str):
+            return body
     return str(body)[:300]

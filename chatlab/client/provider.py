@@ -215,8 +215,8 @@ class RemoteChatHistoryProvider(HistoryProvider):
         """Append the run's request and response messages (C# ``StoreChatHistoryAsync``)."""
         log.info("[StoreChatHistoryAsync]")
         log.info("Storing messages for ExternalConversationKey: %s", self._key_in(state, session))
-        response = context.response.messages if context.response is not None else None
-        if response is not None:
+        if context.response is not None:
+            response = context.response.messages
             log.info("ResponseMessages Count: %d", len(response))
             log.info("First ResponseMessage: %s", _describe(response[0] if response else None))
         await super().after_run(agent=agent, session=session, context=context, state=state)
