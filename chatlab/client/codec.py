@@ -212,14 +212,8 @@ def _decode_full(item: Mapping[str, Any]) -> Content:
 
 
 def _encode_message_raw(message: Message, contents: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if message.author_name is not None:
-        out["authorName"] = message.author_name
-    out["role"] = message.role
-    out["contents"] = contents
-    if message.message_id is not None:
-        out["messageId"] = message.message_id
-    return _with_properties(out, message.additional_properties)
+    out = dict(authorName=message.author_name, role=message.role, contents=contents, messageId=message.message_id)
+    return _with_properties({k: v for k, v in out.items() if v is not None}, message.additional_properties)
 
 
 def _decode_message_full(item: Mapping[str, Any], *, contents_of: list[Content]) -> Message:

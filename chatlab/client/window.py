@@ -17,8 +17,7 @@ def estimate_tokens(message: Message) -> int:
     """A rough token count (about 4 characters a token, plus a few per message), no tokenizer needed."""
     chars = 0
     for content in message.contents:
-        text = getattr(content, "text", None)
-        if isinstance(text, str):
+        if isinstance(text := getattr(content, "text", None), str):
             chars += len(text)
             continue
         for name in ("name", "arguments", "result", "uri", "message"):
