@@ -1,8 +1,5 @@
-"""Typed clients for the chat history service: :class:`AsyncChatHistoryClient` and :class:`ChatHistoryClient`.
-
-The two differ only in how they send (requests and answers: :mod:`.operations`). An HTTP client they create is
-closed with them; one given (``http_client=``) is left open, as MAF's providers do.
-"""
+"""Typed clients for the chat history service, async and blocking: they differ only in how they send (requests and
+answers: :mod:`.operations`). An HTTP client they create is closed with them; one given is left open, as MAF's do."""
 
 from __future__ import annotations
 

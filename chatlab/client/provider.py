@@ -157,7 +157,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         self.skip_replayed = skip_replayed
         self.compaction = compaction
         # with compaction, per key: the view a run loaded and its count, what it appended and the version after
-        self._views: dict[str, tuple[Sequence[Message], int]] = {}
+        self._views: dict[str, tuple[list[Message], int]] = {}
         self._appended: dict[str, tuple[list[Message], Version | None]] = {}
         self._replayed: dict[str, tuple[Message, ...]] = {}  # per key: the run's input messages already stored
 
@@ -250,7 +250,6 @@ class RemoteChatHistoryProvider(HistoryProvider):
             return []
         if state is None:  # the article's GetMessagesAsync: a fresh, complete read the caller may keep
             return messages_from_meai((await self.client.read(key)).messages)
-        messages: Sequence[Message]
         if self.compaction is not None:
             page = await self.client.read_summary(key)
             messages = messages_from_meai(page.messages)
