@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -65,10 +66,11 @@ def messages_from_meai(items: Iterable[Mapping[str, Any]]) -> list[Message]:
 def message_to_meai(message: Message) -> dict[str, Any]:
     """One MAF message as MEAI ``ChatMessage`` JSON (keys in the order .NET writes them)."""
     raw = _encode_message_raw(message, [content_to_meai(c) for c in message.contents])
+    skip = {"contents"}  # MAF fields compared without the contents (serialized only to be dropped: most of the cost)
     raw = _carry_maf(
         raw,
-        _maf_message_fields(message),
-        lambda item: _maf_message_fields(_decode_message_full(item, contents_of=message.contents)),
+        message.to_dict(exclude=skip),
+        lambda item: _decode_message_full(item, contents_of=message.contents).to_dict(exclude=skip),
     )
     try:
         json.dumps(raw, allow_nan=False)
@@ -90,7 +92,7 @@ def message_from_meai(item: Mapping[str, Any]) -> Message:
     j0, maf_extra = _split_extra(item)
     message = _decode_message_full(j0, contents_of=contents)
     if maf_extra:
-        fields = {**_maf_message_fields(message), **maf_extra}
+        fields = {**message.to_dict(exclude={"contents"}), **maf_extra}
         message = Message(
             fields.get("role") or message.role,
             message.contents,
@@ -161,8 +163,9 @@ def _decode_raw(item: Mapping[str, Any]) -> Content:
         return Content("text", text="", **fields)
     for attribute, key in _FIELDS[t]:
         fields[attribute] = _from_meai(attribute, item.get(key))
-    if t == "data":
-        fields["media_type"] = _data_uri_media_type(fields["uri"])
+    if t == "data":  # the media type a data URI names
+        named = re.match(r"data:([^,;]*)", fields["uri"] or "")
+        fields["media_type"] = (named[1] if named else "") or None
     elif t == "function_call":
         fields["hosted"] = False
     elif t == "function_result":
@@ -209,14 +212,8 @@ def _decode_full(item: Mapping[str, Any]) -> Content:
 
 
 def _encode_message_raw(message: Message, contents: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if message.author_name is not None:
-        out["authorName"] = message.author_name
-    out["role"] = message.role
-    out["contents"] = contents
-    if message.message_id is not None:
-        out["messageId"] = message.message_id
-    return _with_properties(out, message.additional_properties)
+    out = dict(authorName=message.author_name, role=message.role, contents=contents, messageId=message.message_id)
+    return _with_properties({k: v for k, v in out.items() if v is not None}, message.additional_properties)
 
 
 def _decode_message_full(item: Mapping[str, Any], *, contents_of: list[Content]) -> Message:
@@ -234,11 +231,6 @@ def _decode_message_full(item: Mapping[str, Any], *, contents_of: list[Content])
     if extra := _meai_diff(item, back, skip=("contents",)):
         message.additional_properties[MEAI_EXTRA_KEY] = extra
     return message
-
-
-def _maf_message_fields(message: Message) -> dict[str, Any]:
-    """The message's ``to_dict`` without its contents (not serialized only to be dropped: most of the cost)."""
-    return message.to_dict(exclude={"contents"})
 
 
 def _carry_maf(
@@ -301,9 +293,3 @@ def _split_extra(item: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _data_uri_media_type(uri: str | None) -> str | None:
-    if not uri or not uri.startswith("data:"):
-        return None
-    return uri[5:].split(",", 1)[0].split(";", 1)[0] or None

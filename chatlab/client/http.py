@@ -1,8 +1,5 @@
-"""Typed clients for the chat history service: :class:`AsyncChatHistoryClient` and :class:`ChatHistoryClient`.
-
-The two differ only in how they send (requests and answers: :mod:`.operations`). An HTTP client they create is
-closed with them; one given (``http_client=``) is left open, as MAF's providers do.
-"""
+"""Typed clients for the chat history service, async and blocking: they differ only in how they send (requests and
+answers: :mod:`.operations`). An HTTP client they create is closed with them; one given is left open, as MAF's do."""
 
 from __future__ import annotations
 
@@ -87,7 +84,7 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
 
     async def read_summary(self, key: str) -> MessagesPage:
         """The latest summary checkpoint and what follows it; ``version``, ``count``: the whole conversation's."""
-        return await self._send(self.operations.read_summary(key))
+        return await self._send(self.operations.read(key, view="summary"))
 
     async def fork(self, key: str, through: int | None = None) -> str:
         """A new conversation holding the first ``through`` messages of ``key`` (all by default); its key."""
@@ -183,7 +180,7 @@ class ChatHistoryClient(_Client[httpx.Client]):
         return self._send(self.operations.read(key, after, limit))
 
     def read_summary(self, key: str) -> MessagesPage:
-        return self._send(self.operations.read_summary(key))
+        return self._send(self.operations.read(key, view="summary"))
 
     def fork(self, key: str, through: int | None = None) -> str:
         return self._send(self.operations.fork(key, through))

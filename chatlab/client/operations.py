@@ -104,13 +104,12 @@ class Operations:
     def conversation_url(self, key: str) -> str:
         return f"{self.url}/chat-history/{quote(key, safe='')}"
 
-    def read(self, key: str, after: int | None = None, limit: int | None = None) -> Request[MessagesPage]:
-        url = _query(self.conversation_url(key), [("after", _count("after", after)), ("limit", _count("limit", limit))])
+    def read(
+        self, key: str, after: int | None = None, limit: int | None = None, view: str | None = None
+    ) -> Request[MessagesPage]:
+        query = [("view", view), ("after", _count("after", after)), ("limit", _count("limit", limit))]
+        url = _query(self.conversation_url(key), query)
         return Request("GET", url, lambda response: _page(response, url, after or 0))
-
-    def read_summary(self, key: str) -> Request[MessagesPage]:
-        url = self.conversation_url(key) + "?view=summary"
-        return Request("GET", url, lambda response: _page(response, url, 0))
 
     def fork(self, key: str, through: int | None) -> Request[str]:
         url = _query(self.conversation_url(key) + "/fork", [("through", _count("through", through))])
@@ -263,9 +262,8 @@ def _detail(response: httpx.Response) -> str:
         body = response.json()
     except ValueError:
         return response.text[:300].strip()
-    if isinstance(body, dict):
-        for key in ("detail", "error", "message", "title"):
-            if key in body:
-                value = body[key]
-                return value if isinstance(value, str) else str(value)[:300]
+    if isinstance(body, dict):  # the first of these it has
+        body = next((body[key] for key in ("detail", "error", "message", "title") if key in body), body)
+        if isinstance(body, str):
+            return body
     return str(body)[:300]

@@ -18,6 +18,7 @@ import httpx
 log = logging.getLogger("chatlab.retry")
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+_WILL_NOT_PASS = (ssl.SSLCertVerificationError, httpx.UnsupportedProtocol)  # a refused certificate, not http(s)
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,10 @@ class RetryPolicy:
         if attempt >= self.attempts or not isinstance(exc, httpx.TransportError):
             return None
         cause: BaseException | None = exc
-        while cause is not None:  # a refused certificate will not pass by itself
-            if isinstance(cause, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(cause):
+        while cause is not None:
+            if isinstance(cause, _WILL_NOT_PASS) or "CERTIFICATE_VERIFY_FAILED" in str(cause):
                 return None
             cause = cause.__cause__ or cause.__context__
-        if isinstance(exc, httpx.UnsupportedProtocol):
-            return None
         wait = self.delay(attempt)
         log.info(
             "%s: no answer (%s); retry %d of %d in %.2f s", what, type(exc).__name__, attempt, self.attempts - 1, wait

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from agent_framework import Message
 
@@ -14,21 +13,11 @@ from ..vocabulary import link_of
 __all__ = ["estimate_tokens", "window_messages"]
 
 
-def _link(content: Any) -> tuple[str | None, bool]:
-    """The key linking a content to its partner, and whether it is the answering half."""
-    if (link := link_of(content.type)) is None:
-        return None, False
-    role, attribute = link
-    key = getattr(content, attribute, None)
-    return (f"{attribute}:{key}" if key else None), role == "result"
-
-
 def estimate_tokens(message: Message) -> int:
     """A rough token count (about 4 characters a token, plus a few per message), no tokenizer needed."""
     chars = 0
     for content in message.contents:
-        text = getattr(content, "text", None)
-        if isinstance(text, str):
+        if isinstance(text := getattr(content, "text", None), str):
             chars += len(text)
             continue
         for name in ("name", "arguments", "result", "uri", "message"):
@@ -64,9 +53,11 @@ def window_messages(
             tokens += count_tokens(message)
             if tokens > max_tokens:
                 break
-        links = [_link(content) for content in message.contents]
-        pending.update(key for key, is_result in links if key and is_result)
-        pending.difference_update(key for key, is_result in links if key and not is_result)  # its own results too
+        calls: set[str] = set()
+        for content in message.contents:  # the key linking a call and its results: "call_id:<id>"
+            if (link := link_of(content.type)) and (value := getattr(content, link[1], None)):
+                (pending if link[0] == "result" else calls).add(f"{link[1]}:{value}")
+        pending -= calls  # a call answered in its own message too
         if not pending:
             best = i
     return list(messages[best:])
