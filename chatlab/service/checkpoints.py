@@ -31,7 +31,7 @@ def summarized_through(message: bytes) -> int | None:
 def summary_view(messages: Sequence[bytes]) -> list[bytes]:
     """The latest checkpoint followed by the messages after its N; the whole conversation when it has none.
     A checkpoint counts only when it summarizes messages before it (N below its own position)."""
-    for position in range(len(messages) - 1, -1, -1):
+    for position in reversed(range(len(messages))):
         through = summarized_through(messages[position])
         if through is not None and through <= position:
             return [messages[position], *messages[through:position], *messages[position + 1 :]]
