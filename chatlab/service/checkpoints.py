@@ -1,7 +1,5 @@
-"""Summary checkpoints: ``GET /chat-history/{key}?view=summary`` answers the latest one and what follows it.
-
-A checkpoint is a stored message with ``additionalProperties["chatlab.summaryThrough"] = N`` (docs/conversations.md);
-only messages whose bytes mention the property are decoded.
+"""Summary checkpoints (``?view=summary``, docs/conversations.md): stored messages with
+``additionalProperties["chatlab.summaryThrough"] = N``; only messages whose bytes mention the property are decoded.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The endpoints: the article's API (a list of messages per conversation key), with paging, ``HEAD``, conditional
-and idempotent writes, fork and metadata; each route's ``summary`` says what it does.
-
-Stored messages are returned as the bytes the store holds, so reads never re-encode. A conversation's ``ETag`` is
-its version, ``"<generation>.<count>"``, which ``If-Match`` and ``?after=N`` rely on (docs/protections.md).
+and idempotent writes, fork and metadata. Stored messages are answered as the bytes the store holds: reads never
+re-encode. A conversation's ``ETag`` is its version, which ``If-Match`` and ``?after=N`` rely on (docs/protections.md).
 """
 
 from __future__ import annotations

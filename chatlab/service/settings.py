@@ -1,8 +1,6 @@
-"""What the service allows: one typed field per setting (docs/protections.md).
-
-A field of :class:`ServiceSettings` is the whole declaration of its setting: type, default, environment variable
-(``CHATLAB_`` + its name in capitals), ``serve`` flag (:func:`add_flags`) and docs row (:func:`settings_table`).
-Every protection is off by default, so the article's plain requests work unchanged.
+"""What the service allows (docs/protections.md): a field of :class:`ServiceSettings` is the whole declaration of its
+setting: type, default, environment variable (``CHATLAB_`` + its name in capitals), ``serve`` flag (:func:`add_flags`)
+and docs row (:func:`settings_table`). Every protection is off by default: the article's plain requests work unchanged.
 """
 
 from __future__ import annotations
