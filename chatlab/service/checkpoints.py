@@ -1,6 +1,5 @@
 """Summary checkpoints (``?view=summary``, docs/conversations.md): stored messages with
-``additionalProperties["chatlab.summaryThrough"] = N``; only messages whose bytes mention the property are decoded.
-"""
+``additionalProperties["chatlab.summaryThrough"] = N``; only messages whose bytes mention the property are decoded."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """JSON in and out with every number's text kept as sent (``1.10``, ``1e400``), which Python's ``json`` would rewrite
 or break: its C parser hands each number's text to :func:`_number`, kept as :class:`msgspec.Raw`. What JSON readers
-disagree on is refused (docs/protections.md, "Limits and the rate limit").
-"""
+disagree on is refused (docs/protections.md, "Limits and the rate limit")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The OpenAPI description completed where FastAPI cannot know: response headers, the error answers the settings
-make possible, the request bodies (parsed by hand, :mod:`.bodies`), errors as problem JSON, 400 instead of 422.
-"""
+make possible, the request bodies (parsed by hand, :mod:`.bodies`), errors as problem JSON, 400 instead of 422."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """What a request names besides its body (the conversation key, ``If-Match``, ``Idempotency-Key``, the query), read by
 a conversation's endpoints themselves (FastAPI solving parameters is the dearest part of serving one), so described
-here for OpenAPI. A bad one, or an unknown query parameter, is a 400.
-"""
+here for OpenAPI. A bad one, or an unknown query parameter, is a 400."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Every error the service answers is an RFC 9457 problem JSON with a ``detail`` that says what to do: whatever
-refuses a request raises, and the handlers here turn each into the same shape, so a client reads errors one way.
-"""
+refuses a request raises, and the handlers here turn each into the same shape, so a client reads errors one way."""
 
 from __future__ import annotations
 

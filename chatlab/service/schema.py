@@ -1,7 +1,6 @@
 """The article's wire format, Microsoft.Extensions.AI ``ChatMessage`` JSON (``shared/reference/meai-wire.md``). The
 pydantic models below are its one description: they make the OpenAPI schemas and validate what a client sends. The
-service stores the parsed JSON itself, so every key, its order, nulls and unknown fields survive.
-"""
+service stores the parsed JSON itself, so every key, its order, nulls and unknown fields survive."""
 
 from __future__ import annotations
 
