@@ -1,6 +1,5 @@
 """The FastAPI app: a store and the settings, with the routes, the error handlers and CORS put together. With a
-retention, the app sweeps the store every tenth of it (at most every minute, at least every 50 ms).
-"""
+retention, the app sweeps the store every tenth of it (at most every minute, at least every 50 ms)."""
 
 from __future__ import annotations
 

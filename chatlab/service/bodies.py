@@ -1,6 +1,5 @@
 """A write's body, read raw and parsed once (:mod:`.schema`) within every size limit: FastAPI never parses it. A large
-body is decoded in a worker thread, one at a time and in pieces (:mod:`.pieces`), so the event loop keeps its turns.
-"""
+body is decoded in a worker thread, one at a time and in pieces (:mod:`.pieces`), so the event loop keeps its turns."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """Who is calling: the API key that decides the caller's namespace, and the caller's rate limit; a FastAPI dependency
-where the OpenAPI document shows the key scheme, a plain function of the request elsewhere (:func:`caller_resolver`).
+where the OpenAPI document shows the key scheme, a plain function of the request elsewhere (:func:`caller_functions`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -26,9 +26,10 @@ _BEARER = HTTPBearer(
 )
 
 
-def caller_dependency(settings: ServiceSettings) -> Any:
-    """The dependency that names the caller: with API keys, by a valid ``Authorization: Bearer <key>``, in that key's
-    namespace (401 without one); else by its address, in the one namespace. 429 over the rate limit."""
+def caller_functions(settings: ServiceSettings) -> tuple[Any, Callable[[Request], Awaitable[Caller]]]:
+    """The dependency that names the caller, and the same called as FastAPI would call it (one rate limit): with API
+    keys, by a valid ``Authorization: Bearer <key>``, in that key's namespace (401 without one); else by its address,
+    in the one namespace. 429 over the rate limit."""
     limit = _rate_limit(settings)
     keys = settings.api_keys
     if keys is not None:
@@ -46,7 +47,10 @@ def caller_dependency(settings: ServiceSettings) -> Any:
             limit(identity)
             return Caller(namespace, identity)
 
-        return authenticated_caller
+        async def resolve_key(request: Request) -> Caller:
+            return await authenticated_caller(request, await _BEARER(request))
+
+        return authenticated_caller, resolve_key
 
     async def anyone(request: Request) -> Caller:
         return _ANYONE  # without a rate limit the identity counts for nothing: one caller does for every request
@@ -56,19 +60,8 @@ def caller_dependency(settings: ServiceSettings) -> Any:
         limit(identity)
         return Caller(None, identity)
 
-    return anyone if limit is _unlimited else open_caller
-
-
-def caller_resolver(dependency: Any, settings: ServiceSettings) -> Callable[[Request], Awaitable[Caller]]:
-    """``dependency`` (of :func:`caller_dependency`, whose rate limit it shares) called as FastAPI would call it."""
-    if settings.api_keys is None:
-        return cast(Callable[[Request], Awaitable[Caller]], dependency)
-
-    async def resolve_key(request: Request) -> Caller:
-        caller: Caller = await dependency(request, await _BEARER(request))
-        return caller
-
-    return resolve_key
+    dependency = anyone if limit is _unlimited else open_caller
+    return dependency, dependency
 
 
 def _rate_limit(settings: ServiceSettings) -> Callable[[str], None]:

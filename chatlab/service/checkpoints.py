@@ -1,8 +1,5 @@
-"""Summary checkpoints: ``GET /chat-history/{key}?view=summary`` answers the latest one and what follows it.
-
-A checkpoint is a stored message with ``additionalProperties["chatlab.summaryThrough"] = N`` (docs/conversations.md);
-only messages whose bytes mention the property are decoded.
-"""
+"""Summary checkpoints (``?view=summary``, docs/conversations.md): stored messages with
+``additionalProperties["chatlab.summaryThrough"] = N``; only messages whose bytes mention the property are decoded."""
 
 from __future__ import annotations
 
@@ -31,7 +28,7 @@ def summarized_through(message: bytes) -> int | None:
 def summary_view(messages: Sequence[bytes]) -> list[bytes]:
     """The latest checkpoint followed by the messages after its N; the whole conversation when it has none.
     A checkpoint counts only when it summarizes messages before it (N below its own position)."""
-    for position in range(len(messages) - 1, -1, -1):
+    for position in reversed(range(len(messages))):
         through = summarized_through(messages[position])
         if through is not None and through <= position:
             return [messages[position], *messages[through:position], *messages[position + 1 :]]

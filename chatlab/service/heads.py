@@ -1,7 +1,6 @@
 """The first layer every request passes: its ``Host`` (:mod:`.security.browser`), then its head (docs/protections.md,
 "Limits and the rate limit"). One ASGI layer for all the checks, the outermost (before CORS, so a page never reads
-these refusals): each layer costs a request about what these checks cost.
-"""
+these refusals): each layer costs a request about what these checks cost."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """JSON in and out with every number's text kept as sent (``1.10``, ``1e400``), which Python's ``json`` would rewrite
 or break: its C parser hands each number's text to :func:`_number`, kept as :class:`msgspec.Raw`. What JSON readers
-disagree on is refused (docs/protections.md, "Limits and the rate limit").
-"""
+disagree on is refused (docs/protections.md, "Limits and the rate limit")."""
 
 from __future__ import annotations
 
@@ -70,17 +69,16 @@ def _number(text: str) -> msgspec.Raw:
 def _object(pairs: list[tuple[str, Json]]) -> dict[str, Json]:
     """An object, refused if it repeats a key (which reader's value would count is anyone's guess)."""
     value = dict(pairs)
-    if len(value) == len(pairs):
-        return value
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise InvalidJson(
-                f"the body repeats the key {json.dumps(key, ensure_ascii=False)} in one object: "
-                "send each key once (JSON readers disagree on which of the values counts)"
-            )
-        seen.add(key)
-    raise AssertionError("no key is repeated")  # pragma: no cover - dict() kept fewer pairs, so one is
+    if len(value) < len(pairs):  # a key is repeated: the first one named again
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise InvalidJson(
+                    f"the body repeats the key {json.dumps(key, ensure_ascii=False)} in one object: "
+                    "send each key once (JSON readers disagree on which of the values counts)"
+                )
+            seen.add(key)
+    return value
 
 
 def _constant(name: str) -> None:

@@ -35,13 +35,6 @@ class Metrics:
             "chatlab_store_errors", "Store calls that failed (StoreError)", ["operation"], registry=self.registry
         )
 
-    def count_stored(self, store: InMemoryChatHistoryStore) -> None:
-        """Gauges of what the in-memory store holds, read when scraped."""
-        conversations = Gauge("chatlab_conversations", "Conversations stored", registry=self.registry)
-        messages = Gauge("chatlab_messages", "Messages stored", registry=self.registry)
-        conversations.set_function(lambda: store.totals()[0])
-        messages.set_function(lambda: store.totals()[1])
-
 
 #: The methods counted by name; any other is ``other``.
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -80,8 +73,11 @@ def add_metrics(app: FastAPI, store: ChatHistoryStore, keys: ApiKeys | None) -> 
     """Serve ``/metrics`` (outside the rate limit and the OpenAPI description; with ``keys``, to a key's holder) and
     count requests; the store the routes are to use, each call timed."""
     metrics = Metrics()
-    if isinstance(store, InMemoryChatHistoryStore):
-        metrics.count_stored(store)
+    if isinstance(store, InMemoryChatHistoryStore):  # gauges of what it holds, read when scraped
+        conversations = Gauge("chatlab_conversations", "Conversations stored", registry=metrics.registry)
+        messages = Gauge("chatlab_messages", "Messages stored", registry=metrics.registry)
+        conversations.set_function(lambda: store.totals()[0])
+        messages.set_function(lambda: store.totals()[1])
 
     @app.get("/metrics", include_in_schema=False)
     async def scrape(request: Request) -> Response:

@@ -1,6 +1,5 @@
 """The OpenAPI description completed where FastAPI cannot know: response headers, the error answers the settings
-make possible, the request bodies (parsed by hand, :mod:`.bodies`), errors as problem JSON, 400 instead of 422.
-"""
+make possible, the request bodies (parsed by hand, :mod:`.bodies`), errors as problem JSON, 400 instead of 422."""
 
 from __future__ import annotations
 
@@ -95,7 +94,16 @@ def complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
         if app.openapi_schema:
             return app.openapi_schema
         schema = build()
-        _add_body_schemas(schema, settings)
+        # the write bodies' schemas (with the configured maxItems), in place of FastAPI's validation errors
+        mode: JsonSchemaMode = "validation"
+        bodies = (wire.AppendChatMessagesRequest, wire.ReplaceChatMessagesRequest, wire.ConversationMetadataPatch)
+        _, defs = models_json_schema([(model, mode) for model in bodies], ref_template="#/components/schemas/{model}")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(defs["$defs"])
+        for name in ("HTTPValidationError", "ValidationError"):
+            components.pop(name, None)
+        for name in ("AppendChatMessagesRequest", "ReplaceChatMessagesRequest"):
+            components[name]["properties"]["messages"]["maxItems"] = settings.max_messages
         for operation in (op for path in schema["paths"].values() for op in path.values()):
             responses = operation["responses"]
             # no 422 but a reused Idempotency-Key's (an invalid parameter is a 400), every error as problem JSON
@@ -107,16 +115,3 @@ def complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend its schema
-
-
-def _add_body_schemas(schema: dict[str, Any], settings: ServiceSettings) -> None:
-    """The write bodies' schemas (with the configured ``maxItems``), in place of FastAPI's validation errors."""
-    mode: JsonSchemaMode = "validation"
-    bodies = (wire.AppendChatMessagesRequest, wire.ReplaceChatMessagesRequest, wire.ConversationMetadataPatch)
-    _, defs = models_json_schema([(model, mode) for model in bodies], ref_template="#/components/schemas/{model}")
-    components = schema.setdefault("components", {}).setdefault("schemas", {})
-    components.update(defs["$defs"])
-    for name in ("HTTPValidationError", "ValidationError"):
-        components.pop(name, None)
-    for name in ("AppendChatMessagesRequest", "ReplaceChatMessagesRequest"):
-        components[name]["properties"]["messages"]["maxItems"] = settings.max_messages

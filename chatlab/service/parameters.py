@@ -1,8 +1,6 @@
-"""What a request names besides its body: the conversation key, ``If-Match``, ``Idempotency-Key`` and the query.
-
-A conversation's endpoints read them from the request themselves (FastAPI solving parameters is the dearest part of
-serving one), so they are described here for OpenAPI. A bad one, or an unknown query parameter, is a 400.
-"""
+"""What a request names besides its body (the conversation key, ``If-Match``, ``Idempotency-Key``, the query), read by
+a conversation's endpoints themselves (FastAPI solving parameters is the dearest part of serving one), so described
+here for OpenAPI. A bad one, or an unknown query parameter, is a 400."""
 
 from __future__ import annotations
 
@@ -46,21 +44,21 @@ IDEMPOTENCY_KEY = _parameter(
 #: ``after`` and ``limit`` are positions; this bound keeps them within every store's integers.
 MAX_POSITION = 2**53
 _DIGITS = len(str(MAX_POSITION))
-AFTER = _parameter(
-    "query",
+
+
+def _position(name: str, minimum: int, example: int, text: str) -> dict[str, Any]:
+    """A query parameter that is a position or a count (:func:`read_position`)."""
+    return _parameter("query", name, text, {"type": "integer", "minimum": minimum, "maximum": MAX_POSITION}, example)
+
+
+AFTER = _position(
     "after",
+    0,
+    20,
     "Skip the first N messages: only the ones after them. A client that holds the first N messages of the version "
     "in its `ETag` fetches just the new ones; past the end: `[]`.",
-    {"type": "integer", "minimum": 0, "maximum": MAX_POSITION},
-    20,
 )
-LIMIT = _parameter(
-    "query",
-    "limit",
-    "At most this many messages (a page); a `Link` header names the next one.",
-    {"type": "integer", "minimum": 1, "maximum": MAX_POSITION},
-    50,
-)
+LIMIT = _position("limit", 1, 50, "At most this many messages (a page); a `Link` header names the next one.")
 
 
 def conversation_key_check(settings: ServiceSettings) -> Callable[[str], str]:
@@ -131,13 +129,7 @@ VIEW = _parameter(
     {"type": "string", "enum": ["summary"]},
     "summary",
 )
-THROUGH = _parameter(
-    "query",
-    "through",
-    "How many of the first messages the fork holds (default: all of them).",
-    {"type": "integer", "minimum": 1, "maximum": MAX_POSITION},
-    4,
-)
+THROUGH = _position("through", 1, 4, "How many of the first messages the fork holds (default: all of them).")
 
 
 def read_query(request: Request) -> tuple[int | None, int | None, bool]:

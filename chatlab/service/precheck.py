@@ -1,7 +1,6 @@
 """A quick check that a body's messages are certainly valid, so the common body skips pydantic's slower models: msgspec
 structs built from the schema's table of checked fields (:mod:`.schema`), so what they accept the models accept;
-anything else goes to pydantic, which decides and words the refusal.
-"""
+anything else goes to pydantic, which decides and words the refusal."""
 
 from __future__ import annotations
 

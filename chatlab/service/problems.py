@@ -1,6 +1,5 @@
 """Every error the service answers is an RFC 9457 problem JSON with a ``detail`` that says what to do: whatever
-refuses a request raises, and the handlers here turn each into the same shape, so a client reads errors one way.
-"""
+refuses a request raises, and the handlers here turn each into the same shape, so a client reads errors one way."""
 
 from __future__ import annotations
 
@@ -71,12 +70,11 @@ async def _store_unavailable(request: Request, exc: StoreError) -> Response:
 
 async def _http_error(request: Request, exc: HTTPException) -> Response:
     """Starlette's 404 and 405, with a hint where the API is described."""
-    if exc.status_code == 404:
-        hint = "no such endpoint: see GET /openapi.json for the API (/, /chat-history, /chat-history/{conversationKey})"
-    elif exc.status_code == 405:
-        hint = "this endpoint does not accept that method: see GET /openapi.json"
-    else:
-        hint = "see GET /openapi.json for the API"
+    hints = {
+        404: "no such endpoint: see GET /openapi.json for the API (/, /chat-history, /chat-history/{conversationKey})",
+        405: "this endpoint does not accept that method: see GET /openapi.json",
+    }
+    hint = hints.get(exc.status_code, "see GET /openapi.json for the API")
     response = problem_response(exc.status_code, hint, title=str(exc.detail))
     response.headers.update(exc.headers or {})
     if exc.status_code == 405:  # Starlette names only the first route's method; list every one

@@ -1,8 +1,5 @@
 """The service's route class: an endpoint that takes only the ``Request`` is its own handler, with no dependencies
-solved and nothing serialized (FastAPI's documented extension:
-https://fastapi.tiangolo.com/how-to/custom-request-and-route/). Routing, exception handlers, middleware and OpenAPI
-stay FastAPI's.
-"""
+solved and nothing serialized (https://fastapi.tiangolo.com/how-to/custom-request-and-route/)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """The endpoints: the article's API (a list of messages per conversation key), with paging, ``HEAD``, conditional
-and idempotent writes, fork and metadata; each route's ``summary`` says what it does.
-
-Stored messages are returned as the bytes the store holds, so reads never re-encode. A conversation's ``ETag`` is
-its version, ``"<generation>.<count>"``, which ``If-Match`` and ``?after=N`` rely on (docs/protections.md).
+and idempotent writes, fork and metadata. Stored messages are answered as the bytes the store holds: reads never
+re-encode. A conversation's ``ETag`` is its version, which ``If-Match`` and ``?after=N`` rely on (docs/protections.md).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from ..vocabulary import ABSENT, FORK_OF, FORK_THROUGH, Refused
 from . import jsontext, parameters
 from . import schema as wire
 from .bodies import BodyReader
-from .callers import caller_dependency, caller_resolver
+from .callers import caller_functions
 from .checkpoints import summary_view
 from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_docs, header_doc, problem_doc
 from .responses import Answer, json_answer, json_response
@@ -42,9 +40,8 @@ class Arguments:
     endpoints from the request itself (:meth:`of`, described in OpenAPI by :meth:`documented`)."""
 
     def __init__(self, settings: ServiceSettings) -> None:
-        dependency = caller_dependency(settings)
+        dependency, self._resolve = caller_functions(settings)
         self.caller = Depends(dependency)
-        self._resolve = caller_resolver(dependency, settings)
         self.check_key = parameters.conversation_key_check(settings)
         self._key = parameters.conversation_key_parameter(settings)
         self._security: dict[str, Any] = {"security": [{"ApiKey": []}]} if settings.api_keys else {}
@@ -278,6 +275,7 @@ def _add_writing_routes(
 ) -> None:
     """``POST``, ``PUT``, ``DELETE``, fork and ``PATCH`` of one conversation."""
     read_messages = BodyReader(settings)
+    ttl = settings.idempotency_ttl  # an Idempotency-Key's record, so that a retry is answered as the first time
 
     @app.post(
         "/chat-history/{conversationKey}",
@@ -309,7 +307,7 @@ def _add_writing_routes(
         condition = parameters.parse_header(parse_if_match, if_match)
         idem_key = parameters.parse_header(parse_idempotency_key, idempotency_key)
         messages = await read_messages(request)
-        idempotency = _idempotency(settings, idem_key, "append", messages)
+        idempotency = None if idem_key is None else Idempotency(idem_key, fingerprint("append", messages), ttl)
         result = await store.append(caller.stored_key(key), messages, if_match=condition, idempotency=idempotency)
         headers = _created_headers(key, result.version)
         if result.replayed:
@@ -385,7 +383,7 @@ def _add_writing_routes(
         seed = f"fork\n{key}\n{idem_key}".encode()
         new_key = arguments.check_key(uuid.uuid4().hex if idem_key is None else hashlib.sha256(seed).hexdigest()[:32])
         stored = caller.stored_key(new_key)
-        idempotency = _idempotency(settings, idem_key, "fork", messages)
+        idempotency = None if idem_key is None else Idempotency(idem_key, fingerprint("fork", messages), ttl)
         result = await store.append(stored, messages, if_match=[ABSENT], idempotency=idempotency)
         # after the append (a retry of it sets the same tags again): where the fork came from
         await store.set_metadata(stored, MetadataChange(tags={FORK_OF: key, FORK_THROUGH: str(len(messages))}))
@@ -415,13 +413,6 @@ def _add_writing_routes(
         if summary is None:
             raise Refused(404, "there is no such conversation: write its messages first, then set its title and tags")
         return json_response(_summary_row(summary, caller.prefix))
-
-
-def _idempotency(
-    settings: ServiceSettings, key: str | None, operation: str, messages: list[bytes]
-) -> Idempotency | None:
-    """What a write with an ``Idempotency-Key`` records, so that a retry is answered as the first time."""
-    return None if key is None else Idempotency(key, fingerprint(operation, messages), settings.idempotency_ttl)
 
 
 def _created_headers(key: str, version: str) -> list[tuple[bytes, bytes]]:

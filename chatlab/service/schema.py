@@ -1,8 +1,6 @@
-"""The article's wire format, Microsoft.Extensions.AI ``ChatMessage`` JSON (``shared/reference/meai-wire.md``).
-
-The pydantic models below are its one description: they make the OpenAPI schemas and validate what a client sends.
-The service stores the parsed JSON itself, so every key, its order, nulls and unknown fields survive.
-"""
+"""The article's wire format, Microsoft.Extensions.AI ``ChatMessage`` JSON (``shared/reference/meai-wire.md``). The
+pydantic models below are its one description: they make the OpenAPI schemas and validate what a client sends. The
+service stores the parsed JSON itself, so every key, its order, nulls and unknown fields survive."""
 
 from __future__ import annotations
 
@@ -264,11 +262,8 @@ def decode_messages_body(
     body: bytes, *, max_messages: int, max_message_bytes: int | None = None, in_pieces: bool = False
 ) -> list[bytes]:
     """Each message of a ``{"messages": [...]}`` body as compact JSON, every number's text kept (:mod:`.jsontext`).
-
-    Limits (413) are checked before the schema (400), the cheap before the dear; a bad body raises ``Refused``, so a
-    refused request changes nothing. ``in_pieces`` (a large body, in a worker thread): validated, encoded and freed
-    in pieces that each hold the GIL briefly.
-    """
+    Limits (413) are checked before the schema (400), the cheap before the dear. ``in_pieces`` (a large body, in a
+    worker thread): validated, encoded and freed in pieces that each hold the GIL briefly."""
     try:
         stored = None if in_pieces else _already_stored_form(body, max_messages, max_message_bytes)
         if stored is not None:
@@ -290,11 +285,8 @@ _COMPACT_HEAD, _COMPACT_TAIL = b'{"messages":[', b"]}"
 
 
 def _already_stored_form(body: bytes, max_messages: int, max_message_bytes: int | None) -> list[bytes] | None:
-    """The messages of a body exactly as msgspec would write it, each as sent; ``None``: let the full parse decide.
-
-    Such a body needs neither the number-keeping parse nor an encoding (the dearest steps of an append); any doubt
-    goes to the full parse, so the answer is the same bytes, or the same refusal, as without this path.
-    """
+    """The messages of a body exactly as msgspec would write it, each as sent: no number-keeping parse nor encoding
+    (an append's dearest steps). ``None`` at any doubt: the full parse decides, with the same answer or refusal."""
     if not (body.startswith(_COMPACT_HEAD) and body.endswith(_COMPACT_TAIL)):
         return None
     try:

@@ -1,8 +1,7 @@
 """What uvicorn does not bound itself (https://github.com/Kludex/uvicorn/issues/157; docs/protections.md, "Connections
 and the store are bounded"): a request head's time and size while it arrives, and which connections hold the slots.
 uvicorn's ``limit_concurrency`` would not do for the slots: it counts the connections just closed to make room and
-refuses their replacement.
-"""
+refuses their replacement."""
 
 from __future__ import annotations
 

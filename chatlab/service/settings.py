@@ -1,8 +1,6 @@
-"""What the service allows: one typed field per setting (docs/protections.md).
-
-A field of :class:`ServiceSettings` is the whole declaration of its setting: type, default, environment variable
-(``CHATLAB_`` + its name in capitals), ``serve`` flag (:func:`add_flags`) and docs row (:func:`settings_table`).
-Every protection is off by default, so the article's plain requests work unchanged.
+"""What the service allows (docs/protections.md): a field of :class:`ServiceSettings` is the whole declaration of its
+setting: type, default, environment variable (``CHATLAB_`` + its name in capitals), ``serve`` flag (:func:`add_flags`)
+and docs row (:func:`settings_table`). Every protection is off by default: the article's plain requests work unchanged.
 """
 
 from __future__ import annotations
@@ -304,17 +302,11 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
             continue
         group = groups.get(flag.group) or groups.setdefault(flag.group, parser.add_argument_group(flag.group))
         help_text = f"{info.description} (default {_default_text(info, flag)}; {_env(name)})".replace("`", "")
-        if info.annotation is bool:  # --name / --no-name
-            group.add_argument(_flag_name(name, info), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
-            continue
-        group.add_argument(
-            _flag_name(name, info),
-            dest=name,
-            type=next((t for t in (int, float) if info.annotation in (t, t | None)), str),  # str: the field parses it
-            metavar=flag.metavar,
-            action="append" if _repeated(info) else "store",
-            help=help_text.replace("%", "%%"),
-        )
+        options: dict[str, Any] = {"action": argparse.BooleanOptionalAction}  # --name / --no-name
+        if info.annotation is not bool:
+            kind = next((t for t in (int, float) if info.annotation in (t, t | None)), str)  # str: the field parses it
+            options = {"type": kind, "metavar": flag.metavar, "action": "append" if _repeated(info) else "store"}
+        group.add_argument(_flag_name(name, info), dest=name, help=help_text.replace("%", "%%"), **options)
 
 
 def settings_from_flags(args: argparse.Namespace, defaults: Mapping[str, Any] | None = None) -> ServiceSettings:

@@ -1,6 +1,5 @@
 """The read-only conversation viewer at ``/ui`` (docs/viewer.md): a page, a stylesheet and a script shipped in the
-package, served under a Content-Security-Policy that keeps hostile conversations text.
-"""
+package, served under a Content-Security-Policy that keeps hostile conversations text."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """API keys (bearer tokens), each scoped to a namespace of conversations (docs/protections.md). Only SHA-256 digests
-are kept, compared with :func:`hmac.compare_digest` against every one; errors name the line, never the key.
-"""
+are kept, compared with :func:`hmac.compare_digest` against every one; errors name the line, never the key."""
 
 from __future__ import annotations
 

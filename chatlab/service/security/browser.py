@@ -1,7 +1,6 @@
 """What a web page could make a visitor's browser send to a local service, refused before anything else runs
 (docs/protections.md, "Loopback is for loopback"): a ``Host`` the service does not serve (DNS rebinding; Starlette's
-``TrustedHostMiddleware`` would mangle ``[::1]:5000`` and answer plain text), and a write whose body is not JSON.
-"""
+``TrustedHostMiddleware`` would mangle ``[::1]:5000`` and answer plain text), and a write whose body is not JSON."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """HTTP side of versions and idempotency: ``ETag``, ``If-Match`` and ``Idempotency-Key`` (docs/protections.md,
-"Safe concurrent updates" and "Safe retries"; draft-ietf-httpapi-idempotency-key-header).
-"""
+"Safe concurrent updates" and "Safe retries"; draft-ietf-httpapi-idempotency-key-header)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """A per-caller rate limit (an API key, or a client address without keys): a token bucket per caller answering
-``429`` with ``Retry-After``. Buckets live in this process: replicas count on their own.
-"""
+``429`` with ``Retry-After``. Buckets live in this process: replicas count on their own."""
 
 from __future__ import annotations
 
