@@ -132,8 +132,7 @@ class BackgroundServer:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop serving and wait for the thread to end; stopping twice is harmless."""
         with self._registry_lock:
-            if self in self._running:
-                self._running.remove(self)
+            self._running[:] = [server for server in self._running if server is not self]
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:

@@ -92,6 +92,7 @@ class Refused(Exception):
 
 
 Role = Literal["call", "result"]
+_ROLES: tuple[Role, ...] = ("call", "result")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +110,12 @@ class ContentKind:
     link: str = "call_id"  # the MAF attribute that links a call to its results (approvals use their id)
     description: str | None = None  # one line for the service's OpenAPI description
 
+
+_STORED_AS_THEY_COME = (
+    "toolApprovalRequest toolApprovalResponse functionApprovalRequest functionApprovalResponse mcpServerToolCall "
+    "mcpServerToolResult mcpServerToolApprovalRequest mcpServerToolApprovalResponse codeInterpreterToolCall "
+    "codeInterpreterToolResult imageGenerationToolCall imageGenerationToolResult userInputRequest userInputResponse"
+)
 
 CONTENT_KINDS: tuple[ContentKind, ...] = (
     # converted field by field (the article's kinds first, in the order the service lists them)
@@ -130,35 +137,15 @@ CONTENT_KINDS: tuple[ContentKind, ...] = (
     ),
     ContentKind("hosted_file", "hostedFile"),
     ContentKind("hosted_vector_store", "hostedVectorStore"),
-    # MEAI kinds the service stores as they come
-    ContentKind(None, "toolApprovalRequest"),
-    ContentKind(None, "toolApprovalResponse"),
-    ContentKind(None, "functionApprovalRequest"),
-    ContentKind(None, "functionApprovalResponse"),
-    ContentKind(None, "mcpServerToolCall"),
-    ContentKind(None, "mcpServerToolResult"),
-    ContentKind(None, "mcpServerToolApprovalRequest"),
-    ContentKind(None, "mcpServerToolApprovalResponse"),
-    ContentKind(None, "codeInterpreterToolCall"),
-    ContentKind(None, "codeInterpreterToolResult"),
-    ContentKind(None, "imageGenerationToolCall"),
-    ContentKind(None, "imageGenerationToolResult"),
-    ContentKind(None, "userInputRequest"),
-    ContentKind(None, "userInputResponse"),
+    # MEAI kinds the service stores as they come (in this order in its schema)
+    *(ContentKind(None, meai) for meai in _STORED_AS_THEY_COME.split()),
     # MAF kinds the codec carries whole; the calls and results among them bind the history window
-    ContentKind("code_interpreter_tool_call", None, role="call"),
-    ContentKind("code_interpreter_tool_result", None, role="result"),
-    ContentKind("image_generation_tool_call", None, role="call"),
-    ContentKind("image_generation_tool_result", None, role="result"),
-    ContentKind("mcp_server_tool_call", None, role="call"),
-    ContentKind("mcp_server_tool_result", None, role="result"),
-    ContentKind("search_tool_call", None, role="call"),
-    ContentKind("search_tool_result", None, role="result"),
-    ContentKind("shell_tool_call", None, role="call"),
-    ContentKind("shell_tool_result", None, role="result"),
+    *(
+        ContentKind(f"{tool}_tool_{role}", None, role=role)
+        for tool in ("code_interpreter", "image_generation", "mcp_server", "search", "shell", "computer")
+        for role in _ROLES
+    ),
     ContentKind("shell_command_output", None, role="result"),
-    ContentKind("computer_tool_call", None, role="call"),
-    ContentKind("computer_tool_result", None, role="result"),
     ContentKind("function_approval_request", None, role="call", link="id"),
     ContentKind("function_approval_response", None, role="result", link="id"),
     ContentKind("oauth_consent_request", None),

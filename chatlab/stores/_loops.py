@@ -60,8 +60,7 @@ class PerLoop(Generic[T]):
         for loop, task in tasks.items():
             try:
                 if loop is current:
-                    resource = await task
-                    await self._closer(resource)
+                    await self._close_task(task)
                 elif loop.is_running() and not loop.is_closed():
                     fut = asyncio.run_coroutine_threadsafe(self._close_task(task), loop)
                     await asyncio.wait_for(asyncio.wrap_future(fut), timeout)

@@ -117,11 +117,6 @@ class Idempotency:
     ttl: float = 24 * 3600.0
 
 
-def has_tags(tags: Mapping[str, str], wanted: Mapping[str, str] | None) -> bool:
-    """Whether ``tags`` pass a listing's tag filter (every wanted tag, with its value)."""
-    return not wanted or all(tags.get(name) == value for name, value in wanted.items())
-
-
 def check_slice(after: int, limit: int | None) -> None:
     if after < 0 or (limit is not None and limit < 0):
         raise ValueError(f"after and limit must be 0 or more (got after={after}, limit={limit})")
