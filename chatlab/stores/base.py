@@ -37,12 +37,10 @@ def new_version(count: int = 0) -> str:
 def appended_version(current: str, count: int) -> str:
     """The version after an append brings a conversation at ``current`` to ``count`` messages (same generation;
     a bare token, written before versions had a count, becomes the generation)."""
-    if current == ABSENT:
-        return new_version(count)
-    generation, dot, old = current.rpartition(".")  # as Version.parse reads it, without making Versions
-    if not (dot and generation and old.isdigit() and old.isascii()):
-        generation = current
-    return f"{generation}.{count}"
+    parsed = Version.parse(current)
+    if parsed is None:
+        return str(Version(current, count))
+    return new_version(count) if parsed.generation is None else str(Version(parsed.generation, count))
 
 
 def version_matches(current: str, if_match: Collection[str] | None) -> bool:
