@@ -1,8 +1,6 @@
-"""Run an ASGI app with uvicorn in a daemon thread, for notebooks and tests.
-
-The runner binds the socket itself, so port 0 works and the URL is known before the first request. Starting a server
-again with the same arguments returns the running one, so a notebook cell is safe to re-run.
-"""
+"""Run an ASGI app with uvicorn in a daemon thread, for notebooks and tests. The runner binds the socket itself, so
+port 0 works and the URL is known before the first request. Starting a server again with the same arguments returns
+the running one, so a notebook cell is safe to re-run."""
 
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ class BackgroundServer:
         if (ssl_certfile is None) != (ssl_keyfile is None):
             raise ValueError("TLS needs both a certificate and its key (ssl_certfile and ssl_keyfile)")
         self.app, self.name, self.host, self.requested_port = app, name, host, port
-        self.startup_timeout = startup_timeout
-        self.access_log = access_log
+        self.startup_timeout, self.access_log = startup_timeout, access_log
         self.options = {"log_level": log_level, "ssl_certfile": ssl_certfile, "ssl_keyfile": ssl_keyfile}
         self.options.update(server_options or {})
         self.arguments: object = None  # what ensure() compares to decide whether this server is the one asked for

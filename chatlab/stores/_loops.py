@@ -1,8 +1,6 @@
-"""One async resource (a connection pool, a client) per event loop, opened on first use.
-
-Async drivers tie connections to the loop that opened them, but a store may be created in a notebook's loop and used
-in a background uvicorn thread's.
-"""
+"""One async resource (a connection pool, a client) per event loop, opened on first use: async drivers tie
+connections to the loop that opened them, but a store may be created in a notebook's loop and used in a background
+uvicorn thread's."""
 
 from __future__ import annotations
 

@@ -56,11 +56,9 @@ class _Bucket:
 
 
 class InMemoryChatHistoryStore(ChatHistoryStore):
-    """History in this process's memory, lost when it stops.
-
-    Like the C# original (a ``ConcurrentDictionary`` of buckets, a lock per bucket) it is thread-safe; no lock is
-    held across an ``await``, and idempotency records are used with the conversation's lock held.
-    """
+    """History in this process's memory, lost when it stops. Thread-safe like the C# original (a
+    ``ConcurrentDictionary`` of buckets, a lock per bucket); no lock is held across an ``await``, and idempotency
+    records are used with the conversation's lock held."""
 
     description = "Chat history is stored in memory and exposed over HTTP."
 
