@@ -1,8 +1,7 @@
 """What the client side and the service side both speak; both import this module and it imports neither.
 
 :data:`CONTENT_KINDS` is the one table of message content kinds that the codec, the service's schema, the display
-and the history window read (a new ``$type`` is one new row).
-"""
+and the history window read (a new ``$type`` is one new row)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 A store keeps each message as the UTF-8 JSON bytes the service produced, so a read never re-encodes anything.
 Versions (``"<generation>.<count>"``: appends keep the generation, a replace or a delete ends it) and idempotency
-records live in the store, so that checking them and writing are one atomic step.
-"""
+records live in the store, so that checking them and writing are one atomic step."""
 
 from __future__ import annotations
 

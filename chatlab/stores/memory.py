@@ -247,7 +247,6 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
 
 
 _CHUNK = 256  # keys a listing takes from the sorted index per hold of its lock
-
 _EXPIRED_PER_WRITE = 64  # dropped by one write at most: more than the one it adds, so they never pile up
 
 # A record holds 128-bit digests, not copies, so its size does not grow with the keys' lengths.
