@@ -30,8 +30,7 @@ def _settings(args: argparse.Namespace) -> ServiceSettings:
 
 def _serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    taken = _port_taken(args.host, args.port)
-    if taken is not None:  # said before any banner, without uvicorn's traceback
+    if (taken := _port_taken(args.host, args.port)) is not None:  # said before any banner, without uvicorn's traceback
         print(f"error: {taken}", file=sys.stderr)
         return 1
     if args.host not in settings.allowed_hosts:  # the name it is started with is one it serves

@@ -164,8 +164,7 @@ def link_of(maf_type: str) -> tuple[Role, str] | None:
     kind = _BY_MAF.get(maf_type)
     if kind is not None:
         return None if kind.role is None else (kind.role, kind.link)
-    if maf_type.endswith("_call"):
-        return "call", "call_id"
-    if maf_type.endswith("_result"):
-        return "result", "call_id"
+    for role in _ROLES:
+        if maf_type.endswith(f"_{role}"):
+            return role, "call_id"
     return None

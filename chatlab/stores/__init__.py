@@ -4,8 +4,7 @@
 * ``sqlite:///history.db`` (relative), ``sqlite:////var/lib/chatlab/history.db`` (absolute) or a bare file path;
 * ``postgresql://user@host:5432/db`` (``?schema=NAME``): needs ``chatlab[postgres]``;
 * ``redis://host:6379/0`` (``rediss://``, ``unix://``; ``?prefix=NAME:``) or ``redis+cluster://host:7000``:
-  needs ``chatlab[redis]``. A driver is imported only when its store is opened.
-"""
+  needs ``chatlab[redis]``. A driver is imported only when its store is opened."""
 
 from __future__ import annotations
 

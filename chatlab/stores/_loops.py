@@ -52,8 +52,7 @@ class PerLoop(Generic[T]):
     async def close(self, timeout: float = 10.0) -> None:
         """Close every instance (each in its own loop); a later call opens a new one, as a restarted service expects."""
         with self._lock:
-            tasks, self._tasks = self._tasks, {}
-            self._opened = {}
+            tasks, self._tasks, self._opened = self._tasks, {}, {}
         current = asyncio.get_running_loop()
         for loop, task in tasks.items():
             try:
