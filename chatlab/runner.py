@@ -63,9 +63,8 @@ class BackgroundServer:
         identity: object = None,
         **kwargs: Any,
     ) -> BackgroundServer:
-        """The running server started with equal arguments, or a new one built from ``app_factory()``. ``identity``
-        stands for what ``app_factory`` builds (the service's store and settings). A fixed port taken by a server
-        started with other arguments raises ``RuntimeError`` rather than hand that server back."""
+        """The running server started with equal arguments (``identity``: what ``app_factory`` builds), else a new one;
+        a fixed port taken by a server started with other arguments raises ``RuntimeError``, never hands it back."""
         arguments = (identity, kwargs)
         with cls._registry_lock:
             cls._running[:] = [server for server in cls._running if server.is_running]

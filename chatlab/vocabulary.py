@@ -99,8 +99,7 @@ class ContentKind:
     """One kind of message content: ``maf``, the Agent Framework ``Content.type``; ``meai``, the ``$type`` .NET writes.
 
     A row names both only where the codec converts one into the other field by field; any other kind crosses whole
-    inside an empty text content (``chatlab.client.codec``). The service accepts every ``meai`` kind.
-    """
+    inside an empty text content (``chatlab.client.codec``). The service accepts every ``meai`` kind."""
 
     maf: str | None
     meai: str | None
