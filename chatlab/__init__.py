@@ -1,8 +1,7 @@
 """chatlab: out-of-process chat history for Microsoft Agent Framework agents.
 
 The names below are imported on first use (PEP 562), so ``import chatlab`` stays light and has no side effects;
-a type checker reads the ``TYPE_CHECKING`` imports (``X as X``: explicitly re-exported) and sees the real types.
-"""
+a type checker reads the ``TYPE_CHECKING`` imports (``X as X``: explicitly re-exported) and sees the real types."""
 
 from __future__ import annotations
 

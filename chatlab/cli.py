@@ -30,8 +30,7 @@ def _settings(args: argparse.Namespace) -> ServiceSettings:
 
 def _serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    taken = _port_taken(args.host, args.port)
-    if taken is not None:  # said before any banner, without uvicorn's traceback
+    if (taken := _port_taken(args.host, args.port)) is not None:  # said before any banner, without uvicorn's traceback
         print(f"error: {taken}", file=sys.stderr)
         return 1
     if args.host not in settings.allowed_hosts:  # the name it is started with is one it serves
@@ -54,16 +53,9 @@ def _serve(args: argparse.Namespace) -> int:
     # out now, not when the buffer fills: a log shows the address at once, and a stop by SIGTERM (which uvicorn
     # raises again after shutting down, ending the process without flushing) loses nothing
     sys.stdout.flush()
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        access_log=settings.access_log,
-        ssl_certfile=settings.tls_cert,
-        ssl_keyfile=settings.tls_key,
-        **{**server_stack().uvicorn_options(), **server_options(settings)},
-    )
+    tls = {"ssl_certfile": settings.tls_cert, "ssl_keyfile": settings.tls_key}
+    config = {**tls, **server_stack().uvicorn_options(), **server_options(settings)}
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=settings.access_log, **config)
     return 0
 
 
@@ -171,9 +163,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
-    except ValidationError as exc:  # a bad setting: name it and say what is wrong, no traceback
-        print(f"error: {describe_error(exc)}", file=sys.stderr)
-        return 2
-    except ValueError as exc:  # other bad option values
-        print(f"error: {exc}", file=sys.stderr)
+    except ValueError as exc:  # a bad option value, or a bad setting (a ValidationError, named): no traceback
+        print(f"error: {describe_error(exc) if isinstance(exc, ValidationError) else exc}", file=sys.stderr)
         return 2

@@ -1,8 +1,6 @@
-"""Run an ASGI app with uvicorn in a daemon thread, for notebooks and tests.
-
-The runner binds the socket itself, so port 0 works and the URL is known before the first request. Starting a server
-again with the same arguments returns the running one, so a notebook cell is safe to re-run.
-"""
+"""Run an ASGI app with uvicorn in a daemon thread, for notebooks and tests. The runner binds the socket itself, so
+port 0 works and the URL is known before the first request. Starting a server again with the same arguments returns
+the running one, so a notebook cell is safe to re-run."""
 
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ class BackgroundServer:
         if (ssl_certfile is None) != (ssl_keyfile is None):
             raise ValueError("TLS needs both a certificate and its key (ssl_certfile and ssl_keyfile)")
         self.app, self.name, self.host, self.requested_port = app, name, host, port
-        self.startup_timeout = startup_timeout
-        self.access_log = access_log
+        self.startup_timeout, self.access_log = startup_timeout, access_log
         self.options = {"log_level": log_level, "ssl_certfile": ssl_certfile, "ssl_keyfile": ssl_keyfile}
         self.options.update(server_options or {})
         self.arguments: object = None  # what ensure() compares to decide whether this server is the one asked for
@@ -66,9 +63,8 @@ class BackgroundServer:
         identity: object = None,
         **kwargs: Any,
     ) -> BackgroundServer:
-        """The running server started with equal arguments, or a new one built from ``app_factory()``. ``identity``
-        stands for what ``app_factory`` builds (the service's store and settings). A fixed port taken by a server
-        started with other arguments raises ``RuntimeError`` rather than hand that server back."""
+        """The running server started with equal arguments (``identity``: what ``app_factory`` builds), else a new one;
+        a fixed port taken by a server started with other arguments raises ``RuntimeError``, never hands it back."""
         arguments = (identity, kwargs)
         with cls._registry_lock:
             cls._running[:] = [server for server in cls._running if server.is_running]
@@ -132,8 +128,7 @@ class BackgroundServer:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop serving and wait for the thread to end; stopping twice is harmless."""
         with self._registry_lock:
-            if self in self._running:
-                self._running.remove(self)
+            self._running[:] = [server for server in self._running if server is not self]
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:

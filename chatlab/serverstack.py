@@ -2,8 +2,7 @@
 
 ``chatlab serve``, :class:`chatlab.runner.BackgroundServer` and the benchmark all ask here, so what is measured is
 what users run. ``fast`` falls back to the standard half where uvloop or httptools is missing (uvloop has no Windows
-build). uvloop is safe in a background thread: uvicorn builds that thread's loop and changes no process-wide policy.
-"""
+build). uvloop is safe in a background thread: uvicorn builds that thread's loop and changes no process-wide policy."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What the client side and the service side both speak; both import this module and it imports neither.
 
 :data:`CONTENT_KINDS` is the one table of message content kinds that the codec, the service's schema, the display
-and the history window read (a new ``$type`` is one new row).
-"""
+and the history window read (a new ``$type`` is one new row)."""
 
 from __future__ import annotations
 
@@ -92,6 +91,7 @@ class Refused(Exception):
 
 
 Role = Literal["call", "result"]
+_ROLES: tuple[Role, ...] = ("call", "result")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +99,7 @@ class ContentKind:
     """One kind of message content: ``maf``, the Agent Framework ``Content.type``; ``meai``, the ``$type`` .NET writes.
 
     A row names both only where the codec converts one into the other field by field; any other kind crosses whole
-    inside an empty text content (``chatlab.client.codec``). The service accepts every ``meai`` kind.
-    """
+    inside an empty text content (``chatlab.client.codec``). The service accepts every ``meai`` kind."""
 
     maf: str | None
     meai: str | None
@@ -109,6 +108,12 @@ class ContentKind:
     link: str = "call_id"  # the MAF attribute that links a call to its results (approvals use their id)
     description: str | None = None  # one line for the service's OpenAPI description
 
+
+_STORED_AS_THEY_COME = (
+    "toolApprovalRequest toolApprovalResponse functionApprovalRequest functionApprovalResponse mcpServerToolCall "
+    "mcpServerToolResult mcpServerToolApprovalRequest mcpServerToolApprovalResponse codeInterpreterToolCall "
+    "codeInterpreterToolResult imageGenerationToolCall imageGenerationToolResult userInputRequest userInputResponse"
+)
 
 CONTENT_KINDS: tuple[ContentKind, ...] = (
     # converted field by field (the article's kinds first, in the order the service lists them)
@@ -130,35 +135,15 @@ CONTENT_KINDS: tuple[ContentKind, ...] = (
     ),
     ContentKind("hosted_file", "hostedFile"),
     ContentKind("hosted_vector_store", "hostedVectorStore"),
-    # MEAI kinds the service stores as they come
-    ContentKind(None, "toolApprovalRequest"),
-    ContentKind(None, "toolApprovalResponse"),
-    ContentKind(None, "functionApprovalRequest"),
-    ContentKind(None, "functionApprovalResponse"),
-    ContentKind(None, "mcpServerToolCall"),
-    ContentKind(None, "mcpServerToolResult"),
-    ContentKind(None, "mcpServerToolApprovalRequest"),
-    ContentKind(None, "mcpServerToolApprovalResponse"),
-    ContentKind(None, "codeInterpreterToolCall"),
-    ContentKind(None, "codeInterpreterToolResult"),
-    ContentKind(None, "imageGenerationToolCall"),
-    ContentKind(None, "imageGenerationToolResult"),
-    ContentKind(None, "userInputRequest"),
-    ContentKind(None, "userInputResponse"),
+    # MEAI kinds the service stores as they come (in this order in its schema)
+    *(ContentKind(None, meai) for meai in _STORED_AS_THEY_COME.split()),
     # MAF kinds the codec carries whole; the calls and results among them bind the history window
-    ContentKind("code_interpreter_tool_call", None, role="call"),
-    ContentKind("code_interpreter_tool_result", None, role="result"),
-    ContentKind("image_generation_tool_call", None, role="call"),
-    ContentKind("image_generation_tool_result", None, role="result"),
-    ContentKind("mcp_server_tool_call", None, role="call"),
-    ContentKind("mcp_server_tool_result", None, role="result"),
-    ContentKind("search_tool_call", None, role="call"),
-    ContentKind("search_tool_result", None, role="result"),
-    ContentKind("shell_tool_call", None, role="call"),
-    ContentKind("shell_tool_result", None, role="result"),
+    *(
+        ContentKind(f"{tool}_tool_{role}", None, role=role)
+        for tool in ("code_interpreter", "image_generation", "mcp_server", "search", "shell", "computer")
+        for role in _ROLES
+    ),
     ContentKind("shell_command_output", None, role="result"),
-    ContentKind("computer_tool_call", None, role="call"),
-    ContentKind("computer_tool_result", None, role="result"),
     ContentKind("function_approval_request", None, role="call", link="id"),
     ContentKind("function_approval_response", None, role="result", link="id"),
     ContentKind("oauth_consent_request", None),
@@ -178,8 +163,7 @@ def link_of(maf_type: str) -> tuple[Role, str] | None:
     kind = _BY_MAF.get(maf_type)
     if kind is not None:
         return None if kind.role is None else (kind.role, kind.link)
-    if maf_type.endswith("_call"):
-        return "call", "call_id"
-    if maf_type.endswith("_result"):
-        return "result", "call_id"
+    for role in _ROLES:
+        if maf_type.endswith(f"_{role}"):
+            return role, "call_id"
     return None

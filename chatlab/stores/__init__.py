@@ -4,26 +4,19 @@
 * ``sqlite:///history.db`` (relative), ``sqlite:////var/lib/chatlab/history.db`` (absolute) or a bare file path;
 * ``postgresql://user@host:5432/db`` (``?schema=NAME``): needs ``chatlab[postgres]``;
 * ``redis://host:6379/0`` (``rediss://``, ``unix://``; ``?prefix=NAME:``) or ``redis+cluster://host:7000``:
-  needs ``chatlab[redis]``. A driver is imported only when its store is opened.
-"""
+  needs ``chatlab[redis]``. A driver is imported only when its store is opened."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .base import ChatHistoryStore, ConversationSlice, ConversationSummary, EncodedMessage, StoreError
-from .memory import InMemoryChatHistoryStore
-
-__all__ = [
-    "ChatHistoryStore",
-    "ConversationSlice",
-    "ConversationSummary",
-    "EncodedMessage",
-    "InMemoryChatHistoryStore",
-    "StoreError",
-    "describe_url",
-    "open_store",
-]
+# the package's interface, re-exported explicitly
+from .base import ChatHistoryStore as ChatHistoryStore
+from .base import ConversationSlice as ConversationSlice
+from .base import ConversationSummary as ConversationSummary
+from .base import EncodedMessage as EncodedMessage
+from .base import StoreError as StoreError
+from .memory import InMemoryChatHistoryStore as InMemoryChatHistoryStore
 
 
 def open_store(url: str | None = None, *, timeout: float | None = None, **options: Any) -> ChatHistoryStore:

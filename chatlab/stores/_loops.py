@@ -1,8 +1,6 @@
-"""One async resource (a connection pool, a client) per event loop, opened on first use.
-
-Async drivers tie connections to the loop that opened them, but a store may be created in a notebook's loop and used
-in a background uvicorn thread's.
-"""
+"""One async resource (a connection pool, a client) per event loop, opened on first use: async drivers tie
+connections to the loop that opened them, but a store may be created in a notebook's loop and used in a background
+uvicorn thread's."""
 
 from __future__ import annotations
 
@@ -54,14 +52,12 @@ class PerLoop(Generic[T]):
     async def close(self, timeout: float = 10.0) -> None:
         """Close every instance (each in its own loop); a later call opens a new one, as a restarted service expects."""
         with self._lock:
-            tasks, self._tasks = self._tasks, {}
-            self._opened = {}
+            tasks, self._tasks, self._opened = self._tasks, {}, {}
         current = asyncio.get_running_loop()
         for loop, task in tasks.items():
             try:
                 if loop is current:
-                    resource = await task
-                    await self._closer(resource)
+                    await self._close_task(task)
                 elif loop.is_running() and not loop.is_closed():
                     fut = asyncio.run_coroutine_threadsafe(self._close_task(task), loop)
                     await asyncio.wait_for(asyncio.wrap_future(fut), timeout)

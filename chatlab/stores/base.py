@@ -2,8 +2,7 @@
 
 A store keeps each message as the UTF-8 JSON bytes the service produced, so a read never re-encodes anything.
 Versions (``"<generation>.<count>"``: appends keep the generation, a replace or a delete ends it) and idempotency
-records live in the store, so that checking them and writing are one atomic step.
-"""
+records live in the store, so that checking them and writing are one atomic step."""
 
 from __future__ import annotations
 
@@ -37,12 +36,10 @@ def new_version(count: int = 0) -> str:
 def appended_version(current: str, count: int) -> str:
     """The version after an append brings a conversation at ``current`` to ``count`` messages (same generation;
     a bare token, written before versions had a count, becomes the generation)."""
-    if current == ABSENT:
-        return new_version(count)
-    generation, dot, old = current.rpartition(".")  # as Version.parse reads it, without making Versions
-    if not (dot and generation and old.isdigit() and old.isascii()):
-        generation = current
-    return f"{generation}.{count}"
+    parsed = Version.parse(current)
+    if parsed is None:
+        return str(Version(current, count))
+    return new_version(count) if parsed.generation is None else str(Version(parsed.generation, count))
 
 
 def version_matches(current: str, if_match: Collection[str] | None) -> bool:
@@ -115,11 +112,6 @@ class Idempotency:
     key: str
     fingerprint: str
     ttl: float = 24 * 3600.0
-
-
-def has_tags(tags: Mapping[str, str], wanted: Mapping[str, str] | None) -> bool:
-    """Whether ``tags`` pass a listing's tag filter (every wanted tag, with its value)."""
-    return not wanted or all(tags.get(name) == value for name, value in wanted.items())
 
 
 def check_slice(after: int, limit: int | None) -> None:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import islice, takewhile
 
 from .base import (
     ABSENT,
@@ -25,7 +26,6 @@ from .base import (
     WriteResult,
     appended_version,
     check_slice,
-    has_tags,
     new_version,
     version_matches,
 )
@@ -56,11 +56,9 @@ class _Bucket:
 
 
 class InMemoryChatHistoryStore(ChatHistoryStore):
-    """History in this process's memory, lost when it stops.
-
-    Like the C# original (a ``ConcurrentDictionary`` of buckets, a lock per bucket) it is thread-safe; no lock is
-    held across an ``await``, and idempotency records are used with the conversation's lock held.
-    """
+    """History in this process's memory, lost when it stops. Thread-safe like the C# original (a
+    ``ConcurrentDictionary`` of buckets, a lock per bucket); no lock is held across an ``await``, and idempotency
+    records are used with the conversation's lock held."""
 
     description = "Chat history is stored in memory and exposed over HTTP."
 
@@ -168,6 +166,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         # a chunk of the sorted keys at a time; buckets are locked outside the index's lock, which a writer
         # holding a bucket's lock may wait for
         result: list[ConversationSummary] = []
+        wanted = (tags or {}).items()  # every wanted tag, with its value
         start = prefix if after is None or after < prefix else after
         inclusive = after is None or after < prefix
         while True:
@@ -180,7 +179,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                     return result
                 with bucket.lock:
                     # a bucket at ABSENT is being created by a write that may still fail
-                    if bucket.version != ABSENT and has_tags(bucket.tags, tags):
+                    if bucket.version != ABSENT and all(bucket.tags.get(name) == value for name, value in wanted):
                         result.append(bucket.summary(key))
             if len(chunk) < _CHUNK:
                 return result
@@ -242,17 +241,12 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 _EXPIRES.pack(now + idempotency.ttl) + _digest(idempotency.fingerprint) + version.encode()
             )
             # drop expired records from the front, stopping at the first live one: usually one look, not a scan
-            expired: list[bytes] = []
-            for k, record in self._records.items():
-                if _EXPIRES.unpack_from(record)[0] > now or len(expired) == _EXPIRED_PER_WRITE:
-                    break
-                expired.append(k)
-            for k in expired:
+            expired = takewhile(lambda item: _EXPIRES.unpack_from(item[1])[0] <= now, self._records.items())
+            for k, _ in list(islice(expired, _EXPIRED_PER_WRITE)):
                 del self._records[k]
 
 
 _CHUNK = 256  # keys a listing takes from the sorted index per hold of its lock
-
 _EXPIRED_PER_WRITE = 64  # dropped by one write at most: more than the one it adds, so they never pile up
 
 # A record holds 128-bit digests, not copies, so its size does not grow with the keys' lengths.

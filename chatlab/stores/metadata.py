@@ -3,8 +3,7 @@
 Metadata sits beside the messages and has no part in the version, so setting a title never invalidates a client's
 cached history. A ``PATCH`` body is a JSON merge patch (RFC 7396): a string sets, ``null`` removes, what is not named
 stays. ``replace`` keeps the metadata; ``delete`` and retention drop it. Every store applies a change with
-:meth:`MetadataChange.applied` (the Redis store's script follows the same rule and limits).
-"""
+:meth:`MetadataChange.applied` (the Redis store's script follows the same rule and limits)."""
 
 from __future__ import annotations
 
