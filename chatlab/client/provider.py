@@ -157,7 +157,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         self.skip_replayed = skip_replayed
         self.compaction = compaction
         # with compaction, per key: the view a run loaded and its count, what it appended and the version after
-        self._views: dict[str, tuple[list[Message], int]] = {}
+        self._views: dict[str, tuple[Sequence[Message], int]] = {}
         self._appended: dict[str, tuple[list[Message], Version | None]] = {}
         self._replayed: dict[str, tuple[Message, ...]] = {}  # per key: the run's input messages already stored
 
@@ -237,7 +237,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         await self.append_messages(key, [checkpoint])
         log.info("[Compaction] summary checkpoint of messages 1..%d (%d in the view)", through, len(view))
 
-    async def get_messages(  # type: ignore[override]  # also given a session (C# GetMessagesAsync)
+    async def get_messages(  # type: ignore[override]  # a view of the cache, not a copy; the framework only reads it
         self, session_id: AgentSession | str | None = None, *, state: dict[str, Any] | None = None, **kwargs: Any
     ) -> Sequence[Message]:
         """A session's stored messages (C# ``GetMessagesAsync``): given an ``AgentSession``, a new list (``[]``
@@ -250,6 +250,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
             return []
         if state is None:  # the article's GetMessagesAsync: a fresh, complete read the caller may keep
             return messages_from_meai((await self.client.read(key)).messages)
+        messages: Sequence[Message]
         if self.compaction is not None:
             page = await self.client.read_summary(key)
             messages = messages_from_meai(page.messages)
