@@ -12,11 +12,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from starlette.applications import Starlette
 
 from benchmarks import add_arguments, config_from_args
 from benchmarks.baselines import baseline_app
@@ -206,9 +207,8 @@ def test_an_unknown_baseline_says_which_exist() -> None:
 
 @pytest.mark.parametrize("make", [ceiling_app, floor_app])
 def test_the_ceiling_and_the_floor_answer_the_reads_bytes_and_take_appends(
-    make: object, serve: list[BackgroundServer]
+    make: Callable[[bytes], Starlette], serve: list[BackgroundServer]
 ) -> None:
-    assert callable(make)
     serve.append(BackgroundServer(make(read_answer()), name="framework-limit").start())
     with httpx.Client(base_url=serve[-1].url, timeout=10) as client:
         assert client.get("/").status_code == 200
