@@ -5,8 +5,9 @@ PostgreSQL / Redis when their URLs are given):
 
 1. **HTTP** (:mod:`.http`): requests per second of reading a 20-message conversation and of
    appending a 4-message batch with an ``Idempotency-Key``: the service started as ``chatlab
-   serve`` starts it, the obvious FastAPI app on the same store (:mod:`.baselines`) and a bare
-   Starlette app (:mod:`.ceiling`), on the same server stack, in passes run back to back.
+   serve`` starts it, the obvious FastAPI app on the same store (:mod:`.baselines`), a bare
+   Starlette app and a bare FastAPI app (:mod:`.ceiling`), on the same server stack, in passes
+   run back to back.
 2. **Provider** (:mod:`.turns`): the time and HTTP bytes of one agent turn at history lengths
    10, 1,000 and 10,000.
 3. **Memory** (:mod:`.storage`): the service's RSS per message under the provider's traffic.
