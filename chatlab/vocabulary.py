@@ -1,7 +1,7 @@
 """What the client side and the service side both speak; both import this module and it imports neither.
 
 :data:`CONTENT_KINDS` is the one table of message content kinds that the codec, the service's schema, the display
-and the history window read (a new ``$type`` is one new row)."""
+and the history window read (a new ``$type`` is one new entry)."""
 
 from __future__ import annotations
 
@@ -110,9 +110,20 @@ class ContentKind:
 
 
 _STORED_AS_THEY_COME = (
-    "toolApprovalRequest toolApprovalResponse functionApprovalRequest functionApprovalResponse mcpServerToolCall "
-    "mcpServerToolResult mcpServerToolApprovalRequest mcpServerToolApprovalResponse codeInterpreterToolCall "
-    "codeInterpreterToolResult imageGenerationToolCall imageGenerationToolResult userInputRequest userInputResponse"
+    "toolApprovalRequest",
+    "toolApprovalResponse",
+    "functionApprovalRequest",
+    "functionApprovalResponse",
+    "mcpServerToolCall",
+    "mcpServerToolResult",
+    "mcpServerToolApprovalRequest",
+    "mcpServerToolApprovalResponse",
+    "codeInterpreterToolCall",
+    "codeInterpreterToolResult",
+    "imageGenerationToolCall",
+    "imageGenerationToolResult",
+    "userInputRequest",
+    "userInputResponse",
 )
 
 CONTENT_KINDS: tuple[ContentKind, ...] = (
@@ -136,7 +147,7 @@ CONTENT_KINDS: tuple[ContentKind, ...] = (
     ContentKind("hosted_file", "hostedFile"),
     ContentKind("hosted_vector_store", "hostedVectorStore"),
     # MEAI kinds the service stores as they come (in this order in its schema)
-    *(ContentKind(None, meai) for meai in _STORED_AS_THEY_COME.split()),
+    *(ContentKind(None, meai) for meai in _STORED_AS_THEY_COME),
     # MAF kinds the codec carries whole; the calls and results among them bind the history window
     *(
         ContentKind(f"{tool}_tool_{role}", None, role=role)
