@@ -7,7 +7,8 @@ PostgreSQL / Redis when their URLs are given):
    appending a 4-message batch with an ``Idempotency-Key``: the service started as ``chatlab
    serve`` starts it, the obvious FastAPI app on the same store (:mod:`.baselines`), a bare
    Starlette app and a bare FastAPI app (:mod:`.ceiling`), on the same server stack, in passes
-   run back to back.
+   run back to back; then each side's CPU per request, and the room the goals leave the service's
+   own work beyond the FastAPI floor.
 2. **Provider** (:mod:`.turns`): the time and HTTP bytes of one agent turn at history lengths
    10, 1,000 and 10,000.
 3. **Memory** (:mod:`.storage`): the service's RSS per message under the provider's traffic.
@@ -31,7 +32,7 @@ from .config import BenchConfig, add_arguments, config_from_args
 from .http import bench_http
 from .listing import bench_listing
 from .load import load_generator
-from .report import goals, print_goals, print_http_header, print_setup
+from .report import goals, print_cpu_budget, print_goals, print_http_header, print_setup
 from .stall import bench_stall
 from .storage import bench_storage
 from .targets import store_targets
@@ -52,6 +53,7 @@ def run(config: BenchConfig) -> int:
             print_setup(config, gen.name, [t.name for t in targets])
             print_http_header(len(read_answer()), len(append_body()))
             http_rows = bench_http(config, targets, Path(tmpdir), gen)
+            print_cpu_budget(http_rows)
             turn_rows = bench_provider(config, targets)
             storage = bench_storage(config) if "memory" in config.stores else None
             bench_stall(config)

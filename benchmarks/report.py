@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .config import PAGE, BenchConfig
-from .http import HttpRow
+from .http import SIDES, HttpRow
 from .listing import KEYS, ListingRow
 from .stall import StallRow
 from .storage import StorageRow
@@ -95,6 +95,29 @@ def print_http_row(row: HttpRow) -> None:
         f"{b.rps:>10,.0f} {b.p50_ms:>7.2f} {cpu_b:>7,.0f} | {c.rps:>9,.0f} | {row.baseline_ratio:>10.2f} "
         f"{row.ceiling_ratio:>9.2f} {row.floor_ratio:>6.2f}{note}"
     )
+
+
+def print_cpu_budget(rows: Sequence[HttpRow]) -> None:
+    """Where each request's CPU goes, and how much of it the service's own work may take for the goals to be met."""
+    say(
+        "\nCPU per request (µs; each server process, median of the passes). own: the service's CPU beyond the FastAPI "
+        f"floor's, its own work; room: the most its own work may take for the service to reach {GOAL_BASELINE}x the "
+        "baseline's rate on a CPU-bound server (memory: then the ceiling goal's)"
+    )
+    say(f"{'store':<11} {'op':<7} " + " ".join(f"{side:>8}" for side in SIDES) + f" | {'own':>6} {'room':>11}")
+    for row in rows:
+        say(cpu_budget_line(row))
+
+
+def cpu_budget_line(row: HttpRow) -> str:
+    """One row of :func:`print_cpu_budget`."""
+    cpu = {side: row.cpu_per_request(side) * 1e6 for side in SIDES}
+    room = [cpu["baseline"] / GOAL_BASELINE - cpu["floor"]]
+    if row.store == "memory":
+        room.append(cpu["ceiling"] / GOAL_CEILING[row.op] - cpu["floor"])
+    rooms = " / ".join(f"{r:,.0f}" for r in room)
+    sides = " ".join(f"{cpu[side]:>8,.0f}" for side in SIDES)
+    return f"{row.store:<11} {row.op:<7} {sides} | {cpu['service'] - cpu['floor']:>6,.0f} {rooms:>11}"
 
 
 def print_turn_rows(rows: Sequence[TurnRow], *, first: bool) -> None:

@@ -25,7 +25,7 @@ from benchmarks.ceiling import ceiling_app, floor_app
 from benchmarks.http import HttpRow, pass_order
 from benchmarks.listing import ListingRow, PageTimes, bench_listing, expected_page, key, middle
 from benchmarks.load import LoadResult, median_run
-from benchmarks.report import GOAL_BASELINE, GOAL_LISTING, goals
+from benchmarks.report import GOAL_BASELINE, GOAL_LISTING, cpu_budget_line, goals
 from benchmarks.storage import StorageRow, traffic
 from benchmarks.turns import TurnRow
 from benchmarks.workload import APPEND_MESSAGES, READ_MESSAGES, append_body, json_size, read_answer, sample_messages
@@ -87,6 +87,28 @@ def test_cpu_per_request_is_the_median_of_the_passes() -> None:
         row.add_pass({side: run(1000) for side in row.runs}, dict.fromkeys(row.cpu, seconds))
     assert row.cpu_per_request("service") == 0.002 and row.cpu["baseline"] == [0.001, 0.003, 0.002]
     assert pass_order(0) == ("service", "baseline", "ceiling", "floor") and pass_order(1) == pass_order(0)[::-1]
+
+
+def test_the_cpu_budget_is_the_services_cpu_beyond_the_floor_and_the_room_the_goals_leave_it() -> None:
+    memory, redis = HttpRow("memory", "append"), HttpRow("redis", "append")
+    cpu = {"service": 0.25, "baseline": 0.4, "ceiling": 0.1, "floor": 0.125}  # seconds over 1,000 requests
+    for row in (memory, redis):
+        row.add_pass({side: run(1000) for side in row.runs}, cpu)
+    # own: 250 - 125 µs; room: 400 / 2.0 - 125 against the baseline, 100 / 0.5 - 125 against the ceiling
+    assert cpu_budget_line(memory).split() == [
+        "memory",
+        "append",
+        "250",
+        "400",
+        "100",
+        "125",
+        "|",
+        "125",
+        "75",
+        "/",
+        "75",
+    ]
+    assert cpu_budget_line(redis).split() == ["redis", "append", "250", "400", "100", "125", "|", "125", "75"]
 
 
 def test_goals_cover_every_store_against_its_baseline_and_memory_against_the_ceiling() -> None:
@@ -239,8 +261,9 @@ def test_the_quick_benchmark_prints_every_table_and_goal() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "load generator: python asyncio client" in out.stdout
     assert rows_of(out.stdout, "memory", "read") and rows_of(out.stdout, "memory", "append"), out.stdout
-    http_rows = [r for r in rows_of(out.stdout, "memory", "read") + rows_of(out.stdout, "memory", "append") if "|" in r]
-    assert len(http_rows) == 2, out.stdout
+    memory_rows = rows_of(out.stdout, "memory", "read") + rows_of(out.stdout, "memory", "append")
+    http_rows = [r for r in memory_rows if r.count("|") == 3]  # the rates' table; the CPU table has one "|"
+    assert len(http_rows) == 2 and len([r for r in memory_rows if r.count("|") == 1]) == 2, out.stdout
     for row in http_rows:
         service, baseline = row.split("|")[:2]
         assert float(service.split()[-1].replace(",", "")) > 0 and float(baseline.split()[-1].replace(",", "")) > 0
@@ -253,6 +276,7 @@ def test_the_quick_benchmark_prints_every_table_and_goal() -> None:
     [listing] = [line for line in rows_of(out.stdout, "memory") if "|" in line and line.split()[1][0].isdigit()]
     listing_row_has_its_figures(listing)
     assert "FastAPI floor against the ceiling (the most any FastAPI service reaches here): read " in out.stdout
+    assert "CPU per request (µs;" in out.stdout
     goal_lines = [line for line in out.stdout.splitlines() if line.endswith(("(met)", "(NOT met)"))]
     for goal in (
         "memory read >= 2.0 x the baseline",
