@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -11,6 +12,11 @@ import pytest
 
 from chatlab.stores import StoreError
 from chatlab.stores.sqlite import SqliteChatHistoryStore
+
+
+def reader_threads() -> int:
+    """The SQLite reader threads alive in this process, counted by their name."""
+    return sum(thread.name == "chatlab-sqlite-reader" for thread in threading.enumerate())
 
 
 def test_concurrent_reads_each_get_their_own_answer_and_errors_stay_theirs(tmp_path: Path) -> None:
@@ -61,11 +67,13 @@ def test_a_read_that_waits_past_its_deadline_fails_without_running(tmp_path: Pat
 @pytest.mark.parametrize("threads", [1, 3])
 def test_close_ends_the_threads_and_a_later_read_starts_them_again(tmp_path: Path, threads: int) -> None:
     async def scenario() -> None:
+        before = reader_threads()
         store = SqliteChatHistoryStore(tmp_path / "h.db", reader_threads=threads)
         await store.append("k", [b"{}"])
         await store.read_array("k")
+        assert reader_threads() > before
         await store.close()
-        assert len(store.readers._threads) == 0
+        assert reader_threads() == before
         assert (await store.read_array("k")).array == b"[{}]"
         await store.close()
 
@@ -77,12 +85,13 @@ def test_reads_one_after_another_keep_to_one_thread(tmp_path: Path) -> None:
     (a patience no thread start can exceed on a loaded machine)."""
 
     async def scenario() -> None:
+        before = reader_threads()
         store = SqliteChatHistoryStore(tmp_path / "h.db", reader_threads=6, reader_patience=5.0)
         try:
             await store.append("k", [b"{}"])
             for _ in range(50):
                 assert (await store.read_array("k")).count == 1
-            assert len(store.readers._threads) == 1
+            assert reader_threads() - before == 1
         finally:
             await store.close()
 
@@ -107,6 +116,7 @@ def test_a_long_read_does_not_hold_back_the_answers_of_reads_before_it(tmp_path:
 
 def test_a_read_queued_behind_a_long_one_wakes_another_thread(tmp_path: Path) -> None:
     async def scenario() -> None:
+        before = reader_threads()
         store = SqliteChatHistoryStore(tmp_path / "h.db", reader_threads=2)
         try:
             await store.append("k", [b"{}"])
@@ -115,7 +125,7 @@ def test_a_read_queued_behind_a_long_one_wakes_another_thread(tmp_path: Path) ->
             assert (await asyncio.wait_for(store.read_array("k"), 0.4)).count == 1
             assert not long.done()
             await long
-            assert len(store.readers._threads) == 2
+            assert reader_threads() - before == 2
         finally:
             await store.close()
 
