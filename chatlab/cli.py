@@ -16,7 +16,7 @@ from .operations.commands import add_commands
 from .serverstack import server_stack
 from .service import create_app
 from .service.security.auth import NAMESPACE_PATTERN, new_api_key
-from .service.server_protocol import server_options
+from .service.server_options import server_options
 from .service.settings import ServiceSettings, add_flags, describe_error, format_duration, settings_from_flags
 from .stores import describe_url
 

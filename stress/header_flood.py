@@ -3,12 +3,17 @@
 Run from a clone's root: ``python -m stress.header_flood`` (``--stack asyncio`` for asyncio + h11;
 ``--help`` for the bounds). Loopback only; every phase is bounded in time and in bytes or connections.
 
+The service does not bound a request head's time, nor its size on httptools (docs/protections.md, "Connections
+and the store are bounded": a reverse proxy in front does); this probe shows what a service without one does.
+
 1. **Huge heads**: ``--connections`` sockets each stream a header that never ends, up to ``--head-mib``
    MiB, while ``/healthz`` is probed. Printed: how many were cut off (and the status they got), the bytes
-   each sent before that, the service's memory before and at its peak, and the probes' latency.
+   each sent before that, the service's memory before and at its peak, and the probes' latency. On h11
+   (``--stack asyncio``) each head is cut at 64 KiB; on httptools the service holds each head as it grows.
 2. **Slow connections**: ``--slow`` sockets send a head a byte at a time and reconnect when closed, for
    ``--seconds``, while a probe client opens a fresh connection for ``GET /chat-history`` every 0.1 s.
-   Printed: probes sent, answered 200, answered 503 and failed.
+   Printed: probes sent, answered 200, answered 503 and failed. With more slow connections than
+   ``--max-connections``, the probes get ``503``: what a proxy's per-client limit and header timeout prevent.
 """
 
 from __future__ import annotations
@@ -130,11 +135,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m stress.header_flood", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", choices=["fast", "asyncio"], default=None, help="the server stack (default fast)")
     parser.add_argument("--connections", type=int, default=8, help="huge-head connections (default 8)")
-    parser.add_argument("--head-mib", type=int, default=64, help="MiB each tries to send (default 64)")
+    parser.add_argument("--head-mib", type=int, default=8, help="MiB each tries to send (default 8)")
     parser.add_argument("--slow", type=int, default=600, help="slow connections (default 600)")
     parser.add_argument("--seconds", type=float, default=15.0, help="how long the slow phase lasts (default 15)")
     args = parser.parse_args()
-    flags = ["--max-connections", str(max(2, args.slow - 100)), "--header-timeout", "10"]
+    flags = ["--max-connections", str(max(2, args.slow - 100))]
     with running_service(flags, args.stack) as service:
         asyncio.run(flood_heads(service, args.connections, args.head_mib))
         asyncio.run(flood_slow(service, args.slow, args.seconds))
