@@ -32,12 +32,11 @@ from .config import BenchConfig, add_arguments, config_from_args
 from .http import bench_http
 from .listing import bench_listing
 from .load import load_generator
-from .report import goals, print_cpu_budget, print_goals, print_http_header, print_setup
+from .report import goals, print_cpu_budget, print_goals, print_setup
 from .stall import bench_stall
 from .storage import bench_storage
 from .targets import store_targets
 from .turns import bench_provider
-from .workload import append_body, read_answer
 
 __all__ = ["BenchConfig", "add_arguments", "config_from_args", "run"]
 
@@ -51,14 +50,14 @@ def run(config: BenchConfig) -> int:
             store_targets(config, Path(tmpdir)) as targets,
         ):
             print_setup(config, gen.name, [t.name for t in targets])
-            print_http_header(len(read_answer()), len(append_body()))
             http_rows = bench_http(config, targets, Path(tmpdir), gen)
             print_cpu_budget(http_rows)
             turn_rows = bench_provider(config, targets)
             storage = bench_storage(config) if "memory" in config.stores else None
-            bench_stall(config)
+            stalls = bench_stall(config)
             listing = bench_listing(config, [t.name for t in targets], Path(tmpdir))
-            print_goals(config, goals(config, http_rows, turn_rows, storage, listing), http_rows)
+            measured = goals(config, http_rows, turn_rows, storage, listing, stalls)
+            print_goals(config, measured, http_rows)
     finally:
         gen.close()
     return 0

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI, Response
 
-from . import Messages
+from .body import Messages
 
 
 def create_app(url: str) -> FastAPI:

@@ -16,7 +16,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from . import Messages
+from .body import Messages
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (

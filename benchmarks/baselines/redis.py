@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import redis.asyncio as redis
 from fastapi import FastAPI, Response
 
-from . import Messages
+from .body import Messages
 
 
 def split_prefix(url: str) -> tuple[str, str]:
