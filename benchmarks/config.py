@@ -37,6 +37,7 @@ class BenchConfig:
 
     @classmethod
     def quick_mode(cls, **overrides: Any) -> BenchConfig:
+        """The ``--quick`` run: short runs and small sizes, at least 3 passes per ratio; ``overrides`` win."""
         values: dict[str, Any] = {"quick": True, "seconds": 1.0, "repeats": 3, "turns": 3, "memory_messages": 4_000}
         values["listing"] = (1_000, 20_000)
         values.update(overrides)

@@ -44,18 +44,22 @@ class HttpRow:
     cpu: dict[str, list[float]] = field(default_factory=lambda: {side: [] for side in SIDES})
 
     def median(self, side: str) -> LoadResult:
+        """``side``'s run of median throughput."""
         return median_run(self.runs[side])
 
     @property
     def baseline_ratio(self) -> float:
+        """The service's rate over the baseline's: the median of the passes' ratios."""
         return statistics.median(self.vs_baseline) if self.vs_baseline else float("nan")
 
     @property
     def ceiling_ratio(self) -> float:
+        """The service's rate over the ceiling's: the median of the passes' ratios."""
         return statistics.median(self.vs_ceiling) if self.vs_ceiling else float("nan")
 
     @property
     def floor_ratio(self) -> float:
+        """The floor's rate over the ceiling's: the median of the passes' ratios."""
         return statistics.median(self.floor_vs_ceiling) if self.floor_vs_ceiling else float("nan")
 
     def p50_ms(self, side: str) -> float:
@@ -197,6 +201,7 @@ def fill_read_conversation(url: str) -> None:
 
 
 def warm_up(url: str, load: Load) -> None:
+    """A few requests of the load before it is timed, so no side pays for its first requests in a pass."""
     raw = load.body.read_bytes() if load.body else None
     with httpx.Client(base_url=url, timeout=10) as client:
         for i in range(30):

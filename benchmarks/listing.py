@@ -69,6 +69,7 @@ class PageTimes:
     large: list[float] = field(default_factory=list)
 
     def add_pass(self, small: float, large: float) -> None:
+        """One pass: the page's seconds at the smaller and at the larger store."""
         self.small.append(small)
         self.large.append(large)
 
@@ -310,7 +311,8 @@ def print_listing_header(config: BenchConfig) -> None:
         f"the page at {lo:,} (beside: the page beside the namespaced ones over the page at {lo:,}), median over "
         f"{config.repeats} passes"
     )
-    at_lo, at_hi = f"ms at {lo:,}", f"ms at {hi:,}"
+    at_lo = f"ms at {lo:,}"
+    at_hi = f"ms at {hi:,}"
     print(
         f"{'store':<11} {at_lo:>14} {at_hi:>14} {'ratio':>7} | {'HTTP ' + at_lo:>14} {at_hi:>14} {'ratio':>7} | "
         f"{'ms beside':>10} {'ratio':>7}",

@@ -122,7 +122,8 @@ def goals(
         longest = stall.longest_wait_ms
         out.append(Goal(text, f"longest {longest:.1f} ms", longest <= GOAL_STALL_MS))
     turns = {(r.length, r.mode): r for r in turn_rows if r.store == "memory"}
-    lo, hi = min(config.lengths), max(config.lengths)
+    lo = min(config.lengths)
+    hi = max(config.lengths)
     if (hi, "incremental") in turns and lo != hi:
         factor = turns[(hi, "incremental")].vs_shortest
         full = turns[(hi, "full")].vs_shortest

@@ -132,6 +132,7 @@ class ServerProcess:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
 
     def stop(self) -> None:
+        """End the child (terminate, then kill after 10 s); stopping twice is harmless."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -143,9 +144,11 @@ class ServerProcess:
             self.process.stderr.close()
 
     def __enter__(self) -> ServerProcess:
+        """The server, already answering."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop the server."""
         self.stop()
 
 

@@ -30,7 +30,8 @@ _PROBE_INTERVAL = 0.005
 
 def worst_body(max_body_bytes: int = MAX_BODY_BYTES) -> tuple[bytes, int]:
     """The largest body within ``max_body_bytes``: one message of as many content items as fit, and how many."""
-    head, tail = b'{"messages":[{"role":"user","contents":[', b"]}]}"
+    head = b'{"messages":[{"role":"user","contents":['
+    tail = b"]}]}"
     count = (max_body_bytes - len(head) - len(tail) + 1) // (len(_ITEM) + 1)
     return head + b",".join([_ITEM] * count) + tail, count
 

@@ -133,7 +133,8 @@ async def _turns(store: str, url: str, lengths: tuple[int, ...], turns: int) -> 
                     ratios[length].append(seconds / took[sessions[0].length])
             for s in sessions:
                 await s.provider.aclose()
-                ms, size = statistics.median(s.times) * 1000, int(statistics.median(s.sizes))
+                ms = statistics.median(s.times) * 1000
+                size = int(statistics.median(s.sizes))
                 rows.append(TurnRow(store, s.length, mode, ms, size, statistics.median(ratios[s.length])))
     return rows
 

@@ -164,6 +164,7 @@ class BackgroundServer:
         self.stop()
 
     def __repr__(self) -> str:
+        """The server's name and URL, or that it is stopped."""
         return f"<{type(self).__name__} {self.name} {self.url if self.is_running else 'stopped'}>"
 
     def _bind(self) -> socket.socket:

@@ -45,7 +45,8 @@ async def huge_head(port: int, limit: int) -> tuple[int, int]:
     """Stream one endless header up to ``limit`` bytes: (bytes sent, status answered; 0 if none, -1 if not cut)."""
     reader, writer = await asyncio.open_connection(HOST, port)
     writer.write(REQUEST_LINE)
-    chunk, sent = b"a" * 65536, 0
+    chunk = b"a" * 65536
+    sent = 0
     try:
         while sent < limit:
             writer.write(chunk)
@@ -67,6 +68,7 @@ async def huge_head(port: int, limit: int) -> tuple[int, int]:
 
 
 async def flood_heads(service: Service, connections: int, head_mib: int) -> None:
+    """Phase 1: ``connections`` endless heads of up to ``head_mib`` MiB each while ``/healthz`` is probed; prints."""
     before = service.rss_mib()
     peak = before or 0.0
     latencies: list[float] = []
@@ -113,6 +115,7 @@ async def slow_client(port: int, stop: float, opened: list[int]) -> None:
 
 
 async def flood_slow(service: Service, slow: int, seconds: float) -> None:
+    """Phase 2: ``slow`` connections trickling heads for ``seconds`` while a client probes; prints."""
     stop = time.monotonic() + seconds
     opened = [0]
     clients = [asyncio.ensure_future(slow_client(service.port, stop, opened)) for _ in range(slow)]
@@ -132,6 +135,7 @@ async def flood_slow(service: Service, slow: int, seconds: float) -> None:
 
 
 def main() -> None:
+    """Both phases against a service of their own."""
     parser = argparse.ArgumentParser(prog="python -m stress.header_flood", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", choices=["fast", "asyncio"], default=None, help="the server stack (default fast)")
     parser.add_argument("--connections", type=int, default=8, help="huge-head connections (default 8)")

@@ -10,6 +10,7 @@ from .body import Messages
 
 
 def create_app(url: str) -> FastAPI:
+    """The baseline on a ``dict`` of lists (``url`` is ``memory://``; nothing is kept elsewhere)."""
     app = FastAPI()
     history: dict[str, list[dict[str, Any]]] = {}
 
