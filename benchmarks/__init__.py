@@ -50,12 +50,18 @@ def run(config: BenchConfig) -> int:
             store_targets(config, Path(tmpdir)) as targets,
         ):
             print_setup(config, gen.name, [t.name for t in targets])
-            http_rows = bench_http(config, targets, Path(tmpdir), gen)
-            print_cpu_budget(http_rows)
-            turn_rows = bench_provider(config, targets)
-            storage = bench_storage(config) if "memory" in config.stores else None
-            stalls = bench_stall(config)
-            listing = bench_listing(config, [t.name for t in targets], Path(tmpdir))
+            http_rows = []
+            if "http" in config.parts:
+                http_rows = bench_http(config, targets, Path(tmpdir), gen)
+                print_cpu_budget(http_rows)
+            turn_rows = bench_provider(config, targets) if "provider" in config.parts else []
+            storage = None
+            if "memory" in config.parts and "memory" in config.stores:
+                storage = bench_storage(config)
+            stalls = bench_stall(config) if "stalls" in config.parts else []
+            listing = []
+            if "listing" in config.parts:
+                listing = bench_listing(config, [t.name for t in targets], Path(tmpdir))
             measured = goals(config, http_rows, turn_rows, storage, listing, stalls)
             print_goals(config, measured, http_rows)
     finally:

@@ -59,12 +59,15 @@ def test_quick_mode_is_short_and_options_override_it() -> None:
     assert chosen.lengths == (10, 40) and chosen.stores == ("memory", "sqlite") and chosen.repeats == 4
     assert full.listing == (1_000, 100_000) and quick.listing == (1_000, 20_000)
     assert config_from_args(parse("--quick", "--listing", "5000,300")).listing == (300, 5_000)
+    assert full.parts == ("http", "provider", "memory", "stalls", "listing")
+    assert config_from_args(parse("--parts", "stalls,http")).parts == ("stalls", "http")
 
 
 @pytest.mark.parametrize(
     "argv,message",
     [
         (("--stores", "memory,mongo"), r"unknown store\(s\) mongo: choose from"),
+        (("--parts", "http,speed"), r"unknown part\(s\) speed: choose from http, provider, memory, stalls, listing"),
         (("--lengths", "10,many"), "--lengths takes whole numbers"),
         (("--repeats", "0"), "--repeats must be at least 1"),
         (("--listing", "1000"), "--listing takes two numbers of conversations, each at least 200"),
