@@ -7,20 +7,22 @@ PostgreSQL / Redis when their URLs are given):
    appending a 4-message batch with an ``Idempotency-Key``: the service started as ``chatlab
    serve`` starts it, the obvious FastAPI app on the same store (:mod:`.baselines`), a bare
    Starlette app and a bare FastAPI app (:mod:`.ceiling`), on the same server stack, in passes
-   run back to back; then each side's CPU per request, and the room the goals leave the service's
-   own work beyond the FastAPI floor.
+   run back to back, with each side's p50 and p99 latency; then each side's CPU per request, and the
+   room the goals leave the service's own work beyond the FastAPI floor.
 2. **Provider** (:mod:`.turns`): the time and HTTP bytes of one agent turn at history lengths
    10, 1,000 and 10,000.
 3. **Memory** (:mod:`.storage`): the service's RSS per message under the provider's traffic.
 4. **Stalls** (:mod:`.stall`): how long a ``GET /`` waits while the worst body is written and
    while ``GET /chat-history`` lists 100,000 conversations.
 5. **Listing** (:mod:`.listing`): one page of 100 summaries from a store of 1,000 conversations
-   and from one of 100,000, through the store's interface and over HTTP.
+   and from one of 100,000, through the store's interface and over HTTP; and over HTTP beside
+   100,000 conversations of other namespaces.
 6. **Goals** (:mod:`.report`): each with its figure and met / NOT met.
 
 The benchmark uses chatlab's public API only (the CLI, ``open_store``, the store interface,
 ``create_app``, the provider). ``--quick`` is the CI mode: short runs, at least 3 passes per ratio;
 it never fails because a figure is slow (it prints them), only when the benchmark itself breaks.
+``--parts`` runs some of the parts only (``http``, ``provider``, ``memory``, ``stalls``, ``listing``).
 """
 
 from __future__ import annotations
