@@ -17,6 +17,7 @@ Responses = dict[int | str, dict[str, Any]]
 
 
 def header_doc(description: str, required: bool = True) -> dict[str, Any]:
+    """A response header, and what it says."""
     return {"description": description, "required": required, "schema": {"type": "string"}}
 
 
@@ -106,8 +107,8 @@ def complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
             components[name]["properties"]["messages"]["maxItems"] = settings.max_messages
         for operation in (op for path in schema["paths"].values() for op in path.values()):
             responses = operation["responses"]
-            # no 422 but a reused Idempotency-Key's (an invalid parameter is a 400), every error as problem JSON
-            if "422" in responses and "Idempotency" not in responses["422"].get("description", ""):
+            # no FastAPI validation 422 (an invalid parameter is a 400), every error as problem JSON
+            if "HTTPValidationError" in str(responses.get("422", "")):
                 responses.pop("422")
             for status, response in responses.items():
                 if status >= "400" and JSON in response.get("content", {}):

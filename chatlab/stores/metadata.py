@@ -16,12 +16,14 @@ MAX_TAGS = 32  # tags a conversation may carry
 MAX_TAG_NAME = 64  # characters
 MAX_TAG_VALUE = 200  # characters
 
-TAG_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+TAG_NAME_PATTERN = r"[A-Za-z0-9_.-]+"
 """What a tag name may hold: letters, digits, ``_``, ``.`` and ``-`` (so ``?tag=name:value`` splits at the
-first ``:``, and the service's own tags, ``chatlab.forkOf``, read as namespaced)."""
+first ``:``, and the service's own tags, ``chatlab.forkOf``, read as namespaced). Matched whole (``fullmatch``): a
+final newline is not let through as ``$`` would."""
 
-TEXT_PATTERN = r"^[^\x00-\x1f\x7f]*$"
-"""What a title or a tag value may hold: any text but control characters (no store keeps NUL in JSON)."""
+TEXT_PATTERN = r"[^\x00-\x1f\x7f-\x9f\ud800-\udfff]*"
+"""What a title or a tag value may hold: any text but control characters (C0, DEL and C1, such as NUL, a newline or
+U+0085) and lone surrogates, the characters a conversation key refuses too (no store keeps them all)."""
 
 _TAG_NAME = re.compile(TAG_NAME_PATTERN)
 _TEXT = re.compile(TEXT_PATTERN)
@@ -38,8 +40,8 @@ class TooManyTags(MetadataError):
 def _check_text(what: str, text: str, limit: int) -> None:
     if len(text) > limit:
         raise MetadataError(f"{what} is {len(text)} characters long; keep it to {limit}")
-    if not _TEXT.match(text):
-        raise MetadataError(f"{what} holds a control character (such as a newline or NUL); remove it")
+    if not _TEXT.fullmatch(text):
+        raise MetadataError(f"{what} holds a control character (such as a newline, NUL or U+0085); remove it")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,7 @@ class MetadataChange:
         if self.title is not None:
             _check_text("the title", self.title, MAX_TITLE)
         for name, value in self.tags.items():
-            if not 0 < len(name) <= MAX_TAG_NAME or not _TAG_NAME.match(name):
+            if not 0 < len(name) <= MAX_TAG_NAME or not _TAG_NAME.fullmatch(name):
                 raise MetadataError(f"tag name {name[:80]!r}: use 1 to {MAX_TAG_NAME} letters, digits, '_', '.' or '-'")
             if value is not None:
                 _check_text(f"the value of tag {name!r}", value, MAX_TAG_VALUE)
