@@ -7,11 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..stores.metadata import unstorable
 from ..vocabulary import Refused
 from .settings import KEY_PATTERN, ServiceSettings
-
-#: Control characters (C0, DEL, C1) and lone surrogates, refused in any key: a store may not keep them.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class KeyRule:
@@ -26,11 +24,11 @@ class KeyRule:
         """Whether ``key`` is a valid conversation key."""
         if not 1 <= len(key) <= self.max_length:
             return False
-        return self._pattern.fullmatch(key) is not None and _CONTROL.search(key) is None
+        return self._pattern.fullmatch(key) is not None and not unstorable(key)
 
     def check(self, key: str, what: str = "conversationKey") -> str:
         """``key`` if valid; else a 400 that names ``what`` carried it and says what a key is."""
-        if _CONTROL.search(key):  # whatever the pattern allows: no store keeps them all (PostgreSQL refuses NUL)
+        if unstorable(key):  # whatever the pattern allows: no store keeps them all (PostgreSQL refuses NUL)
             raise Refused(400, f"invalid {what}: it holds a control character (such as NUL); remove it")
         if not self.fits(key):
             raise Refused(400, f"invalid {what} {key[:80]!r}: {self.words()}")

@@ -89,7 +89,7 @@ def documented(declaration: type[Any], keys: KeyRule) -> list[dict[str, Any]]:
 def _openapi(parameter: Parameter, keys: KeyRule) -> dict[str, Any]:
     schema = keys.schema() if parameter.schema is KEY_SCHEMA else parameter.schema
     if parameter.repeatable:
-        schema = {"type": "array", "items": schema}
+        schema = {"type": "array", "items": schema, "minItems": 1}
     return {
         "name": parameter.name,
         "in": "query",

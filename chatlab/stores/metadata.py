@@ -21,12 +21,21 @@ TAG_NAME_PATTERN = r"[A-Za-z0-9_.-]+"
 first ``:``, and the service's own tags, ``chatlab.forkOf``, read as namespaced). Matched whole (``fullmatch``): a
 final newline is not let through as ``$`` would."""
 
-TEXT_PATTERN = r"[^\x00-\x1f\x7f-\x9f\ud800-\udfff]*"
+TEXT_PATTERN = r"[^\x00-\x1f\x7f-\x9f]*"
 """What a title or a tag value may hold: any text but control characters (C0, DEL and C1, such as NUL, a newline or
-U+0085) and lone surrogates, the characters a conversation key refuses too (no store keeps them all)."""
+U+0085), which a conversation key refuses too; nor a lone surrogate (:func:`unstorable`)."""
+
+#: Control characters (C0, DEL, C1) and lone surrogates: no store keeps them all (PostgreSQL refuses NUL, UTF-8 a
+#: lone surrogate), so neither a key nor a title or tag may hold one.
+_UNSTORABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def unstorable(text: str) -> bool:
+    """Whether ``text`` holds a character no store keeps: a control character or a lone surrogate."""
+    return _UNSTORABLE.search(text) is not None
+
 
 _TAG_NAME = re.compile(TAG_NAME_PATTERN)
-_TEXT = re.compile(TEXT_PATTERN)
 
 
 class MetadataError(ValueError):
@@ -40,8 +49,10 @@ class TooManyTags(MetadataError):
 def _check_text(what: str, text: str, limit: int) -> None:
     if len(text) > limit:
         raise MetadataError(f"{what} is {len(text)} characters long; keep it to {limit}")
-    if not _TEXT.fullmatch(text):
-        raise MetadataError(f"{what} holds a control character (such as a newline, NUL or U+0085); remove it")
+    if unstorable(text):
+        raise MetadataError(
+            f"{what} holds a control character (such as a newline, NUL or U+0085) or a lone surrogate; remove it"
+        )
 
 
 @dataclass(frozen=True, slots=True)
