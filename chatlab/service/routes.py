@@ -3,7 +3,8 @@ and idempotent writes, fork and metadata. Each is a module-level function of the
 settings in its :class:`~.context.ServiceContext`, reads its query with its one declaration (:mod:`.parameters`)
 and its conditions in one place (:mod:`.conditions`). Stored messages are answered as the bytes the store holds:
 reads never re-encode. A conversation's ``ETag`` is its version, which ``If-Match`` and ``?after=N`` rely on
-(docs/protections.md). :func:`add_routes` registers them, with the OpenAPI description the settings make."""
+(docs/protections.md). :func:`add_routes` puts them on the app's ``APIRouter``, whose
+route class is :class:`~.request_route.RequestRoute`, with the OpenAPI description the settings make."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from urllib.parse import quote, urlencode
 
 import anyio
 import msgspec
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
 
 from ..stores import ChatHistoryStore
 from ..stores.base import ConversationSummary
@@ -22,7 +23,7 @@ from . import conditions as headers_of
 from . import jsontext
 from . import schema as wire
 from .checkpoints import summary_view
-from .conditions import IDEMPOTENCY_KEY, IF_MATCH, read_conditions
+from .conditions import IDEMPOTENCY_KEY, IF_MATCH, Conditions, read_conditions
 from .context import ServiceContext, context_of
 from .forks import fork
 from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_docs, header_doc, problem_doc
@@ -187,12 +188,19 @@ def _version_headers(version: str, count: int) -> list[tuple[bytes, bytes]]:
     return [(b"etag", etag(version).encode()), (b"x-message-count", str(count).encode())]
 
 
-async def append_messages(request: Request) -> Response:
-    """``POST /chat-history/{conversationKey}``: append the body's messages."""
+async def _conversation_write(
+    request: Request, honoured: tuple[str, ...]
+) -> tuple[ServiceContext, Caller, str, Conditions]:
+    """What a write with a body or none reads first: who calls, which conversation, no query, its conditions."""
     context = context_of(request)
     caller, key = await context.conversation(request)
     read_query(NoQuery, request, context.keys)
-    conditions = read_conditions(request, APPEND_CONDITIONS)
+    return context, caller, key, read_conditions(request, honoured)
+
+
+async def append_messages(request: Request) -> Response:
+    """``POST /chat-history/{conversationKey}``: append the body's messages."""
+    context, caller, key, conditions = await _conversation_write(request, APPEND_CONDITIONS)
     messages = await context.bodies(request)
     idempotency = conditions.idempotency(fingerprint("append", messages), context.idempotency_ttl)
     result = await context.store.append(
@@ -203,10 +211,7 @@ async def append_messages(request: Request) -> Response:
 
 async def replace_messages(request: Request) -> Response:
     """``PUT /chat-history/{conversationKey}``: make the conversation hold the body's messages."""
-    context = context_of(request)
-    caller, key = await context.conversation(request)
-    read_query(NoQuery, request, context.keys)
-    conditions = read_conditions(request, REPLACE_CONDITIONS)
+    context, caller, key, conditions = await _conversation_write(request, REPLACE_CONDITIONS)
     messages = await context.bodies(request)
     result = await context.store.replace(caller.stored_key(key), messages, if_match=conditions.if_match)
     return Answer(204, [(b"etag", etag(result.version).encode())])
@@ -214,10 +219,7 @@ async def replace_messages(request: Request) -> Response:
 
 async def delete_conversation(request: Request) -> Response:
     """``DELETE /chat-history/{conversationKey}``: forget the conversation."""
-    context = context_of(request)
-    caller, key = await context.conversation(request)
-    read_query(NoQuery, request, context.keys)
-    conditions = read_conditions(request, DELETE_CONDITIONS)
+    context, caller, key, conditions = await _conversation_write(request, DELETE_CONDITIONS)
     await context.store.delete(caller.stored_key(key), if_match=conditions.if_match)
     return Answer(204, [])
 
@@ -234,10 +236,7 @@ async def fork_conversation(request: Request) -> Response:
 
 async def patch_metadata(request: Request) -> Response:
     """``PATCH /chat-history/{conversationKey}``: set the title and tags (a JSON merge patch)."""
-    context = context_of(request)
-    caller, key = await context.conversation(request)
-    read_query(NoQuery, request, context.keys)
-    conditions = read_conditions(request, PATCH_CONDITIONS)
+    context, caller, key, conditions = await _conversation_write(request, PATCH_CONDITIONS)
     change = decode_metadata_patch(await context.bodies.json_bytes(request))
     stored = caller.stored_key(key)
     if conditions.if_match is not None:
@@ -270,10 +269,12 @@ def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings)
     context = ServiceContext(store, settings)
     context.install(app)
     docs = _Docs(context, error_docs(settings))
+    # the app's own router (its route class: RequestRoute): an included router would be matched as one more level
+    router = app.router
     # a conversation's routes first: the router tries routes in order, and they serve nearly every request
-    _add_reading_routes(app, docs)
-    _add_writing_routes(app, docs)
-    app.add_api_route(
+    _add_reading_routes(router, docs)
+    _add_writing_routes(router, docs)
+    router.add_api_route(
         "/",
         service_info,
         methods=["GET"],
@@ -282,7 +283,7 @@ def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings)
         summary="Service name and description",
         dependencies=[Depends(context.caller_dependency)],  # shows the API key scheme in OpenAPI
     )
-    app.add_api_route(
+    router.add_api_route(
         "/chat-history",
         list_conversations,
         methods=["GET"],
@@ -298,7 +299,7 @@ def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings)
         "`tag=name:value` (repeatable) keeps the conversations carrying every such tag.",
         openapi_extra=docs.of(ListingQuery, keyed=False),
     )
-    app.add_api_route(
+    router.add_api_route(
         "/chat-history/",
         empty_key,
         methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
@@ -332,9 +333,9 @@ class _Docs:
         return {"parameters": parameters, **self._security}
 
 
-def _add_reading_routes(app: FastAPI, docs: _Docs) -> None:
+def _add_reading_routes(router: APIRouter, docs: _Docs) -> None:
     """``GET`` and ``HEAD`` of one conversation."""
-    app.add_api_route(
+    router.add_api_route(
         "/chat-history/{conversationKey}",
         get_messages,
         methods=["GET"],
@@ -351,7 +352,7 @@ def _add_reading_routes(app: FastAPI, docs: _Docs) -> None:
         "in the same snapshot as the messages returned.",
         openapi_extra=docs.of(MessagesQuery),
     )
-    app.add_api_route(
+    router.add_api_route(
         "/chat-history/{conversationKey}",
         count_messages,
         methods=["HEAD"],
@@ -371,10 +372,10 @@ def _add_reading_routes(app: FastAPI, docs: _Docs) -> None:
     )
 
 
-def _add_writing_routes(app: FastAPI, docs: _Docs) -> None:
+def _add_writing_routes(router: APIRouter, docs: _Docs) -> None:
     """``POST``, ``PUT``, ``DELETE``, fork and ``PATCH`` of one conversation."""
     errors = docs.errors
-    app.add_api_route(
+    router.add_api_route(
         "/chat-history/{conversationKey}",
         append_messages,
         methods=["POST"],
@@ -400,7 +401,7 @@ def _add_writing_routes(app: FastAPI, docs: _Docs) -> None:
             **docs.of(NoQuery, APPEND_CONDITIONS, "Append"),
         },
     )
-    app.add_api_route(
+    router.add_api_route(
         "/chat-history/{conversationKey}",
         replace_messages,
         methods=["PUT"],
@@ -410,7 +411,7 @@ def _add_writing_routes(app: FastAPI, docs: _Docs) -> None:
         summary="Replace a conversation's messages",
         openapi_extra={**body_doc("ReplaceChatMessagesRequest"), **docs.of(NoQuery, REPLACE_CONDITIONS, "Replace")},
     )
-    app.add_api_route(
+    router.add_api_route(
         "/chat-history/{conversationKey}",
         delete_conversation,
         methods=["DELETE"],
@@ -425,7 +426,7 @@ def _add_writing_routes(app: FastAPI, docs: _Docs) -> None:
         "meanwhile: a client that read a conversation and decided to delete it never wipes an append it did not see.",
         openapi_extra=docs.of(NoQuery, DELETE_CONDITIONS, "Delete"),
     )
-    app.add_api_route(
+    router.add_api_route(
         "/chat-history/{conversationKey}/fork",
         fork_conversation,
         methods=["POST"],
@@ -457,7 +458,7 @@ def _add_writing_routes(app: FastAPI, docs: _Docs) -> None:
         "happened since, and copies nothing twice.",
         openapi_extra=docs.of(ForkQuery, FORK_CONDITIONS, "Fork"),
     )
-    app.add_api_route(
+    router.add_api_route(
         "/chat-history/{conversationKey}",
         patch_metadata,
         methods=["PATCH"],

@@ -119,7 +119,8 @@ def _one_namespace_each(entries: Iterable[tuple[bytes, str]]) -> list[tuple[byte
     """The entries, each key once; refused if a key comes with two namespaces, or if there is none."""
     found: dict[bytes, str] = {}
     for digest, namespace in entries:
-        if (first := found.setdefault(digest, namespace)) != namespace:
+        first = found.setdefault(digest, namespace)
+        if first != namespace:
             raise ValueError(f"one key is given for namespaces {first!r} and {namespace!r}: a key has one namespace")
     if not found:
         raise ValueError("no API keys given: give at least one NAMESPACE:KEY entry")
