@@ -31,7 +31,7 @@ class KeyRule:
         if unstorable(key):  # whatever the pattern allows: no store keeps them all (PostgreSQL refuses NUL)
             raise Refused(400, f"invalid {what}: it holds a control character (such as NUL); remove it")
         if not self.fits(key):
-            raise Refused(400, f"invalid {what} {key[:80]!r}: {self.words()}")
+            raise Refused(400, f"invalid {what}: {self.words()}")
         return key
 
     def words(self) -> str:

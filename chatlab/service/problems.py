@@ -51,9 +51,9 @@ async def _precondition_failed(request: Request, exc: VersionMismatch) -> Respon
 
 
 async def _idempotency_key_reused(request: Request, exc: IdempotencyKeyReused) -> Response:
-    detail = (
-        f"this Idempotency-Key was already used for another request to {request.url.path}: "
-        "use a new key for each new write; nothing was written"
+    detail = (  # a fork's reuse is answered by the fork (chatlab/service/forks.py): this is an append's
+        "this Idempotency-Key was already used for an append of other messages to this conversation: "
+        "use a new key for each new append; nothing was written"
     )
     return problem_response(422, detail)
 
