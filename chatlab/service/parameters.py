@@ -7,6 +7,7 @@ names them. Endpoints read the query themselves: FastAPI solving parameters is t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,8 +48,9 @@ def declared(parameter: Parameter) -> Any:
     return dataclasses.field(default=default, metadata={"parameter": parameter})
 
 
+@functools.cache
 def _parameters(declaration: type[Any]) -> dict[str, Parameter]:
-    """The declaration's parameters, by the name of the field each fills."""
+    """The declaration's parameters, by the name of the field each fills (read once per declaration)."""
     return {field.name: field.metadata["parameter"] for field in dataclasses.fields(declaration)}
 
 
