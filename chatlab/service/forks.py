@@ -67,6 +67,8 @@ async def _copy(
         raise Refused(
             422, f"through={through}: the conversation holds {len(source.messages)} messages; fork at most those"
         )
+    # checked before anything is written (a key longer than a tag value allows cannot be recorded as the origin)
+    origin = MetadataChange.setting(tags={FORK_OF: key, FORK_THROUGH: str(through)})
     try:
         result = await store.append(stored, source.messages[:through], if_match=[ABSENT], idempotency=idempotency)
     except VersionMismatch:
@@ -76,8 +78,7 @@ async def _copy(
             "with ?key=; nothing was written",
         ) from None
     if not result.replayed:  # the first answer only: a replay writes nothing
-        tags = {FORK_OF: key, FORK_THROUGH: str(through)}
-        await store.set_metadata(stored, MetadataChange.setting(tags=tags))
+        await store.set_metadata(stored, origin)
     return result
 
 

@@ -7,7 +7,6 @@ names them. Endpoints read the query themselves: FastAPI solving parameters is t
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,10 +47,16 @@ def declared(parameter: Parameter) -> Any:
     return dataclasses.field(default=default, metadata={"parameter": parameter})
 
 
-@functools.cache
+_DECLARED: dict[type[Any], dict[str, Parameter]] = {}
+
+
 def _parameters(declaration: type[Any]) -> dict[str, Parameter]:
     """The declaration's parameters, by the name of the field each fills (read once per declaration)."""
-    return {field.name: field.metadata["parameter"] for field in dataclasses.fields(declaration)}
+    declared = _DECLARED.get(declaration)
+    if declared is None:
+        declared = {field.name: field.metadata["parameter"] for field in dataclasses.fields(declaration)}
+        _DECLARED[declaration] = declared
+    return declared
 
 
 Query = TypeVar("Query")

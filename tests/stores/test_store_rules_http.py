@@ -240,3 +240,17 @@ def test_the_provider_forks_once_through_a_lost_answer(service: BackgroundServer
     finally:
         proxy.close()
     assert len(keys(http)) == 2
+
+
+def test_a_fork_whose_origin_cannot_be_tagged_writes_nothing(store_url: str) -> None:
+    """A source key longer than a tag value may be (with ``key_max_length`` above 200) is refused before the copy."""
+    server = start_service(store=store_url, settings=ServiceSettings(key_max_length=300))
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            source = "s" * 250
+            append(http, source, "a")
+            refused = fork(http, source, key="copy")
+            assert refused.status_code == 400 and "200" in refused.json()["detail"], refused.text
+            assert keys(http) == [source]
+    finally:
+        server.stop()
