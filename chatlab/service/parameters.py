@@ -39,6 +39,8 @@ class Parameter:
     schema: dict[str, Any]
     example: Any
     repeatable: bool = False
+    #: A conversation key: documented with the configured key rule's schema (:meth:`KeyRule.schema`).
+    is_key: bool = False
 
 
 def declared(parameter: Parameter) -> Any:
@@ -94,16 +96,18 @@ def documented(declaration: type[Any], keys: KeyRule) -> list[dict[str, Any]]:
 
 
 def _openapi(parameter: Parameter, keys: KeyRule) -> dict[str, Any]:
-    schema = keys.schema() if parameter.schema is KEY_SCHEMA else parameter.schema
+    schema = keys.schema() if parameter.is_key else parameter.schema
+    example = parameter.example
     if parameter.repeatable:
         schema = {"type": "array", "items": schema, "minItems": 1}
+        example = [example]
     return {
         "name": parameter.name,
         "in": "query",
         "required": False,
         "description": parameter.description,
         "schema": schema,
-        "example": parameter.example,
+        "example": example,
     }
 
 
@@ -131,17 +135,13 @@ def choice(name: str, values: tuple[str, ...], example: str, description: str) -
     return Parameter(name, description, read, {"type": "string", "enum": list(values)}, example)
 
 
-#: The schema of a parameter that is a conversation key: the configured rule's (:meth:`KeyRule.schema`).
-KEY_SCHEMA: dict[str, Any] = {"type": "string"}
-
-
 def conversation_key(name: str, example: str, description: str) -> Parameter:
     """A conversation key, checked by the one key rule."""
 
     def read(name: str, text: str, keys: KeyRule) -> str:
         return keys.check(text, what=f"query parameter {name}")
 
-    return Parameter(name, description, read, KEY_SCHEMA, example)
+    return Parameter(name, description, read, {"type": "string"}, example, is_key=True)
 
 
 #: What ``?tag=`` holds: a tag name (the metadata rule's), ``:``, and a value.
@@ -216,7 +216,7 @@ class ForkQuery:
     key: str | None = declared(
         conversation_key(
             "key",
-            "trip-plan-b",
+            "plan_b",
             "The new conversation's key (checked as any key). Without it the service makes one (32 hex digits, "
             "fixed by the `Idempotency-Key` when one is sent); if such a key does not fit the service's key "
             "settings, the fork is a 400 asking for this parameter.",
