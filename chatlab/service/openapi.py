@@ -70,7 +70,7 @@ def error_docs(settings: ServiceSettings) -> ErrorDocs:
         common[429] = problem_doc(
             "Over the rate limit.", headers={"Retry-After": header_doc("Seconds until a request is allowed again.")}
         )
-    keyed = {**common, 400: problem_doc("An invalid conversation key or header.")}
+    keyed = {**common, 400: problem_doc("An invalid conversation key or header, or an unknown query parameter.")}
     conditional = {
         **keyed,
         412: problem_doc(
@@ -79,7 +79,7 @@ def error_docs(settings: ServiceSettings) -> ErrorDocs:
     }
     writes = {
         **conditional,
-        400: problem_doc("An invalid body, conversation key or header."),
+        400: problem_doc("An invalid body, conversation key or header, or an unknown query parameter."),
         408: problem_doc("The body did not arrive within `body_timeout` (the connection is closed)."),
         413: problem_doc("Over a size limit (body, messages per request, message size)."),
         415: problem_doc("The body is not JSON: send `Content-Type: application/json`."),
