@@ -201,9 +201,7 @@ class ChatHistoryClient(_Client[httpx.Client]):
         if_match: IfMatch = None,
         idempotency_key: str | None = None,
     ) -> str:
-        """A new conversation holding the first ``through`` messages of ``key`` (all by default); its key.
-        ``new_key`` names it (else the service does); ``if_match``: only if ``key`` is at that version;
-        ``idempotency_key`` (default: new per call) makes the retries answer the same fork."""
+        """As :meth:`AsyncChatHistoryClient.fork`: the new conversation's key (one ``Idempotency-Key`` per call)."""
         return self._send(self.operations.fork(key, through, new_key, if_match, idempotency_key))
 
     def head(self, key: str) -> Version:
