@@ -13,6 +13,7 @@ import httpx
 from ..vocabulary import API_KEY_VARIABLE, DEFAULT_SERVICE_URL, SERVICE_URL_VARIABLE, ConversationSummary, Version
 from .operations import IfMatch, MessagesPage, Operations, OutgoingMessages, Request, SummariesPage
 from .retry import RetryPolicy
+from .tracing import note_bytes, trace_headers
 
 __all__ = ["AsyncChatHistoryClient", "ChatHistoryClient", "Verify", "service_url"]
 
@@ -56,6 +57,10 @@ class _Client(Generic[H]):
         if isinstance(verify, (str, os.PathLike)):  # a CA bundle: httpx takes it as an SSL context
             verify = ssl.create_default_context(cafile=os.fspath(verify))
         self.http: H = http_client or self._http_class(timeout=timeout, verify=True if verify is None else verify)
+
+    def _headers_for(self, request: Request[Any]) -> dict[str, str]:
+        """The client's headers, the request's, and the trace context of the span running now (if traced)."""
+        return {**self._headers, **request.headers, **trace_headers()}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"
@@ -149,7 +154,7 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
         await self.aclose()
 
     async def _send(self, request: Request[T]) -> T:
-        headers = {**self._headers, **request.headers}
+        headers = self._headers_for(request)
         attempt = 0
         while True:
             attempt += 1
@@ -162,6 +167,7 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
                     raise request.unanswered(exc) from exc
             else:
                 if (wait := self.retry.wait_after_answer(attempt, response, request.what)) is None:
+                    note_bytes(len(request.content or b"") + len(response.content))
                     return request.answer(response)
                 await response.aclose()
             await self.retry.sleep(wait)
@@ -233,7 +239,7 @@ class ChatHistoryClient(_Client[httpx.Client]):
         self.close()
 
     def _send(self, request: Request[T]) -> T:
-        headers = {**self._headers, **request.headers}
+        headers = self._headers_for(request)
         attempt = 0
         while True:
             attempt += 1
@@ -244,6 +250,7 @@ class ChatHistoryClient(_Client[httpx.Client]):
                     raise request.unanswered(exc) from exc
             else:
                 if (wait := self.retry.wait_after_answer(attempt, response, request.what)) is None:
+                    note_bytes(len(request.content or b"") + len(response.content))
                     return request.answer(response)
                 response.close()
             self.retry.sleep_sync(wait)

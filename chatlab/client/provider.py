@@ -30,6 +30,7 @@ from .keys import new_conversation_key
 from .resend import align
 from .retry import RetryPolicy
 from .runs import RunRecord, current_run, run_of, running, start_run
+from .tracing import MESSAGES, history_span, mark_conversation, note_read
 from .window import estimate_tokens, window_messages
 
 __all__ = [
@@ -181,11 +182,13 @@ class RemoteChatHistoryProvider(HistoryProvider):
         log.info("[ProvideChatHistoryAsync]")
         key = self._key_in(state, session)
         log.info("Found messages for ExternalConversationKey: %s", key)
+        mark_conversation(key)
         record = start_run(context.metadata, self.source_id)
-        with running(record):
+        with history_span("chatlab.history.load", key) as span, running(record):
             await super().before_run(agent=agent, session=session, context=context, state=state)
-        if self.skip_replayed:
-            await self._read_resend(key, context, state, record)
+            if self.skip_replayed:
+                await self._read_resend(key, context, state, record)
+            span.set_attribute(MESSAGES, len(context.context_messages.get(self.source_id, [])))
 
     async def _read_resend(self, key: str, context: Any, state: dict[str, Any], record: RunRecord) -> None:
         """Give the model, and later the save, each message once: the input's replayed part is dropped from it, and
@@ -221,8 +224,9 @@ class RemoteChatHistoryProvider(HistoryProvider):
             log.info("ResponseMessages Count: %d", len(response))
             log.info("First ResponseMessage: %s", _describe(response[0] if response else None))
         record = run_of(context.metadata, self.source_id)
-        with running(record):
+        with history_span("chatlab.history.save", self._key_in(state, session)) as span, running(record):
             await super().after_run(agent=agent, session=session, context=context, state=state)
+            span.set_attribute(MESSAGES, len(record.appended))
         if self.compaction is not None:
             await self._compact(agent, self._key_in(state, session), self.compaction, record)
 
@@ -256,6 +260,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
             return messages_from_meai((await self.client.read(key)).messages)
         messages: Sequence[Message]
         if self.compaction is not None:
+            note_read("summary")
             page = await self.client.read_summary(key)
             messages = messages_from_meai(page.messages)
             count = page.count
