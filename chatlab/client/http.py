@@ -135,8 +135,9 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
             page = await self.summaries_page(after=after, limit=page_size, tags=tags)
             for summary in page.summaries:
                 yield summary
-            if (after := page.next_after) is None:
+            if page.next_after is None:
                 return
+            after = page.next_after
 
     async def patch(self, key: str, change: Mapping[str, Any]) -> ConversationSummary:
         """Set the title and tags with a JSON merge patch (``{"title": ..., "tags": {...}}``); the new summary."""
@@ -175,60 +176,75 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
 
 class ChatHistoryClient(_Client[httpx.Client]):
     """The chat history service, from blocking code (a script, a test; not an event loop): the arguments and methods
-    of :class:`AsyncChatHistoryClient`, documented there (an ``httpx.Client`` as ``http_client``)."""
+    of :class:`AsyncChatHistoryClient` (an ``httpx.Client`` as ``http_client``)."""
 
     _http_class = httpx.Client
 
     def read(self, key: str) -> MessagesPage:
+        """Every message of conversation ``key`` (``[]`` if it does not exist) and its version."""
         return self._send(self.operations.read(key))
 
     def read_after(self, key: str, after: int, limit: int | None = None) -> MessagesPage:
+        """The messages after the first ``after`` (at most ``limit``); ``next_after`` says where more start."""
         return self._send(self.operations.read(key, after, limit))
 
     def read_summary(self, key: str) -> MessagesPage:
+        """The latest summary checkpoint and what follows it; ``version``, ``count``: the whole conversation's."""
         return self._send(self.operations.read(key, view="summary"))
 
     def fork(self, key: str, through: int | None = None) -> str:
+        """A new conversation holding the first ``through`` messages of ``key`` (all by default); its key."""
         return self._send(self.operations.fork(key, through))
 
     def head(self, key: str) -> Version:
+        """The conversation's version without its messages: ``.count`` messages, ``.generation`` ``None`` if absent."""
         return self._send(self.operations.head(key))
 
     def append(
         self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None, idempotency_key: str | None = None
     ) -> Version | None:
+        """Append ``messages`` in one request (all or nothing); the new version. ``if_match``: only at that version
+        (else :class:`ChatHistoryServiceConflict`); ``idempotency_key`` (default: new per call) stores a repeat once."""
         return self._send(self.operations.append(key, messages, if_match, idempotency_key))
 
     def replace(self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None) -> Version | None:
+        """Make ``messages`` the whole conversation; its new version."""
         return self._send(self.operations.replace(key, messages, if_match))
 
     def delete(self, key: str, *, if_match: IfMatch = None) -> None:
+        """Forget the conversation (no error if it does not exist, unless ``if_match="*"``)."""
         self._send(self.operations.delete(key, if_match))
 
     def summaries(
         self, *, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
     ) -> list[ConversationSummary]:
+        """One request: the conversations by key (all, or ``limit`` after ``after``); ``tags``: those carrying them."""
         return self.summaries_page(after=after, limit=limit, tags=tags).summaries
 
     def summaries_page(
         self, *, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
     ) -> SummariesPage:
+        """:meth:`summaries`, with the key the next page starts after (``None``: this is the last page)."""
         return self._send(self.operations.summaries(after, limit, tags))
 
     def iter_summaries(
         self, *, page_size: int = 100, tags: Mapping[str, str] | None = None
     ) -> Iterator[ConversationSummary]:
+        """Every conversation (with ``tags``), ``page_size`` per request: a long list is never held whole."""
         after: str | None = None
         while True:
             page = self.summaries_page(after=after, limit=page_size, tags=tags)
             yield from page.summaries
-            if (after := page.next_after) is None:
+            if page.next_after is None:
                 return
+            after = page.next_after
 
     def patch(self, key: str, change: Mapping[str, Any]) -> ConversationSummary:
+        """Set the title and tags with a JSON merge patch (``{"title": ..., "tags": {...}}``); the new summary."""
         return self._send(self.operations.patch(key, change))
 
     def close(self) -> None:
+        """Close the HTTP client if it was created here (never a caller's)."""
         if self._owns_http:
             self.http.close()
 

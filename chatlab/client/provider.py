@@ -235,10 +235,12 @@ class RemoteChatHistoryProvider(HistoryProvider):
         version = record.version
         loaded = record.loaded
         if loaded is not None and version is not None and version.count == record.loaded_through + len(record.appended):
-            view, through = [*loaded, *record.appended], version.count
+            view = [*loaded, *record.appended]
+            through = version.count
         else:
             page = await self.client.read_summary(key)
-            view, through = messages_from_meai(page.messages), page.count
+            view = messages_from_meai(page.messages)
+            through = page.count
         if not compaction.due(view):
             return
         checkpoint = await compaction.summarize(agent.client, view, through=through)
@@ -269,7 +271,8 @@ class RemoteChatHistoryProvider(HistoryProvider):
             count = len(messages)
         record = current_run()
         if record is not None:
-            record.loaded, record.loaded_through = messages, count
+            record.loaded = messages
+            record.loaded_through = count
         windowed = self.window(messages)
         log.info("Messages Count: %d", len(windowed))
         if len(windowed) != len(messages):

@@ -82,7 +82,8 @@ class _Walk:
 def _walk(history: Sequence[Message], batch: Sequence[Message], start: int) -> _Walk:
     """Compare ``batch`` with ``history[start:]`` message by message, skipping tool steps the batch leaves out."""
     walk = _Walk(start)
-    i, j = 0, start
+    i = 0  # the input's message being placed
+    j = start  # the history's message it is compared with
     while i < len(batch) and j < len(history):
         if same_message(batch[i], history[j]):
             walk.matches += 1
@@ -95,7 +96,8 @@ def _walk(history: Sequence[Message], batch: Sequence[Message], start: int) -> _
                 walk.first_difference = (i, j)
             i += 1
         j += 1
-    walk.input_end, walk.history_end = i, j
+    walk.input_end = i
+    walk.history_end = j
     return walk
 
 
