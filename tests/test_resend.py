@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from agent_framework import Agent, AgentSession, ChatContext, Message, chat_middleware
+from agent_framework import Agent, AgentSession, ChatContext, ChatResponse, Message, chat_middleware
 
 from chatlab.client.errors import DivergentHistoryError
 from chatlab.client.provider import KEY_FIELD, RemoteChatHistoryProvider
@@ -206,3 +206,35 @@ async def test_overlapping_runs_on_one_key_keep_their_own_state(
         else:  # 1.23, per model call: the held run's later calls resend the transcript, now behind the other turn
             assert mode == "per model call"
             assert len(mine) == 4 + 1 + len(first) and len(theirs) >= 4 + 1 + len(second)
+
+
+COVERAGE = "_agent_framework_service_history_coverage"  # Agent Framework 1.26's record for its FIDES checks
+
+
+@chat_middleware
+async def keeps_its_own_conversation(context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+    """The offline model answering as a model service that keeps the conversation (the Responses API with
+    ``store=True``, which cannot run here) does: with a conversation id."""
+    await call_next()
+    if isinstance(context.result, ChatResponse):
+        context.result.conversation_id = "conv_kept_by_the_model_service"
+
+
+async def test_with_a_model_service_conversation_the_framework_adds_only_its_coverage_record(
+    service: BackgroundServer, llm: LLMConnection
+) -> None:
+    """What docs/conversations.md says: the provider's state is its key; Agent Framework 1.26 adds, after a run that
+    started a service-kept conversation, a record of its own (an identity and a fingerprint, no messages), which its
+    next run removes. chatlab leaves it: the framework's security checks read it."""
+    async with RemoteChatHistoryProvider(service.url) as provider:
+        agent = create_agent(llm.client, provider, middleware=[keeps_its_own_conversation])
+        session = agent.create_session()
+        await agent.run(FIRST, session=session)
+        key = provider.conversation_key(session)
+        state = session.state[provider.source_id]
+        assert set(session.state) == {provider.source_id} and state[KEY_FIELD] == key
+        assert set(state) <= {KEY_FIELD, COVERAGE}
+        if COVERAGE in state:
+            assert set(state[COVERAGE]) == {"identity", "fingerprint"}
+        await agent.run(AGAIN, session=session)
+        assert session.state == {provider.source_id: {KEY_FIELD: key}}
