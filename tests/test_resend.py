@@ -54,6 +54,19 @@ async def first_turn(agent: Agent, provider: RemoteChatHistoryProvider, mode: st
     return session, provider.conversation_key(session), list(await provider.get_messages(session))
 
 
+async def branch_after(
+    agent: Agent, provider: RemoteChatHistoryProvider, session: AgentSession, resent: list[Message], mode: str
+) -> list[Message]:
+    """Resend ``resent`` and a new question; check that the session moved and the original is intact; what the
+    session's conversation holds then."""
+    original = provider.conversation_key(session)
+    before = wire(messages_from(await provider.client.read(original)))
+    await run(agent, [*resent, Message("user", [AGAIN])], session, mode)
+    assert provider.conversation_key(session) != original
+    assert wire(messages_from(await provider.client.read(original))) == before
+    return list(await provider.get_messages(session))
+
+
 def holds_only_the_key(provider: RemoteChatHistoryProvider, session: AgentSession) -> bool:
     return session.state == {provider.source_id: {KEY_FIELD: provider.conversation_key(session)}}
 
@@ -82,13 +95,9 @@ async def test_an_edited_first_question_continues_on_a_new_conversation(
 ) -> None:
     async with RemoteChatHistoryProvider(service.url) as provider:
         agent = make_agent(llm, provider, mode)
-        session, original, transcript = await first_turn(agent, provider, mode)
+        session, _, transcript = await first_turn(agent, provider, mode)
         edited = Message("user", [FIRST + " (東京で)"])
-        await run(agent, [edited, *transcript[1:], Message("user", [AGAIN])], session, mode)
-        branch = provider.conversation_key(session)
-        assert branch != original
-        assert wire(messages_from(await provider.client.read(original))) == wire(transcript)  # intact
-        stored = list(await provider.get_messages(session))
+        stored = await branch_after(agent, provider, session, [edited, *transcript[1:]], mode)
         assert [m.text for m in stored if m.role == "user"] == [edited.text, AGAIN]  # each once, the edit kept
         assert len(stored) == 8
         assert holds_only_the_key(provider, session)
@@ -103,11 +112,8 @@ async def test_an_edited_answer_keeping_its_id_continues_on_a_fork(
         session, original, transcript = await first_turn(agent, provider, mode)
         answer = transcript[-1]
         edited = Message("assistant", [answer.text + "（編集済み）"], message_id=answer.message_id or "m-4")
-        await run(agent, [*transcript[:-1], edited, Message("user", [AGAIN])], session, mode)
+        stored = await branch_after(agent, provider, session, [*transcript[:-1], edited], mode)
         fork = provider.conversation_key(session)
-        assert fork != original
-        assert wire(messages_from(await provider.client.read(original))) == wire(transcript)  # intact
-        stored = list(await provider.get_messages(session))
         assert wire(stored[:3]) == wire(transcript[:3])  # the fork: the history through message 3
         assert stored[3].text == edited.text  # the edit the model was shown is the one stored
         assert len(stored) == 8

@@ -8,6 +8,7 @@ in-memory exporter as the application's tracer provider.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 from opentelemetry import trace
@@ -62,17 +63,30 @@ def chain(span: ReadableSpan, by_id: dict[int, ReadableSpan]) -> list[str]:
     return names
 
 
-async def test_one_run_is_one_trace_from_the_agent_to_the_store(
-    traced_service: BackgroundServer, llm: LLMConnection, spans: InMemorySpanExporter
-) -> None:
+@dataclass
+class TwoTurns:
+    """The article's first two turns through a traced service: the key, and the spans of each turn."""
+
+    key: str
+    first: tuple[ReadableSpan, ...]
+    second: tuple[ReadableSpan, ...]
+
+
+@pytest.fixture
+async def two_turns(traced_service: BackgroundServer, llm: LLMConnection, spans: InMemorySpanExporter) -> TwoTurns:
     async with RemoteChatHistoryProvider(traced_service.url) as provider:
         agent = create_agent(llm.client, provider)
         session = agent.create_session()
         await agent.run(FIRST, session=session)
+        first = spans.get_finished_spans()
         spans.clear()
         await agent.run(AGAIN, session=session)  # a second turn: an incremental load
-        key = provider.conversation_key(session)
-    finished = spans.get_finished_spans()
+        return TwoTurns(provider.conversation_key(session), first, spans.get_finished_spans())
+
+
+async def test_one_run_is_one_trace_from_the_agent_to_the_store(two_turns: TwoTurns) -> None:
+    key = two_turns.key
+    finished = two_turns.second
     agent_span = next(span for span in finished if span.name.startswith("invoke_agent"))
     ours = [span for span in finished if span.context.trace_id == agent_span.context.trace_id]
     others = [span for span in finished if span not in ours]  # the offline model's own server, a stand-in LLM
@@ -96,16 +110,9 @@ async def test_one_run_is_one_trace_from_the_agent_to_the_store(
     assert chain(store_append, by_id)[1:3] == ["POST /chat-history/{conversationKey}", "chatlab.history.save"]
 
 
-async def test_no_span_attribute_holds_the_key_but_the_conversation_id(
-    traced_service: BackgroundServer, llm: LLMConnection, spans: InMemorySpanExporter
-) -> None:
-    async with RemoteChatHistoryProvider(traced_service.url) as provider:
-        agent = create_agent(llm.client, provider)
-        session = agent.create_session()
-        await agent.run(FIRST, session=session)
-        await agent.run(AGAIN, session=session)
-        key = provider.conversation_key(session)
-    finished = spans.get_finished_spans()
+async def test_no_span_attribute_holds_the_key_but_the_conversation_id(two_turns: TwoTurns) -> None:
+    key = two_turns.key
+    finished = [*two_turns.first, *two_turns.second]
     server_spans = [span for span in finished if span.kind is trace.SpanKind.SERVER]
     assert server_spans  # the service traced its requests
     for span in finished:
