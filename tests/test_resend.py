@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from agent_framework import Agent, AgentSession, ChatContext, ChatResponse, Message, chat_middleware
 
+from chatlab.client.compaction import Compaction
 from chatlab.client.errors import DivergentHistoryError
 from chatlab.client.provider import KEY_FIELD, RemoteChatHistoryProvider
 from chatlab.client.resend import is_tool_step
@@ -21,6 +22,7 @@ from chatlab.runner import BackgroundServer
 from chatlab.tutorial.agent import create_agent
 from chatlab.tutorial.demo import ARTICLE_PROMPTS
 from chatlab.tutorial.llm import LLMConnection
+from chatlab.vocabulary import SUMMARY_THROUGH
 
 pytestmark = pytest.mark.anyio
 FIRST, AGAIN, ELAPSED = ARTICLE_PROMPTS
@@ -186,14 +188,21 @@ def pausing_model(marker: str, reached: asyncio.Event, go: asyncio.Event) -> Cal
     return pause
 
 
-@pytest.mark.parametrize("mode", MODES)
+OVERLAPS = [
+    *((mode, None) for mode in MODES),
+    # with summary checkpoints too (saving per model call, a branch would be refused: see the last assertion)
+    *((mode, Compaction(max_messages=4)) for mode in ("per run", "streaming")),
+]
+
+
+@pytest.mark.parametrize(("mode", "compaction"), OVERLAPS, ids=lambda value: "compaction" if value else str(value))
 async def test_overlapping_runs_on_one_key_keep_their_own_state(
-    service: BackgroundServer, llm: LLMConnection, mode: str
+    service: BackgroundServer, llm: LLMConnection, mode: str, compaction: Compaction | None
 ) -> None:
     """A run that resends the transcript is held in its model call while a second run on the same key (a double
-    submit) runs whole: each stores what it added, once."""
+    submit) runs whole: each stores what it added, once, and each run's compaction reads its own view."""
     reached, go = asyncio.Event(), asyncio.Event()
-    async with RemoteChatHistoryProvider(service.url) as provider:
+    async with RemoteChatHistoryProvider(service.url, compaction=compaction) as provider:
         agent = make_agent(llm, provider, mode, middleware=[pausing_model(AGAIN, reached, go)])
         session, key, transcript = await first_turn(agent, provider, mode)
         other = agent.create_session()
@@ -203,10 +212,12 @@ async def test_overlapping_runs_on_one_key_keep_their_own_state(
         second = await run(agent, ELAPSED, other, mode)
         go.set()
         first = await held
-        theirs = list(await provider.get_messages(other))
-        mine = list(await provider.get_messages(session))
+        theirs = [m for m in await provider.get_messages(other) if SUMMARY_THROUGH not in m.additional_properties]
+        mine = [m for m in await provider.get_messages(session) if SUMMARY_THROUGH not in m.additional_properties]
         assert holds_once(theirs, [Message("user", [ELAPSED]), *second])
         assert holds_once(mine, [Message("user", [AGAIN]), *first])
+        if compaction is not None:  # each run checked its own view, and summarized it
+            assert any(SUMMARY_THROUGH in m.additional_properties for m in await provider.get_messages(session))
         if provider.conversation_key(session) == key:  # both turns on the one conversation, each once
             assert len(mine) == 4 + (1 + len(first)) + (1 + len(second))
         else:  # 1.23, per model call: the held run's later calls resend the transcript, now behind the other turn
