@@ -10,9 +10,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from agent_framework import ChatContext, Message, chat_middleware
+from agent_framework import ChatContext, Content, Message, chat_middleware
 
-from chatlab.client.provider import RemoteChatHistoryProvider, replayed_count, same_message
+from chatlab.client.provider import RemoteChatHistoryProvider
+from chatlab.client.resend import Alignment, align, same_message
 from chatlab.runner import BackgroundServer
 from chatlab.tutorial.agent import create_agent
 from chatlab.tutorial.demo import ARTICLE_PROMPTS
@@ -26,22 +27,48 @@ def user(text: str, message_id: str | None = None) -> Message:
     return Message("user", [text], message_id=message_id)
 
 
+def replayed_count(history: list[Message], batch: list[Message]) -> int:
+    alignment = align(history, batch)
+    assert alignment.diverges_at is None
+    return alignment.replayed
+
+
 def test_the_longest_overlap_of_the_history_end_and_the_batch_start_counts() -> None:
     a, b, c, d = user("a"), user("b"), user("c"), user("d")
     assert replayed_count([a, b, c], [user("a"), user("b"), user("c"), d]) == 3  # the whole transcript again
     assert replayed_count([a, b, c], [user("b"), user("c"), d]) == 2  # its last part
     assert replayed_count([a, b, c], [d]) == 0  # an ordinary turn
-    assert replayed_count([a, b, c], [user("b"), d]) == 0  # not the end of the history
+    assert replayed_count([a, b, c], [user("b"), d]) == 0  # not the end of the history, and as much new as old
+    assert replayed_count([a, b, c], [user("a")]) == 0  # a message asked again is a new turn
     assert replayed_count([], [a]) == replayed_count([a], []) == 0
     assert replayed_count([a, a], [user("a"), user("a"), user("a")]) == 2  # the longest one
 
 
-def test_ids_decide_when_both_messages_have_one_and_bytes_otherwise() -> None:
-    assert same_message(user("x", "m1"), user("other text", "m1"))
+def test_messages_are_compared_by_value_an_id_only_when_both_carry_one() -> None:
+    assert not same_message(user("x", "m1"), user("edited", "m1"))  # an edit keeping its id is still an edit
     assert not same_message(user("x", "m1"), user("x", "m2"))
-    assert not same_message(user("x", "m1"), user("x"))  # one without an id: the bytes differ by the id
+    assert same_message(user("x", "m1"), user("x"))  # a UI that drops ids resends the same message
     assert same_message(user("x"), user("x"))
     assert not same_message(user("x"), Message("assistant", ["x"]))  # the role is part of the bytes
+
+
+def test_a_resend_that_differs_diverges_at_the_first_stored_message_it_differs_from() -> None:
+    a, b, c, d, new = user("a"), user("b"), user("c"), user("d"), user("new")
+    assert align([a, b, c, d], [user("A"), b, c, d, new]) == Alignment(replayed=0, diverges_at=0)
+    assert align([a, b, c, d], [a, b, user("C"), d, new]) == Alignment(replayed=2, diverges_at=2)
+    assert align([a, b, c, d], [a, b, c]) == Alignment(replayed=3, diverges_at=3)  # regenerate the last answer
+    assert align([a, b, c, d], [user("x"), user("y"), c, new]) == Alignment()  # more new than old: a new turn
+    assert align([a, b, c, d], [b, user("y")]) == Alignment()  # as much new as old, not from the start
+
+
+def test_tool_steps_a_ui_leaves_out_are_not_a_difference() -> None:
+    call = Message("assistant", [Content.from_function_call("c1", "GetDateTime", arguments={})])
+    result = Message("tool", [Content.from_function_result("c1", result="12:00")])
+    question, answer = user("what time is it?"), Message("assistant", ["12:00"])
+    history = [question, call, result, answer]
+    assert align(history, [question, answer, user("and now?")]) == Alignment(replayed=2)
+    edited = Message("assistant", ["twelve o'clock"])
+    assert align(history, [question, edited, user("and now?")]) == Alignment(replayed=1, diverges_at=3)
 
 
 def recording_model(seen: list[list[str]]) -> Callable[..., Awaitable[None]]:

@@ -9,6 +9,7 @@ from .errors import (
     ChatHistoryServiceStatusError,
     ChatHistoryServiceUnavailable,
     ChatlabError,
+    DivergentHistoryError,
 )
 from .http import AsyncChatHistoryClient, ChatHistoryClient, Verify, service_url
 from .operations import IfMatch, MessagesPage, OutgoingMessages, SummariesPage, encode_messages
@@ -24,6 +25,7 @@ __all__ = [
     "ChatHistoryServiceStatusError",
     "ChatHistoryServiceUnavailable",
     "ChatlabError",
+    "DivergentHistoryError",
     "IfMatch",
     "MessagesPage",
     "OutgoingMessages",

@@ -21,6 +21,7 @@ from ..vocabulary import Version
 from .codec import messages_from_meai, messages_to_meai
 from .http import AsyncChatHistoryClient
 from .operations import encode_messages
+from .tracing import note_read
 
 __all__ = ["CachedHistory", "HistoryCache"]
 
@@ -74,10 +75,12 @@ class HistoryCache:
         if entry is not None:
             page = await self.client.read_after(key, entry.length)
             if page.version is not None and page.version.continues(entry.generation, entry.length, len(page.messages)):
+                note_read("incremental")
                 added = messages_from_meai(page.messages)
                 extended = self._extend(key, entry, page.version, added)
                 return extended if extended is not None else [*entry, *added]  # else: updated meanwhile
             log.debug("conversation %s changed beyond appends (version %s): loading all of it", key, page.version)
+        note_read("full")
         page = await self.client.read(key)
         messages = messages_from_meai(page.messages)
         if page.version is None or page.version.count != len(messages):

@@ -14,6 +14,7 @@ __all__ = [
     "ChatHistoryServiceStatusError",
     "ChatHistoryServiceUnavailable",
     "ChatlabError",
+    "DivergentHistoryError",
     "LLMUnavailableError",
 ]
 
@@ -92,6 +93,19 @@ class ChatHistoryServiceProtocolError(ChatHistoryServiceError):
     def for_answer(cls, url: str, why: str) -> ChatHistoryServiceProtocolError:
         hint = f"Check {SERVICE_URL_VARIABLE}; start the service with `python -m chatlab serve --port 5000`."
         return cls(f"{url} did not answer like a chat history service ({why}). {hint}", url=url)
+
+
+class DivergentHistoryError(ChatlabError, ValueError):
+    """A run's input resends the conversation but differs from it at stored message ``position`` (1-based)."""
+
+    def __init__(self, key: str, position: int) -> None:
+        super().__init__(
+            f"the run's input differs from conversation {key} at its message {position}: history is append-only, "
+            f"so continue on a fork through message {position - 1} (provider.fork_session(session, "
+            f"through={position - 1}), or on_divergence='fork'), or send only the new messages"
+        )
+        self.key = key
+        self.position = position
 
 
 class LLMUnavailableError(ChatlabError):

@@ -13,6 +13,7 @@ import httpx
 from ..vocabulary import API_KEY_VARIABLE, DEFAULT_SERVICE_URL, SERVICE_URL_VARIABLE, ConversationSummary, Version
 from .operations import IfMatch, MessagesPage, Operations, OutgoingMessages, Request, SummariesPage
 from .retry import RetryPolicy
+from .tracing import note_bytes, trace_headers
 
 __all__ = ["AsyncChatHistoryClient", "ChatHistoryClient", "Verify", "service_url"]
 
@@ -56,6 +57,10 @@ class _Client(Generic[H]):
         if isinstance(verify, (str, os.PathLike)):  # a CA bundle: httpx takes it as an SSL context
             verify = ssl.create_default_context(cafile=os.fspath(verify))
         self.http: H = http_client or self._http_class(timeout=timeout, verify=True if verify is None else verify)
+
+    def _headers_for(self, request: Request[Any]) -> dict[str, str]:
+        """The client's headers, the request's, and the trace context of the span running now (if traced)."""
+        return {**self._headers, **request.headers, **trace_headers()}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"
@@ -140,8 +145,9 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
             page = await self.summaries_page(after=after, limit=page_size, tags=tags)
             for summary in page.summaries:
                 yield summary
-            if (after := page.next_after) is None:
+            if page.next_after is None:
                 return
+            after = page.next_after
 
     async def patch(self, key: str, change: Mapping[str, Any]) -> ConversationSummary:
         """Set the title and tags with a JSON merge patch (``{"title": ..., "tags": {...}}``); the new summary."""
@@ -159,7 +165,7 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
         await self.aclose()
 
     async def _send(self, request: Request[T]) -> T:
-        headers = {**self._headers, **request.headers}
+        headers = self._headers_for(request)
         attempt = 0
         while True:
             attempt += 1
@@ -172,6 +178,7 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
                     raise request.unanswered(exc) from exc
             else:
                 if (wait := self.retry.wait_after_answer(attempt, response, request.what)) is None:
+                    note_bytes(len(request.content or b"") + len(response.content))
                     return request.answer(response)
                 await response.aclose()
             await self.retry.sleep(wait)
@@ -179,17 +186,20 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
 
 class ChatHistoryClient(_Client[httpx.Client]):
     """The chat history service, from blocking code (a script, a test; not an event loop): the arguments and methods
-    of :class:`AsyncChatHistoryClient`, documented there (an ``httpx.Client`` as ``http_client``)."""
+    of :class:`AsyncChatHistoryClient` (an ``httpx.Client`` as ``http_client``)."""
 
     _http_class = httpx.Client
 
     def read(self, key: str) -> MessagesPage:
+        """Every message of conversation ``key`` (``[]`` if it does not exist) and its version."""
         return self._send(self.operations.read(key))
 
     def read_after(self, key: str, after: int, limit: int | None = None) -> MessagesPage:
+        """The messages after the first ``after`` (at most ``limit``); ``next_after`` says where more start."""
         return self._send(self.operations.read(key, after, limit))
 
     def read_summary(self, key: str) -> MessagesPage:
+        """The latest summary checkpoint and what follows it; ``version``, ``count``: the whole conversation's."""
         return self._send(self.operations.read(key, view="summary"))
 
     def fork(
@@ -205,43 +215,54 @@ class ChatHistoryClient(_Client[httpx.Client]):
         return self._send(self.operations.fork(key, through, new_key, if_match, idempotency_key))
 
     def head(self, key: str) -> Version:
+        """The conversation's version without its messages: ``.count`` messages, ``.generation`` ``None`` if absent."""
         return self._send(self.operations.head(key))
 
     def append(
         self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None, idempotency_key: str | None = None
     ) -> Version | None:
+        """Append ``messages`` in one request (all or nothing); the new version. ``if_match``: only at that version
+        (else :class:`ChatHistoryServiceConflict`); ``idempotency_key`` (default: new per call) stores a repeat once."""
         return self._send(self.operations.append(key, messages, if_match, idempotency_key))
 
     def replace(self, key: str, messages: OutgoingMessages, *, if_match: IfMatch = None) -> Version | None:
+        """Make ``messages`` the whole conversation; its new version."""
         return self._send(self.operations.replace(key, messages, if_match))
 
     def delete(self, key: str, *, if_match: IfMatch = None) -> None:
+        """Forget the conversation (no error if it does not exist, unless ``if_match="*"``)."""
         self._send(self.operations.delete(key, if_match))
 
     def summaries(
         self, *, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
     ) -> list[ConversationSummary]:
+        """One request: the conversations by key (all, or ``limit`` after ``after``); ``tags``: those carrying them."""
         return self.summaries_page(after=after, limit=limit, tags=tags).summaries
 
     def summaries_page(
         self, *, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
     ) -> SummariesPage:
+        """:meth:`summaries`, with the key the next page starts after (``None``: this is the last page)."""
         return self._send(self.operations.summaries(after, limit, tags))
 
     def iter_summaries(
         self, *, page_size: int = 100, tags: Mapping[str, str] | None = None
     ) -> Iterator[ConversationSummary]:
+        """Every conversation (with ``tags``), ``page_size`` per request: a long list is never held whole."""
         after: str | None = None
         while True:
             page = self.summaries_page(after=after, limit=page_size, tags=tags)
             yield from page.summaries
-            if (after := page.next_after) is None:
+            if page.next_after is None:
                 return
+            after = page.next_after
 
     def patch(self, key: str, change: Mapping[str, Any]) -> ConversationSummary:
+        """Set the title and tags with a JSON merge patch (``{"title": ..., "tags": {...}}``); the new summary."""
         return self._send(self.operations.patch(key, change))
 
     def close(self) -> None:
+        """Close the HTTP client if it was created here (never a caller's)."""
         if self._owns_http:
             self.http.close()
 
@@ -252,7 +273,7 @@ class ChatHistoryClient(_Client[httpx.Client]):
         self.close()
 
     def _send(self, request: Request[T]) -> T:
-        headers = {**self._headers, **request.headers}
+        headers = self._headers_for(request)
         attempt = 0
         while True:
             attempt += 1
@@ -263,6 +284,7 @@ class ChatHistoryClient(_Client[httpx.Client]):
                     raise request.unanswered(exc) from exc
             else:
                 if (wait := self.retry.wait_after_answer(attempt, response, request.what)) is None:
+                    note_bytes(len(request.content or b"") + len(response.content))
                     return request.answer(response)
                 response.close()
             self.retry.sleep_sync(wait)

@@ -79,7 +79,8 @@ class Request(Generic[T]):
         """What the answer means, or the error for a refusal (``412``: with the conversation's current version)."""
         if response.is_success:
             return self.read(response)
-        status, detail = response.status_code, _detail(response)
+        status = response.status_code
+        detail = _detail(response)
         if status == 412:
             conflict = ChatHistoryServiceConflict.for_response(self.method, self.url, status, detail)
             conflict.current = Version.from_etag(response.headers.get("etag"))

@@ -10,20 +10,27 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 import httpx
-import msgspec
 from agent_framework import AgentSession, HistoryProvider, Message
 
 from ..vocabulary import DEFAULT_SERVICE_URL, ConversationSummary, Version
 from .cache import HistoryCache
-from .codec import message_to_meai, messages_from_meai
+from .codec import messages_from_meai
 from .compaction import Compaction
-from .errors import ChatHistoryServiceProtocolError, ChatHistoryServiceStatusError, ChatlabError
+from .errors import (
+    ChatHistoryServiceProtocolError,
+    ChatHistoryServiceStatusError,
+    ChatlabError,
+    DivergentHistoryError,
+)
 from .http import AsyncChatHistoryClient, Verify, service_url
 from .keys import new_conversation_key
+from .resend import align
 from .retry import RetryPolicy
+from .runs import RunRecord, current_run, run_of, running, start_run
+from .tracing import MESSAGES, history_span, mark_conversation, note_read
 from .window import estimate_tokens, window_messages
 
 __all__ = [
@@ -69,37 +76,6 @@ def _describe(message: Message | None) -> str:
     return " ," if message is None else f"{message.role} , [{', '.join(c.type for c in message.contents)}]"
 
 
-# A replayed transcript: a run whose input starts with messages the conversation already holds (a chat UI sending its
-# whole copy again each turn), which appended as given would be stored, and shown to the model, twice.
-_ATTRIBUTION = "_attribution"  # what MAF adds to the messages a provider loads: not part of the message
-
-
-def _wire(message: Message) -> bytes:
-    item = message_to_meai(message)
-    extra = item.get("additionalProperties")
-    if isinstance(extra, dict) and _ATTRIBUTION in extra:
-        item["additionalProperties"] = {k: v for k, v in extra.items() if k != _ATTRIBUTION}
-        if not item["additionalProperties"]:
-            del item["additionalProperties"]
-    return msgspec.json.encode(item)
-
-
-def same_message(a: Message, b: Message) -> bool:
-    """The same message: equal ids when both have one, else the same bytes on the wire."""
-    if a.message_id is not None and b.message_id is not None:
-        return a.message_id == b.message_id
-    return a is b or _wire(a) == _wire(b)
-
-
-def replayed_count(history: Sequence[Message], batch: Sequence[Message]) -> int:
-    """How many leading messages of ``batch`` are the last ones of ``history`` (the longest overlap; 0: none)."""
-    for first in range(max(0, len(history) - len(batch)), len(history)):  # the earliest start is the longest overlap
-        overlap = len(history) - first
-        if all(same_message(history[first + i], batch[i]) for i in range(overlap)):
-            return overlap
-    return 0
-
-
 class RemoteChatHistoryProvider(HistoryProvider):
     """A ``HistoryProvider`` that keeps the history in the chat history service, keyed per session.
 
@@ -112,7 +88,11 @@ class RemoteChatHistoryProvider(HistoryProvider):
             conversations (default); ``incremental=False`` reads all before every run, as the article does.
         max_history_messages, max_history_tokens: hand the model at most this many of the newest messages, or tokens
             as ``count_tokens`` counts them (``None``: all), never a call without its result (:mod:`.window`).
-        skip_replayed: append only what is new of an input that replays the stored history (docs/conversations.md).
+        skip_replayed: read a run's input against the stored history, so that a resent transcript is stored once
+            (docs/conversations.md, "Resent transcripts"); ``False`` stores the input as given, as the article does.
+        on_divergence: what a resend that differs from the history at stored message ``k`` does: ``"fork"``
+            (default) continues the session on a fork through message ``k - 1``, the original kept intact;
+            ``"raise"`` raises :class:`~chatlab.client.errors.DivergentHistoryError` naming ``k``.
         compaction: opt in to summary checkpoints (:class:`~chatlab.client.compaction.Compaction`).
         history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).
     """
@@ -135,6 +115,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         max_history_tokens: int | None = None,
         count_tokens: Callable[[Message], int] = estimate_tokens,
         skip_replayed: bool = True,
+        on_divergence: Literal["fork", "raise"] = "fork",
         compaction: Compaction | None = None,
         **history_options: Any,
     ) -> None:
@@ -144,6 +125,8 @@ class RemoteChatHistoryProvider(HistoryProvider):
         for name, limit in (("max_history_messages", max_history_messages), ("max_history_tokens", max_history_tokens)):
             if limit is not None and (not isinstance(limit, int) or limit < 1):
                 raise ValueError(f"{name} must be a whole number of at least 1, or None for no limit")
+        if on_divergence not in ("fork", "raise"):
+            raise ValueError(f"on_divergence must be 'fork' or 'raise', not {on_divergence!r}")
         self.window = partial(
             window_messages, max_messages=max_history_messages, max_tokens=max_history_tokens, count_tokens=count_tokens
         )
@@ -155,11 +138,8 @@ class RemoteChatHistoryProvider(HistoryProvider):
         self.incremental = incremental
         self._cache = HistoryCache(self.client, cache_size if incremental else 0)
         self.skip_replayed = skip_replayed
+        self.on_divergence = on_divergence
         self.compaction = compaction
-        # with compaction, per key: the view a run loaded and its count, what it appended and the version after
-        self._views: dict[str, tuple[Sequence[Message], int]] = {}
-        self._appended: dict[str, tuple[list[Message], Version | None]] = {}
-        self._replayed: dict[str, tuple[Message, ...]] = {}  # per key: the run's input messages already stored
 
     @property
     def url(self) -> str:
@@ -198,18 +178,42 @@ class RemoteChatHistoryProvider(HistoryProvider):
         return key
 
     async def before_run(self, *, agent: Any, session: AgentSession, context: Any, state: dict[str, Any]) -> None:
-        """Load the conversation before a run (C# ``ProvideChatHistoryAsync``)."""
+        """Load the conversation before a run (C# ``ProvideChatHistoryAsync``), and read a resent transcript."""
         log.info("[ProvideChatHistoryAsync]")
         key = self._key_in(state, session)
         log.info("Found messages for ExternalConversationKey: %s", key)
-        await super().before_run(agent=agent, session=session, context=context, state=state)
-        self._replayed.pop(key, None)
+        mark_conversation(key)
+        record = start_run(context.metadata, self.source_id)
+        with history_span("chatlab.history.load", key) as span, running(record):
+            await super().before_run(agent=agent, session=session, context=context, state=state)
+            if self.skip_replayed:
+                await self._read_resend(key, context, state, record)
+            span.set_attribute(MESSAGES, len(context.context_messages.get(self.source_id, [])))
+
+    async def _read_resend(self, key: str, context: Any, state: dict[str, Any], record: RunRecord) -> None:
+        """Give the model, and later the save, each message once: the input's replayed part is dropped from it, and
+        a divergent one continues on a branch (:mod:`.resend`)."""
         loaded = context.context_messages.get(self.source_id, [])
-        replayed = replayed_count(loaded, context.input_messages) if self.skip_replayed else 0
-        if replayed:  # the model gets the stored history up to the replayed part, then the input
-            log.info("Replayed: the input's first %d messages are already stored", replayed)
-            context.context_messages[self.source_id] = list(loaded[: len(loaded) - replayed])
-            self._replayed[key] = tuple(context.input_messages[:replayed])
+        alignment = align(loaded, context.input_messages)
+        if alignment.diverges_at is not None:
+            through = record.loaded_through - len(loaded) + alignment.diverges_at
+            await self._branch(key, state, through)
+            context.context_messages[self.source_id] = list(loaded[: alignment.diverges_at])
+        if alignment.replayed:
+            log.info("Replayed: the input's first %d messages are already stored", alignment.replayed)
+            context.input_messages = list(context.input_messages[alignment.replayed :])
+
+    async def _branch(self, key: str, state: dict[str, Any], through: int) -> None:
+        """Move the session to a fork of ``key`` through message ``through`` (or refuse: ``on_divergence="raise"``).
+
+        A branch at the first message shares nothing with ``key`` (a fork holds at least one message): it is a new
+        conversation. With compaction the loaded view does not map to positions, so a divergence is refused."""
+        if self.on_divergence == "raise" or self.compaction is not None:
+            raise DivergentHistoryError(key, through + 1)
+        fork = await self.client.fork(key, through) if through else new_conversation_key()
+        state.clear()
+        state[KEY_FIELD] = fork
+        log.info("Diverged at message %d: continuing on fork %s of %s", through + 1, fork, key)
 
     async def after_run(self, *, agent: Any, session: AgentSession, context: Any, state: dict[str, Any]) -> None:
         """Append the run's request and response messages (C# ``StoreChatHistoryAsync``)."""
@@ -219,18 +223,24 @@ class RemoteChatHistoryProvider(HistoryProvider):
             response = context.response.messages
             log.info("ResponseMessages Count: %d", len(response))
             log.info("First ResponseMessage: %s", _describe(response[0] if response else None))
-        await super().after_run(agent=agent, session=session, context=context, state=state)
+        record = run_of(context.metadata, self.source_id)
+        with history_span("chatlab.history.save", self._key_in(state, session)) as span, running(record):
+            await super().after_run(agent=agent, session=session, context=context, state=state)
+            span.set_attribute(MESSAGES, len(record.appended))
         if self.compaction is not None:
-            await self._compact(agent, self._key_in(state, session), self.compaction)
+            await self._compact(agent, self._key_in(state, session), self.compaction, record)
 
-    async def _compact(self, agent: Any, key: str, compaction: Compaction) -> None:
+    async def _compact(self, agent: Any, key: str, compaction: Compaction, record: RunRecord) -> None:
         """Past the thresholds, append a summary of the view (as loaded plus appended, unless written meanwhile)."""
-        loaded, appended = self._views.pop(key, None), self._appended.pop(key, None)
-        if loaded and appended and appended[1] is not None and appended[1].count == loaded[1] + len(appended[0]):
-            view, through = [*loaded[0], *appended[0]], appended[1].count
+        version = record.version
+        loaded = record.loaded
+        if loaded is not None and version is not None and version.count == record.loaded_through + len(record.appended):
+            view = [*loaded, *record.appended]
+            through = version.count
         else:
             page = await self.client.read_summary(key)
-            view, through = messages_from_meai(page.messages), page.count
+            view = messages_from_meai(page.messages)
+            through = page.count
         if not compaction.due(view):
             return
         checkpoint = await compaction.summarize(agent.client, view, through=through)
@@ -252,11 +262,17 @@ class RemoteChatHistoryProvider(HistoryProvider):
             return messages_from_meai((await self.client.read(key)).messages)
         messages: Sequence[Message]
         if self.compaction is not None:
+            note_read("summary")
             page = await self.client.read_summary(key)
             messages = messages_from_meai(page.messages)
-            self._views[key] = (messages, page.count)
+            count = page.count
         else:
             messages = await self._cache.load(key)
+            count = len(messages)
+        record = current_run()
+        if record is not None:
+            record.loaded = messages
+            record.loaded_through = count
         windowed = self.window(messages)
         log.info("Messages Count: %d", len(windowed))
         if len(windowed) != len(messages):
@@ -271,12 +287,13 @@ class RemoteChatHistoryProvider(HistoryProvider):
         key = state.get(KEY_FIELD) if isinstance(state, dict) else None
         if not key:
             raise ValueError("save_messages needs the session's provider state holding the conversation key")
-        replayed = {id(message) for message in self._replayed.pop(key, ())}  # this run's input already stored
-        messages = [message for message in messages if id(message) not in replayed]
-        if messages:
-            version = await self._cache.append(key, messages)
-            if self.compaction is not None:
-                self._appended[key] = (list(messages), version)
+        if not messages:
+            return
+        version = await self._cache.append(key, messages)
+        record = current_run()
+        if record is not None:
+            record.appended = list(messages)
+            record.version = version
 
     async def set_messages(self, session: AgentSession, messages: Sequence[Message]) -> None:
         """Replace a session's stored messages (C# ``SetMessagesAsync``); no key, nothing to do."""

@@ -55,8 +55,13 @@ def window_messages(
                 break
         calls: set[str] = set()
         for content in message.contents:  # the key linking a call and its results: "call_id:<id>"
-            if (link := link_of(content.type)) and (value := getattr(content, link[1], None)):
-                (pending if link[0] == "result" else calls).add(f"{link[1]}:{value}")
+            link = link_of(content.type)
+            if link is None:
+                continue
+            role, attribute = link
+            value = getattr(content, attribute, None)
+            if value:
+                (pending if role == "result" else calls).add(f"{attribute}:{value}")
         pending -= calls  # a call answered in its own message too
         if not pending:
             best = i

@@ -22,6 +22,7 @@ from .problems import ERROR_HANDLERS
 from .request_route import RequestRoute
 from .routes import add_routes
 from .settings import ServiceSettings
+from .tracing import add_tracing
 from .ui import add_viewer
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ def create_app(store: ChatHistoryStore | str | None = None, settings: ServiceSet
     # a conversation's endpoints take only the request: called with it, with nothing for FastAPI to solve
     app.router.route_class = RequestRoute
     served = add_metrics(app, the_store, settings.api_keys) if settings.metrics else the_store
+    if settings.traces:
+        served = add_tracing(app, served)
     add_routes(app, served, settings)
     add_health_routes(app, the_store)
     if settings.viewer:

@@ -197,6 +197,11 @@ class ServiceSettings(BaseSettings):
         Field(description="serve Prometheus metrics at `/metrics` (docs/operations.md)"),
         Flag(group="operations", default="off"),
     ] = False
+    traces: Annotated[
+        bool,
+        Field(description="OpenTelemetry traces of requests and store calls, keys left out (docs/traces.md)"),
+        Flag(group="operations", default="off"),
+    ] = False
 
     @field_validator("key_pattern")
     @classmethod
