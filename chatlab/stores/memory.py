@@ -10,8 +10,10 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from dataclasses import replace as replace_fields
 from itertools import islice, takewhile
 
+from .append_rule import Recorded, changes_nothing, decide_append
 from .base import (
     ABSENT,
     ChatHistoryStore,
@@ -21,10 +23,8 @@ from .base import (
     ConversationSummary,
     EncodedMessage,
     Idempotency,
-    IdempotencyKeyReused,
     VersionMismatch,
     WriteResult,
-    appended_version,
     check_slice,
     new_version,
     version_matches,
@@ -118,24 +118,31 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         if_match: Collection[str] | None = None,
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
-        if not messages and if_match is None and idempotency is None:
+        if changes_nothing(messages, if_match, idempotency):
             return WriteResult(await self.version(conversation_key))
-        # one digest of both keys (the service's key pattern allows no NUL in a conversation key)
-        record_key = _digest(f"{conversation_key}\0{idempotency.key}") if idempotency is not None else b""
+        record_key = b""
+        if idempotency is not None:
+            # one digest of both keys (the service's key pattern allows no NUL in a conversation key), and the
+            # fingerprint as its digest too: a record's size does not grow with theirs
+            record_key = _digest(f"{conversation_key}\0{idempotency.key}")
+            idempotency = replace_fields(idempotency, fingerprint=_digest(idempotency.fingerprint).hex())
         with self._bucket(conversation_key) as bucket:  # a condition or record on an unknown key does not create it
-            if idempotency is not None:
-                recorded = self._recorded(record_key, idempotency)
-                if recorded is not None:
-                    return recorded
-            if not version_matches(bucket.version, if_match):
-                raise VersionMismatch(bucket.version)
-            if messages:
+            recorded = None if idempotency is None else self._recorded(record_key)
+            decision = decide_append(
+                bucket.version,
+                len(bucket.messages),
+                len(messages),
+                if_match=if_match,
+                idempotency=idempotency,
+                recorded=recorded,
+            )
+            if decision.writes_messages:
                 bucket.touch(self.clock())
                 bucket.messages.extend(messages)
-                bucket.version = appended_version(bucket.version, len(bucket.messages))
-            if idempotency is not None:
-                self._record(record_key, idempotency, bucket.version)
-            return WriteResult(bucket.version)
+                bucket.version = decision.version
+            if decision.record is not None and idempotency is not None:
+                self._record(record_key, decision.record, idempotency.ttl)
+            return decision.result()
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
@@ -224,22 +231,19 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                     deleted += 1
         return deleted
 
-    def _recorded(self, key: bytes, idempotency: Idempotency) -> WriteResult | None:
+    def _recorded(self, key: bytes) -> Recorded | None:
+        """The live record under ``key`` (its fingerprint is the digest of the request's)."""
         with self._records_lock:
             record = self._records.get(key)
         if record is None or _EXPIRES.unpack_from(record)[0] <= self._clock():
             return None
-        if record[_EXPIRES.size : _VERSION_AT] != _digest(idempotency.fingerprint):
-            raise IdempotencyKeyReused(idempotency.key)
-        return WriteResult(record[_VERSION_AT:].decode(), replayed=True)
+        return Recorded(record[_EXPIRES.size : _VERSION_AT].hex(), record[_VERSION_AT:].decode())
 
-    def _record(self, key: bytes, idempotency: Idempotency, version: str) -> None:
+    def _record(self, key: bytes, record: Recorded, ttl: float) -> None:
         now = self._clock()
         with self._records_lock:
             self._records.pop(key, None)  # re-insert at the end
-            self._records[key] = (
-                _EXPIRES.pack(now + idempotency.ttl) + _digest(idempotency.fingerprint) + version.encode()
-            )
+            self._records[key] = _EXPIRES.pack(now + ttl) + bytes.fromhex(record.fingerprint) + record.version.encode()
             # drop expired records from the front, stopping at the first live one: usually one look, not a scan
             expired = takewhile(lambda item: _EXPIRES.unpack_from(item[1])[0] <= now, self._records.items())
             for k, _ in list(islice(expired, _EXPIRED_PER_WRITE)):

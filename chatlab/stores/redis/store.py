@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
@@ -61,6 +59,14 @@ def _outcome(reply: list[bytes], idempotency: Idempotency | None = None) -> Writ
     if status == b"reused":
         raise IdempotencyKeyReused(idempotency.key if idempotency else "")
     return WriteResult(value.decode(), replayed=status == b"replayed")
+
+
+def _stream_gone(exc: Exception) -> bool:
+    """Whether ``exc`` is redis-py's cluster client using a connection whose stream a failing node's disconnect set to
+    ``None`` under a command being sent (an ``AttributeError`` on ``None``, redis/redis-py#4287): the node is
+    unreachable, as a ``ConnectionError`` would have said. Recognised by the error's type and the object it names,
+    the ``obj`` attribute Python sets on every failed attribute lookup."""
+    return isinstance(exc, AttributeError) and exc.obj is None
 
 
 def _patch(sets_title: bool, title: str | None, tags: Mapping[str, str | None]) -> list[bytes]:
@@ -186,11 +192,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
             return f"Redis at {self.where} is unreachable: {exc}"
         if isinstance(exc, (redis.exceptions.RedisError, OSError)):
             return f"Redis at {self.where} failed: {exc}"
-        frames = traceback.extract_tb(exc.__traceback__)
-        inside_redis = bool(frames) and frames[-1].filename.startswith(os.path.dirname(redis.__file__) + os.sep)
-        if isinstance(exc, AttributeError) and inside_redis:
-            # redis-py's cluster client, when a failing node's connection is closed under a command that is being
-            # sent on it (its stream writer gone): the node is unreachable, as a ConnectionError would have said
+        if _stream_gone(exc):
             return f"Redis at {self.where} is unreachable: a connection closed while a command was sent ({exc})"
         return None
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar, cast
 
+from ..append_rule import changes_nothing
 from ..base import (
     ChatHistoryStore,
     Conversation,
@@ -160,9 +161,9 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         if_match: Collection[str] | None = None,
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
-        batch = [bytes(m) for m in messages]
-        if not batch and if_match is None and idempotency is None:
+        if changes_nothing(messages, if_match, idempotency):
             return WriteResult(await self.version(conversation_key))
+        batch = [bytes(m) for m in messages]
         request = writes.Append(conversation_key, batch, if_match, idempotency)
         return cast(WriteResult, await self.writer.submit_batch(self._appends, request, self._deadline()))
 

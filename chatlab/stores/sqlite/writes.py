@@ -1,6 +1,6 @@
 """What each write of the SQLite store does in the group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`), which
-holds the write lock from its first read (a check and its write are one step, also against other processes), and the
-append rules, once."""
+holds the write lock from its first read (a check and its write are one step, also against other processes); each
+append is decided by :func:`~chatlab.stores.append_rule.decide_append`."""
 
 from __future__ import annotations
 
@@ -12,15 +12,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace as replace_fields
 from typing import NamedTuple
 
+from ..append_rule import AppendDecision, Recorded, decide_append
 from ..base import (
     ABSENT,
     ConversationRecord,
     ConversationSummary,
     Idempotency,
-    IdempotencyKeyReused,
     VersionMismatch,
     WriteResult,
-    appended_version,
     new_version,
     version_matches,
 )
@@ -61,34 +60,29 @@ class Appends:
         rows = conn.execute(sql.versions_and_counts(len(keys)), keys).fetchall()
         conversations = {key: (version, count) for key, version, count in rows}  # those that exist
         pairs = list(dict.fromkeys((a.conversation_key, a.idempotency.key) for a in appends if a.idempotency))
-        records: dict[tuple[str, str], tuple[str, str]] = {}  # (fingerprint, version) of the live ones
+        records: dict[tuple[str, str], Recorded] = {}  # the live ones
         if pairs:
             pairs = sql.padded(pairs)
             found = conn.execute(sql.live_records(len(pairs)), [*itertools.chain(*pairs), now]).fetchall()
-            records = {(key, record): (fingerprint, version) for key, record, fingerprint, version in found}
+            records = {(key, record): Recorded(fingerprint, version) for key, record, fingerprint, version in found}
         outcomes: list[Outcome] = []
         messages: list[tuple[str, int, bytes]] = []
         changed: dict[str, tuple[str, int]] = {}
         new_records: list[tuple[str, str, str, str, float]] = []
         for key, batch, if_match, idempotency in appends:
-            if idempotency is not None and (record := records.get((key, idempotency.key))) is not None:
-                if record[0] != idempotency.fingerprint:
-                    outcomes.append((None, IdempotencyKeyReused(idempotency.key)))
-                else:
-                    outcomes.append((WriteResult(record[1], replayed=True), None))
-                continue
             version, count = conversations.get(key, (ABSENT, 0))
-            if not version_matches(version, if_match):
-                outcomes.append((None, VersionMismatch(version)))
-                continue
-            if batch:
-                version = appended_version(version, count + len(batch))
+            recorded = None if idempotency is None else records.get((key, idempotency.key))
+            decision = decide_append(
+                version, count, len(batch), if_match=if_match, idempotency=idempotency, recorded=recorded
+            )
+            if decision.writes_messages:
                 messages += ((key, position, body) for position, body in enumerate(batch, count))
-                conversations[key] = changed[key] = (version, count + len(batch))
-            if idempotency is not None:
-                records[key, idempotency.key] = (idempotency.fingerprint, version)
-                new_records.append((key, idempotency.key, idempotency.fingerprint, version, now + idempotency.ttl))
-            outcomes.append((WriteResult(version), None))
+                conversations[key] = changed[key] = (decision.version, decision.count)
+            if decision.record is not None and idempotency is not None:
+                records[key, idempotency.key] = decision.record
+                record = (key, idempotency.key, decision.record.fingerprint, decision.record.version)
+                new_records.append((*record, now + idempotency.ttl))
+            outcomes.append(_outcome(decision))
         conn.executemany(sql.UPSERT_CONVERSATION, [(k, n, v, written, written) for k, (v, n) in changed.items()])
         conn.executemany(sql.INSERT_MESSAGE, messages)
         if new_records:
@@ -97,6 +91,13 @@ class Appends:
                 self._next_expiry = now + EXPIRY_INTERVAL
             conn.executemany(sql.PUT_RECORD, new_records)
         return outcomes
+
+
+def _outcome(decision: AppendDecision) -> Outcome:
+    """A decision as the writer answers it: the result, or the refusal to raise."""
+    if isinstance(decision.answer, WriteResult):
+        return (decision.answer, None)
+    return (None, decision.answer)
 
 
 def replace(
