@@ -8,11 +8,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote, unquote, urlencode
+from urllib.parse import unquote, urlencode
 
 import httpx
 
-from ..vocabulary import ConversationSummary, Version
+from ..vocabulary import ConversationSummary, Version, conversation_path
 from .errors import (
     ChatHistoryCodecError,
     ChatHistoryServiceConflict,
@@ -102,7 +102,8 @@ class Operations:
         self.url = url
 
     def conversation_url(self, key: str) -> str:
-        return f"{self.url}/chat-history/{quote(key, safe='')}"
+        """The conversation's URL on the service."""
+        return self.url + conversation_path(key)
 
     def read(
         self, key: str, after: int | None = None, limit: int | None = None, view: str | None = None

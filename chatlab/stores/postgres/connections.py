@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
+from .. import _urls as urls
 from .._loops import PerLoop
 from .._urls import split_url
 from ..base import IdempotencyKeyReused, StoreError, VersionMismatch
@@ -29,9 +29,8 @@ ANSWERS = (StoreError, VersionMismatch, IdempotencyKeyReused, MetadataError)  # 
 
 
 def redacted(url: str) -> str:
-    """host:port/database of a URL, without user or password, for messages and ``GET /``."""
-    parts = urlsplit(url)
-    return f"{parts.hostname or 'localhost'}:{parts.port or 5432}/{parts.path.lstrip('/') or '(default database)'}"
+    """host:port/database of a PostgreSQL URL, without user or password, for messages and ``GET /``."""
+    return urls.redacted(url, default_port=5432, default_database="(default database)")
 
 
 async def _keep(conn: object) -> None:
