@@ -21,6 +21,7 @@ def conversation_path(key: str) -> str:
     ``Location`` and ``Link`` carry it."""
     return "/chat-history/" + quote(key, safe="")
 
+
 ABSENT = "0"  # the version of a conversation that does not exist (never written, or deleted)
 
 # In a message's additionalProperties: it is a summary checkpoint of messages 1..N (docs/conversations.md).
