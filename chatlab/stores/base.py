@@ -59,8 +59,23 @@ def prefix_upper_bound(prefix: str) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Metadata:
+    """A conversation's title and tags as a condition of a write: it is made only if the conversation carries exactly
+    these (a migration's copy, which must not undo a ``PATCH`` made on the target meanwhile)."""
+
+    title: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    def check(self, title: str | None, tags: Mapping[str, str]) -> None:
+        """Raise :class:`MetadataChanged` unless the conversation's ``title`` and ``tags`` are these."""
+        if title != self.title or dict(tags) != dict(self.tags):
+            raise MetadataChanged(title, dict(tags))
+
+
+@dataclass(frozen=True, slots=True)
 class ConversationRecord:
-    """A whole conversation for :meth:`ChatHistoryStore.restore`; ``expected``: the version the target must be at."""
+    """A whole conversation for :meth:`ChatHistoryStore.restore`; ``expected``: the version the target must be at,
+    ``expected_metadata`` (if given) the title and tags it must carry."""
 
     conversation_key: str
     messages: list[EncodedMessage]
@@ -70,6 +85,7 @@ class ConversationRecord:
     expected: str = ABSENT
     title: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    expected_metadata: Metadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +149,16 @@ class VersionMismatch(Exception):
 
 class IdempotencyKeyReused(Exception):
     """The idempotency key was used before for a different request: nothing was written."""
+
+
+class MetadataChanged(Exception):
+    """The conversation's title and tags were not the expected ones (:class:`Metadata`): nothing was written.
+    ``title`` and ``tags``: what it carries."""
+
+    def __init__(self, title: str | None, tags: dict[str, str]) -> None:
+        super().__init__(f"the conversation's title and tags changed (now {title!r} and {tags!r})")
+        self.title = title
+        self.tags = tags
 
 
 class ChatHistoryStore(ABC):
@@ -216,14 +242,18 @@ class ChatHistoryStore(ABC):
         carrying every tag in ``tags``. Stores read the page from an index ordered by key, never the whole list."""
 
     @abstractmethod
-    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+    async def set_metadata(
+        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+    ) -> ConversationSummary | None:
         """Make ``change`` to a conversation's title and tags, atomically; its summary after, or ``None`` (and
-        nothing written) if there is no such conversation. Raises :class:`~chatlab.stores.metadata.TooManyTags`."""
+        nothing written) if there is no such conversation. Raises :class:`~chatlab.stores.metadata.TooManyTags`, and
+        :class:`MetadataChanged` if ``expected`` is given and the conversation carries other metadata."""
 
     @abstractmethod
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         """Write whole conversations with their own version and timestamps (a migration's copy), each only if at
-        ``record.expected`` (else :class:`VersionMismatch`); SQL stores write a batch in one transaction."""
+        ``record.expected`` (else :class:`VersionMismatch`) and carrying ``record.expected_metadata`` when given (else
+        :class:`MetadataChanged`); SQL stores write a batch in one transaction."""
 
     @abstractmethod
     async def sweep(self) -> int:

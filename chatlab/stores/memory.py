@@ -23,6 +23,7 @@ from .base import (
     ConversationSummary,
     EncodedMessage,
     Idempotency,
+    Metadata,
     VersionMismatch,
     WriteResult,
     check_slice,
@@ -192,10 +193,14 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 return result
             start, inclusive = chunk[-1][0], False
 
-    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+    async def set_metadata(
+        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+    ) -> ConversationSummary | None:
         with self._bucket(conversation_key) as bucket:
             if bucket.version == ABSENT:
                 return None
+            if expected is not None:
+                expected.check(bucket.title, bucket.tags)
             bucket.title, bucket.tags = change.applied(bucket.title, bucket.tags)
             return bucket.summary(conversation_key)
 
@@ -211,6 +216,8 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             with self._bucket(record.conversation_key) as bucket:
                 if bucket.version != record.expected:
                     raise VersionMismatch(bucket.version)
+                if record.expected_metadata is not None:
+                    record.expected_metadata.check(bucket.title, bucket.tags)
                 bucket.messages[:] = record.messages
                 bucket.version = record.version
                 bucket.title, bucket.tags = record.title, dict(record.tags)

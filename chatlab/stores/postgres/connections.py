@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .. import _urls as urls
 from .._loops import PerLoop
 from .._urls import split_url
-from ..base import IdempotencyKeyReused, StoreError, VersionMismatch
+from ..base import IdempotencyKeyReused, MetadataChanged, StoreError, VersionMismatch
 from ..metadata import MetadataError
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHATLAB_PARAMETERS = ("schema",)  # query parameters of a store URL that chatlab reads itself (not for the driver)
-ANSWERS = (StoreError, VersionMismatch, IdempotencyKeyReused, MetadataError)  # the store's answers, not failures
+ANSWERS = (StoreError, VersionMismatch, IdempotencyKeyReused, MetadataChanged, MetadataError)  # answers, not failures
 
 
 def redacted(url: str) -> str:

@@ -22,6 +22,7 @@ from ..base import (
     ConversationSummary,
     EncodedMessage,
     Idempotency,
+    Metadata,
     StoreError,
     VersionMismatch,
     WriteResult,
@@ -170,6 +171,15 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         if not version_matches(current, if_match):
             raise VersionMismatch(current)
 
+    async def _check_metadata(self, conn: PoolConnectionProxy, conversation_key: str, expected: Metadata) -> None:
+        """Raise :class:`MetadataChanged` unless the conversation carries ``expected`` (an absent one carries none)."""
+        row = await conn.fetchrow(self.statements.summary_for_update, conversation_key)
+        if row is None:
+            expected.check(None, {})
+        else:
+            held = _summary(row)
+            expected.check(held.title, held.tags)
+
     async def _write_messages(self, conn: PoolConnectionProxy, conversation_key: str, messages: list[bytes]) -> None:
         await conn.execute(self.statements.delete_messages, [conversation_key])
         if messages:
@@ -221,7 +231,9 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 rows = await conn.fetch(statement, *args)
         return [_summary(row) for row in rows]
 
-    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+    async def set_metadata(
+        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+    ) -> ConversationSummary | None:
         """The row locked from read to write: changes apply in turn, a delete comes before (None) or waits."""
         _check_key(conversation_key)
         async with self.connections.acquire() as conn, conn.transaction():
@@ -229,6 +241,8 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             if row is None:
                 return None
             before = _summary(row)
+            if expected is not None:
+                expected.check(before.title, before.tags)
             title, tags = change.applied(before.title, before.tags)
             await conn.execute(self.statements.set_metadata, conversation_key, title, _tags_json(tags))
         return replace_fields(before, title=title, tags=tags)
@@ -241,6 +255,8 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             for record in records:
                 key = record.conversation_key
                 await self._check(conn, key, [record.expected])
+                if record.expected_metadata is not None:
+                    await self._check_metadata(conn, key, record.expected_metadata)
                 fields = (len(record.messages), record.version, record.created_at, record.updated_at, record.title)
                 await conn.execute(self.statements.restore_count, key, *fields, _tags_json(record.tags))
                 await self._write_messages(conn, key, [bytes(m) for m in record.messages])

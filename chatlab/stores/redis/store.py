@@ -22,6 +22,8 @@ from ..base import (
     EncodedMessage,
     Idempotency,
     IdempotencyKeyReused,
+    Metadata,
+    MetadataChanged,
     StoreError,
     VersionMismatch,
     WriteResult,
@@ -59,6 +61,26 @@ def _outcome(reply: list[bytes], idempotency: Idempotency | None = None) -> Writ
     if status == b"reused":
         raise IdempotencyKeyReused(idempotency.key if idempotency else "")
     return WriteResult(value.decode(), replayed=status == b"replayed")
+
+
+def _condition(expected: Metadata | None) -> list[bytes | int]:
+    """A metadata condition as the scripts' ``metadata_is`` reads it (``''``: none)."""
+    if expected is None:
+        return [b""]
+    title = b"-" if expected.title is None else b"=" + expected.title.encode("utf-8")
+    parts: list[bytes | int] = [title, len(expected.tags)]
+    for name, value in expected.tags.items():
+        parts += [name.encode("utf-8"), value.encode("utf-8")]
+    return parts
+
+
+def _changed(reply: list[Any]) -> MetadataChanged:
+    """The refusal of a write whose metadata condition failed, from the script's ``{'changed', summary}`` (the
+    summary left out when the conversation is absent)."""
+    if len(reply) < 2:
+        return MetadataChanged(None, {})
+    held = _summary(*reply[1])
+    return MetadataChanged(held.title, dict(held.tags))
 
 
 def _stream_gone(exc: Exception) -> bool:
@@ -242,11 +264,15 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
             return [_summary(*row) for row in await _first(read, layout.buckets, low, limit)]
 
-    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-        args = [MAX_TAGS, *_patch(change.sets_title, change.title, change.tags)]
+    async def set_metadata(
+        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+    ) -> ConversationSummary | None:
+        args = [MAX_TAGS, *_condition(expected), *_patch(change.sets_title, change.title, change.tags)]
         reply: list[Any] | None = await self._script(scripts.SET_METADATA, conversation_key, args)
         if reply is None:
             return None
+        if reply[0] == b"changed":
+            raise _changed(reply)
         status, value = reply
         if status == b"too_many":
             raise TooManyTags(f"a conversation carries at most {MAX_TAGS} tags; this change would leave {int(value)}")
@@ -288,7 +314,10 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 times = f"{record.created_at!r} {record.updated_at!r}"
                 args = [key.encode(), record.expected, record.version, times, *self._stamps(record.updated_at)]
                 args += [len(record.tags), *_patch(record.title is not None, record.title, record.tags)]
+                args += _condition(record.expected_metadata)
                 current = await calls.script(scripts.RESTORE, layout.conversation(key), [*args, *record.messages])
+                if isinstance(current, list):
+                    raise _changed(current)
                 if current is not None:
                     raise VersionMismatch(current.decode())
 

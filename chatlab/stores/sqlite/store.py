@@ -24,6 +24,7 @@ from ..base import (
     ConversationSummary,
     EncodedMessage,
     Idempotency,
+    Metadata,
     StoreError,
     WriteResult,
     check_slice,
@@ -150,8 +151,10 @@ class SqliteChatHistoryStore(ChatHistoryStore):
     ) -> list[ConversationSummary]:
         return await self._read(reads.summaries, prefix, after, limit, tags)
 
-    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-        return await self._write(writes.set_metadata, conversation_key, change)
+    async def set_metadata(
+        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+    ) -> ConversationSummary | None:
+        return await self._write(writes.set_metadata, conversation_key, change, expected)
 
     async def append(
         self,

@@ -18,6 +18,7 @@ from ..base import (
     ConversationRecord,
     ConversationSummary,
     Idempotency,
+    Metadata,
     VersionMismatch,
     WriteResult,
     new_version,
@@ -121,17 +122,33 @@ def restore(conn: sqlite3.Connection, records: Sequence[ConversationRecord]) -> 
     for record in records:
         key = record.conversation_key
         check(conn, key, [record.expected])
+        if record.expected_metadata is not None:
+            check_metadata(conn, key, record.expected_metadata)
         conn.execute(sql.DELETE_MESSAGES, (key,))
         row = (key, len(record.messages), record.version, record.created_at, record.updated_at, record.title)
         conn.execute(sql.PUT_CONVERSATION, (*row, tags_json(record.tags)))
         conn.executemany(sql.INSERT_MESSAGE, [(key, i, bytes(m)) for i, m in enumerate(record.messages)])
 
 
-def set_metadata(conn: sqlite3.Connection, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+def check_metadata(conn: sqlite3.Connection, conversation_key: str, expected: Metadata) -> None:
+    """Raise :class:`MetadataChanged` unless the conversation carries ``expected`` (an absent one carries none)."""
+    row = conn.execute(sql.SUMMARY, (conversation_key,)).fetchone()
+    if row is None:
+        expected.check(None, {})
+    else:
+        held = summary(row)
+        expected.check(held.title, held.tags)
+
+
+def set_metadata(
+    conn: sqlite3.Connection, conversation_key: str, change: MetadataChange, expected: Metadata | None
+) -> ConversationSummary | None:
     row = conn.execute(sql.SUMMARY, (conversation_key,)).fetchone()
     if row is None:
         return None
     before = summary(row)
+    if expected is not None:
+        expected.check(before.title, before.tags)
     title, tags = change.applied(before.title, before.tags)
     conn.execute(sql.SET_METADATA, (title, tags_json(tags), conversation_key))
     return replace_fields(before, title=title, tags=tags)
