@@ -1,13 +1,14 @@
-"""What title and tags a migration leaves on a target conversation: the source's, without undoing what the target's
-own clients wrote.
+"""What title and tags a migration leaves on a target conversation: the source's, without discarding any the target
+holds (as with messages: a client may have written them there).
 
 Titles and tags are no part of a conversation's version, so whether the target's clients changed a field is told by
-comparing it with a *base*: the target's metadata as the migration last wrote it there, or, before it wrote any, as
-it first saw it. For the title and each tag name:
+comparing it with a *base*: the target's metadata as this migration last wrote it there. For the title and each tag
+name:
 
-* the target no longer holds the base's value: its clients wrote it during the migration, and it stays;
-* else the source's value when the source has one, else the target's (so a tag removed in the source after its copy,
-  or one only the target carries, stays).
+* with a base, the target still holding the base's value: the source's value (it may have changed since the copy),
+  unless the source has none (a tag removed in the source stays);
+* otherwise (the target changed it since the migration wrote it, or held it before): the target's value, and the
+  source's only where the target has none.
 
 A conversation carries at most :data:`~chatlab.stores.metadata.MAX_TAGS` tags: the target's own come first, then the
 source's in name order while they fit. The migration writes the result only over the metadata it read
@@ -30,24 +31,24 @@ def metadata_of(summary: ConversationSummary | None) -> Metadata:
 
 
 def merged(source: ConversationSummary, target: ConversationSummary | None, base: Metadata | None) -> Metadata:
-    """The title and tags the target should carry (see the module's rule); ``base`` ``None``: the target as it is."""
+    """The title and tags the target should carry (see the module's rule); ``base`` ``None``: the migration wrote
+    none there."""
     there = metadata_of(target)
-    if base is None:
-        base = there
-    title = _field(source.title, there.title, base.title)
+    title = _field(source.title, there.title, base.title if base is not None else None, base is not None)
     tags: dict[str, str] = {}
     for name in sorted(set(source.tags) | set(there.tags)):
-        value = _field(source.tags.get(name), there.tags.get(name), base.tags.get(name))
+        was = base.tags.get(name) if base is not None else None
+        value = _field(source.tags.get(name), there.tags.get(name), was, base is not None)
         if value is not None:
             tags[name] = value
     return Metadata(title, _fitted(tags, there.tags))
 
 
-def _field(source: str | None, target: str | None, base: str | None) -> str | None:
-    """One field's value after the merge (``None``: none)."""
-    if target != base:
-        return target  # written on the target since the base
-    return source if source is not None else target
+def _field(source: str | None, target: str | None, base: str | None, written: bool) -> str | None:
+    """One field's value after the merge (``None``: none); ``written``: the migration wrote ``base`` there."""
+    if written and target == base:
+        return source if source is not None else target
+    return target if target is not None else source
 
 
 def _fitted(tags: dict[str, str], own: Mapping[str, str]) -> dict[str, str]:

@@ -129,7 +129,7 @@ class Migration:
     report: MigrationReport = field(default_factory=MigrationReport, init=False)
     #: What settling did to each conversation that needed it (the most telling outcome of its passes).
     outcomes: dict[str, str] = field(default_factory=dict, init=False)
-    #: Each target conversation's metadata as this run last wrote it, or first saw it (:mod:`.metadata_merge`).
+    #: Each target conversation's metadata as this run last wrote it (:mod:`.metadata_merge`).
     bases: dict[str, Metadata] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
@@ -164,7 +164,6 @@ class Migration:
                 if there is None:
                     absent += 1
                     continue
-                self.bases[mine.conversation_key] = metadata_of(there)
                 if not _same(mine, there, self.bases):
                     differing.append(mine.conversation_key)
         report.total, report.already = total, total - absent - len(differing)
@@ -242,8 +241,6 @@ class Migration:
             there = await summary_of(self.target, key) if target.version != ABSENT else None
             if mine is None:
                 return "gone"
-            if there is not None:
-                self.bases.setdefault(key, metadata_of(there))  # first seen now
             try:
                 return await self._settle_read(key, source, target, mine, there)
             except (VersionMismatch, MetadataChanged):
