@@ -17,7 +17,7 @@ from fastapi import Depends, FastAPI, Query, Request, Response
 from pydantic import StringConstraints
 
 from ..stores import ChatHistoryStore
-from ..stores.base import ConversationSummary, Idempotency
+from ..stores.base import ConversationSummary, Idempotency, prefix_upper_bound
 from ..stores.metadata import MAX_TAG_NAME, MAX_TAG_VALUE, MetadataChange, TooManyTags
 from ..vocabulary import ABSENT, FORK_OF, FORK_THROUGH, Refused
 from . import jsontext, parameters
@@ -27,7 +27,7 @@ from .callers import caller_functions
 from .checkpoints import summary_view
 from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_docs, header_doc, problem_doc
 from .responses import Answer, json_answer, json_response
-from .security.auth import Caller
+from .security.auth import SEPARATOR, Caller
 from .security.conditions import etag, fingerprint, parse_idempotency_key, parse_if_match
 from .settings import ServiceSettings
 
@@ -154,11 +154,13 @@ async def _page(
     store: ChatHistoryStore, caller: Caller, cursor: str | None, limit: int | None, wanted: dict[str, str]
 ) -> tuple[list[ConversationSummary], bool]:
     """Up to ``limit`` of the caller's conversations after ``cursor``, and whether more remain (the store is asked
-    for one more); keys the caller may not see (without API keys, the namespaced ones) are skipped."""
+    for one more). Keys the caller may not see (without API keys, the namespaced ones) are skipped a namespace at a
+    time: the next call starts past the namespace's range of keys, so hidden conversations cost no calls."""
     found: list[ConversationSummary] = []
+    start: str | None = None  # the next call's first key, past a hidden namespace
     while True:
         want = None if limit is None else limit + 1 - len(found)
-        batch = await store.summaries(caller.prefix, after=cursor, limit=want, tags=wanted)
+        batch = await store.summaries(caller.prefix, after=cursor, limit=want, tags=wanted, from_key=start)
         found += [s for s in batch if caller.owns(s.conversation_key)]
         if limit is None:
             return found, False
@@ -166,7 +168,11 @@ async def _page(
             return found[:limit], True
         if len(batch) < (want or 0):
             return found, False
-        cursor = batch[-1].conversation_key
+        cursor, start = batch[-1].conversation_key, None
+        if not caller.owns(cursor):
+            start = prefix_upper_bound(cursor[: cursor.index(SEPARATOR) + 1])
+            if start is None:
+                return found, False  # nothing sorts after this namespace
 
 
 def _listing(summaries: list[ConversationSummary], caller: Caller) -> bytes:

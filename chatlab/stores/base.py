@@ -58,6 +58,17 @@ def prefix_upper_bound(prefix: str) -> str | None:
     return prefix[:-1] + chr(last)
 
 
+def listing_start(prefix: str, after: str | None, from_key: str | None) -> tuple[str, bool]:
+    """Where a listing starts, and whether that key itself is in it: the highest of ``prefix`` (inclusive),
+    ``after`` (exclusive) and ``from_key`` (inclusive)."""
+    start, inclusive = prefix, True
+    if after is not None and after >= start:
+        start, inclusive = after, False
+    if from_key is not None and from_key > start:
+        start, inclusive = from_key, True
+    return start, inclusive
+
+
 @dataclass(frozen=True, slots=True)
 class Metadata:
     """A conversation's title and tags as a condition of a write: it is made only if the conversation carries exactly
@@ -237,9 +248,11 @@ class ChatHistoryStore(ABC):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
+        from_key: str | None = None,
     ) -> list[ConversationSummary]:
-        """The conversations whose key starts with ``prefix`` and after ``after``, in key order, at most ``limit``,
-        carrying every tag in ``tags``. Stores read the page from an index ordered by key, never the whole list."""
+        """The conversations whose key starts with ``prefix``, after ``after`` and from ``from_key`` on
+        (:func:`listing_start`), in key order, at most ``limit``, carrying every tag in ``tags``. Stores read the page
+        from an index ordered by key, never the whole list: a listing may skip a range of keys in one call."""
 
     @abstractmethod
     async def set_metadata(

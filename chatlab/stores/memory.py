@@ -27,6 +27,7 @@ from .base import (
     VersionMismatch,
     WriteResult,
     check_slice,
+    listing_start,
     new_version,
     version_matches,
 )
@@ -170,13 +171,13 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
+        from_key: str | None = None,
     ) -> list[ConversationSummary]:
         # a chunk of the sorted keys at a time; buckets are locked outside the index's lock, which a writer
         # holding a bucket's lock may wait for
         result: list[ConversationSummary] = []
         wanted = (tags or {}).items()  # every wanted tag, with its value
-        start = prefix if after is None or after < prefix else after
-        inclusive = after is None or after < prefix
+        start, inclusive = listing_start(prefix, after, from_key)
         while True:
             with self._buckets_lock:
                 keys = self._keys

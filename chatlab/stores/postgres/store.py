@@ -27,6 +27,7 @@ from ..base import (
     VersionMismatch,
     WriteResult,
     check_slice,
+    listing_start,
     new_version,
     prefix_upper_bound,
     version_matches,
@@ -214,9 +215,11 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
+        from_key: str | None = None,
     ) -> list[ConversationSummary]:
-        # a page after ``after`` (itself skipped) or from the prefix on, up to the prefix's upper bound
-        start, skip = (after, after) if after is not None and after >= prefix else (prefix, None)
+        # a page from its start (skipped when exclusive), up to the prefix's upper bound
+        start, inclusive = listing_start(prefix, after, from_key)
+        skip = None if inclusive else start
         upper = prefix_upper_bound(prefix)
         tagged = json.dumps(dict(tags)) if tags else None
         args = [start, skip, limit, *(arg for arg in (upper, tagged) if arg is not None)]

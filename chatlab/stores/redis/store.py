@@ -28,6 +28,7 @@ from ..base import (
     VersionMismatch,
     WriteResult,
     check_slice,
+    listing_start,
     new_generation,
     new_version,
     prefix_upper_bound,
@@ -246,12 +247,14 @@ class RedisChatHistoryStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
+        from_key: str | None = None,
     ) -> list[ConversationSummary]:
         """A merge of the buckets' pages, one script per bucket: see :func:`_first`."""
         if limit is not None and limit <= 0:
             return []
         upper = prefix_upper_bound(prefix)  # the ZRANGEBYLEX bounds: code point order, as UTF-8's byte order
-        low = b"(" + after.encode("utf-8") if after is not None and after >= prefix else b"[" + prefix.encode("utf-8")
+        start, inclusive = listing_start(prefix, after, from_key)
+        low = (b"[" if inclusive else b"(") + start.encode("utf-8")
         high = b"+" if upper is None else b"(" + upper.encode("utf-8")
         wanted = [part for name, value in (tags or {}).items() for part in (name.encode(), value.encode())]
 

@@ -148,8 +148,9 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
+        from_key: str | None = None,
     ) -> list[ConversationSummary]:
-        return await self._read(reads.summaries, prefix, after, limit, tags)
+        return await self._read(reads.summaries, prefix, after, limit, tags, from_key)
 
     async def set_metadata(
         self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
