@@ -54,6 +54,14 @@ class MessagesPage:
 
 
 @dataclass(frozen=True, slots=True)
+class MessagesBody:
+    """A conversation's messages as the JSON array the service sent, unparsed, and its ``version`` (or ``None``)."""
+
+    body: bytes = field(repr=False)
+    version: Version | None
+
+
+@dataclass(frozen=True, slots=True)
 class SummariesPage:
     """A page of summaries, and the key the next page starts after (``Link: rel="next"``; ``None``: the last)."""
 
@@ -111,6 +119,11 @@ class Operations:
         query = [("view", view), ("after", _count("after", after)), ("limit", _count("limit", limit))]
         url = _query(self.conversation_url(key), query)
         return Request("GET", url, lambda response: _page(response, url, after or 0))
+
+    def read_body(self, key: str) -> Request[MessagesBody]:
+        """``GET``, the answer kept as the JSON array it came (never parsed: an export copies it byte for byte)."""
+        url = self.conversation_url(key)
+        return Request("GET", url, lambda response: MessagesBody(response.content, _version(response)))
 
     def fork(self, key: str, through: int | None) -> Request[str]:
         url = _query(self.conversation_url(key) + "/fork", [("through", _count("through", through))])

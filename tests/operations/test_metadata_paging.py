@@ -287,7 +287,7 @@ def test_through_a_service_pages_follow_link_and_titles_go_by_patch(store_url: s
 
         async def export(url: str, page: int, keys: list[str] | None = None) -> bytes:
             place = ServicePlace(url)
-            place.http.event_hooks["request"].append(_record(asked))
+            place.client.http.event_hooks["request"].append(_record(asked))
             lines: list[bytes] = []
 
             class Out:
