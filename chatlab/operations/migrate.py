@@ -137,6 +137,7 @@ class Migration:
             raise ValueError(f"page must be 1 or more, not {self.page}")
 
     async def run(self) -> MigrationReport:
+        """Check, copy, catch up and verify (docs/operations.md); the report, or :class:`MigrationStopped`."""
         try:
             await self._copy()
             await _each_differing(self.source, self.target, self.page, self._settle_all, self.bases)  # the catch-up

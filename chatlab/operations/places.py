@@ -80,6 +80,7 @@ class StorePlace:
         return count, sorted(namespaces)
 
     async def summaries(self, page: int = PAGE) -> AsyncIterator[ConversationSummary]:
+        """Every conversation of this place's namespace, keys as its clients send them, ``page`` per store call."""
         prefix = self.caller.prefix
         async for summary in self._pages(prefix, page):
             if self.caller.owns(summary.conversation_key):
@@ -87,21 +88,28 @@ class StorePlace:
 
     async def _pages(self, prefix: str, page: int) -> AsyncIterator[ConversationSummary]:
         listing = walk(self.store, prefix, page)
-        while (summary := await self._call(anext(listing, None))) is not None:
+        while True:
+            summary = await self._call(anext(listing, None))
+            if summary is None:
+                return
             yield summary
 
     async def summary(self, key: str) -> ConversationSummary | None:
+        """One conversation's summary (``None``: none)."""
         found = await self._call(summary_of(self.store, self.caller.stored_key(key)))
         return None if found is None else _unprefixed(found, len(self.caller.prefix))
 
     async def set_metadata(self, key: str, change: MetadataChange) -> None:
+        """Make ``change`` to the conversation's title and tags (nothing if it is gone)."""
         await self._call(self.store.set_metadata(self.caller.stored_key(key), change))
 
     async def read(self, key: str) -> tuple[list[bytes], str]:
+        """The conversation's messages as stored, and its version."""
         conversation = await self._call(self.store.read(self.caller.stored_key(key)))
         return conversation.messages, conversation.version
 
     async def write(self, key: str, messages: Sequence[bytes], if_match: str, *, append: bool = False) -> None:
+        """Replace (or append to) the conversation's messages, over version ``if_match``."""
         write = self.store.append if append else self.store.replace
         await self._call(write(self.caller.stored_key(key), messages, if_match=[if_match]))
 
@@ -116,6 +124,7 @@ class StorePlace:
             raise PlaceError(f"the store refused it: {type(exc).__name__}: {exc}") from None
 
     async def close(self) -> None:
+        """Close the store."""
         await self.store.close()
 
 

@@ -25,6 +25,7 @@ ANY = "*"  # in if_match: any version, as long as the conversation exists (HTTP 
 
 
 def new_generation() -> str:
+    """A new random generation: the part of a version that a replace or a delete ends."""
     return secrets.token_hex(8)
 
 
@@ -128,6 +129,8 @@ class ConversationSlice:
 
 @dataclass(frozen=True, slots=True)
 class WriteResult:
+    """What a write made: the conversation's version after it; ``replayed``: an idempotent retry's first answer."""
+
     version: str
     replayed: bool = False
 
@@ -142,6 +145,7 @@ class Idempotency:
 
 
 def check_slice(after: int, limit: int | None) -> None:
+    """Refuse a negative ``after`` or ``limit`` of a slice (:class:`ValueError`)."""
     if after < 0 or (limit is not None and limit < 0):
         raise ValueError(f"after and limit must be 0 or more (got after={after}, limit={limit})")
 

@@ -47,11 +47,13 @@ class _Bucket:
     tags: dict[str, str] = field(default_factory=dict)
 
     def summary(self, key: str) -> ConversationSummary:
+        """The conversation's summary (a copy of its tags)."""
         return ConversationSummary(
             key, len(self.messages), self.version, self.created_at, self.updated_at, self.title, dict(self.tags)
         )
 
     def touch(self, now: float) -> None:
+        """Stamp a write at ``now`` (and the creation, for a new conversation)."""
         if self.version == ABSENT:
             self.created_at = now
         self.updated_at = now
@@ -221,8 +223,10 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                     record.expected_metadata.check(bucket.title, bucket.tags)
                 bucket.messages[:] = record.messages
                 bucket.version = record.version
-                bucket.title, bucket.tags = record.title, dict(record.tags)
-                bucket.created_at, bucket.updated_at = record.created_at, record.updated_at
+                bucket.title = record.title
+                bucket.tags = dict(record.tags)
+                bucket.created_at = record.created_at
+                bucket.updated_at = record.updated_at
 
     async def sweep(self) -> int:
         cutoff = self.cutoff()

@@ -56,6 +56,7 @@ class Connections:
         self._pools: PerLoop[Pool] = PerLoop(self._open, self._close)
 
     async def close(self) -> None:
+        """Close every event loop's pool."""
         await self._pools.close()
 
     def error(self, exc: BaseException | None, *, expired: bool = False, connecting: bool = False) -> StoreError:

@@ -8,6 +8,7 @@ SWEEP_BATCH = 1000  # at most this many conversations deleted by one of the rete
 
 
 def quoted(*names: str) -> str:  # a (schema-qualified) SQL identifier: "schema"."table"
+    """A (schema-qualified) SQL identifier, each name quoted: ``"schema"."table"``."""
     return ".".join('"' + name.replace('"', '""') + '"' for name in names)
 
 

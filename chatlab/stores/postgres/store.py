@@ -47,7 +47,9 @@ INT8_MAX = 2**63 - 1
 ReadRequest = tuple[str, int, int | None]  # one read of a batch: the key, after and limit (None: all)
 
 
-class Batches(NamedTuple):  # the store's batchers of one event loop
+class Batches(NamedTuple):
+    """The store's batchers of one event loop."""
+
     reads: Batcher[ReadRequest, ConversationSlice]
     appends: Batcher[AppendMember, AppendDecision]
 
@@ -109,14 +111,18 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         return f"<{type(self).__name__} {self.where} schema={self.schema}>"
 
     def batches(self) -> Batches:
+        """The running event loop's batchers of reads and appends, made on its first call (those of loops that
+        closed are dropped then)."""
         loop = asyncio.get_running_loop()
-        if (batches := self._batches.get(loop)) is None:
+        batches = self._batches.get(loop)
+        if batches is None:
             for closed in [other for other in self._batches if other.is_closed()]:
                 del self._batches[closed]
-            batches = self._batches[loop] = Batches(
+            batches = Batches(
                 Batcher(self._read_many, self.connections, self.read_statements, self.max_batch),
                 Batcher(self._append_many, self.connections, self.append_statements, self.max_batch),
             )
+            self._batches[loop] = batches
         return batches
 
     async def _read_many(self, requests: list[ReadRequest], deadline: float) -> list[ConversationSlice]:
@@ -268,7 +274,8 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         cutoff = self.cutoff()
         if cutoff is None:
             return 0
-        q, deleted = self.statements, 0
+        q = self.statements
+        deleted = 0
         while True:
             async with self.connections.acquire() as conn, conn.transaction():
                 due = [row[0] for row in await conn.fetch(q.due, cutoff)]

@@ -117,6 +117,7 @@ class Calls:
         return list(await pipe.execute(raise_on_error=False))
 
     async def close(self) -> None:
+        """Cancel the pipelines being sent and close the client."""
         for task in list(self._running):
             task.cancel()
         await self.client.aclose()

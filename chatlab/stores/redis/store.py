@@ -198,7 +198,10 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 calls = await self._clients.get()  # no I/O: connections open on first use
                 yield calls, self._layout or await self._check_layout(calls)
         except Exception as exc:
-            if isinstance(exc, StoreError) or (message := self._failure(exc)) is None:
+            if isinstance(exc, StoreError):
+                raise
+            message = self._failure(exc)
+            if message is None:
                 raise
             log.warning("%s", message)
             raise StoreError(message) from None
@@ -333,9 +336,11 @@ class RedisChatHistoryStore(ChatHistoryStore):
         async def one(calls: Calls, base: bytes) -> int:
             keys = [base + b"conversations", base + b"updated"]
             deleted = 0
-            while count := int(await calls.script(scripts.SWEEP, keys, [cutoff, base, STEP])):
+            while True:
+                count = int(await calls.script(scripts.SWEEP, keys, [cutoff, base, STEP]))
+                if count == 0:
+                    return deleted
                 deleted += count
-            return deleted
 
         async with self._connected() as (calls, layout):
             return sum(await asyncio.gather(*(one(calls, base) for base in layout.bases)))
@@ -366,7 +371,8 @@ async def _first(
             if len(part) < size[bucket]:
                 last.pop(bucket, None)  # read to its end
             else:
-                last[bucket], size[bucket] = part[-1][0], size[bucket] * 2
+                last[bucket] = part[-1][0]
+                size[bucket] *= 2
         rows = sorted(rows, key=by_key)[:limit]
         edge = rows[-1][0] if len(rows) == limit else None
         asking = [b for b, key in last.items() if edge is None or key < edge]

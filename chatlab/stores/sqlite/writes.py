@@ -33,6 +33,8 @@ EXPIRY_INTERVAL = 1.0  # seconds between deletions of expired idempotency record
 
 
 class Append(NamedTuple):
+    """One append, as the store was asked for it."""
+
     conversation_key: str
     messages: list[bytes]
     if_match: Collection[str] | None
@@ -40,6 +42,7 @@ class Append(NamedTuple):
 
 
 def check(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> None:
+    """Raise :class:`VersionMismatch` unless the conversation satisfies ``if_match``."""
     row = conn.execute(sql.COUNT_AND_VERSION, (conversation_key,)).fetchone()
     version = row[1] if row is not None else ABSENT
     if not version_matches(version, if_match):
@@ -56,7 +59,8 @@ class Appends:
         self._next_expiry = 0.0  # when expired records are next deleted (only the writer thread calls this)
 
     def __call__(self, conn: sqlite3.Connection, appends: list[Append]) -> list[Outcome]:
-        now, written = time.time(), self._clock()
+        now = time.time()  # wall-clock time: idempotency records that expire at or before it are dead
+        written = self._clock()  # the store's clock: the conversations' timestamps
         keys = sql.padded(list(dict.fromkeys(append.conversation_key for append in appends)))
         rows = conn.execute(sql.versions_and_counts(len(keys)), keys).fetchall()
         conversations = {key: (version, count) for key, version, count in rows}  # those that exist
@@ -104,6 +108,7 @@ def _outcome(decision: AppendDecision) -> Outcome:
 def replace(
     conn: sqlite3.Connection, conversation_key: str, messages: list[bytes], if_match: Collection[str] | None, now: float
 ) -> WriteResult:
+    """Make the conversation hold exactly ``messages`` at a new generation, over ``if_match``."""
     check(conn, conversation_key, if_match)
     version = new_version(len(messages))
     conn.execute(sql.UPSERT_CONVERSATION, (conversation_key, len(messages), version, now, now))
@@ -113,12 +118,14 @@ def replace(
 
 
 def delete(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> None:
+    """Forget the conversation (its messages and metadata), over ``if_match``."""
     check(conn, conversation_key, if_match)
     conn.execute(sql.DELETE_CONVERSATION, (conversation_key,))
     conn.execute(sql.DELETE_MESSAGES, (conversation_key,))
 
 
 def restore(conn: sqlite3.Connection, records: Sequence[ConversationRecord]) -> None:
+    """Write each record whole, each over its expected version (and metadata, when given)."""
     for record in records:
         key = record.conversation_key
         check(conn, key, [record.expected])
@@ -143,6 +150,7 @@ def check_metadata(conn: sqlite3.Connection, conversation_key: str, expected: Me
 def set_metadata(
     conn: sqlite3.Connection, conversation_key: str, change: MetadataChange, expected: Metadata | None
 ) -> ConversationSummary | None:
+    """Make ``change`` over ``expected`` (when given); the summary after, ``None`` if there is no such conversation."""
     row = conn.execute(sql.SUMMARY, (conversation_key,)).fetchone()
     if row is None:
         return None
@@ -155,6 +163,7 @@ def set_metadata(
 
 
 def tags_json(tags: Mapping[str, str]) -> str:
+    """Tags as the compact JSON object the table keeps."""
     return json.dumps(dict(tags), ensure_ascii=False, separators=(",", ":"))
 
 
