@@ -102,10 +102,12 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             bucket.lock.release()
 
     async def read(self, conversation_key: str) -> Conversation:
+        """One snapshot of the whole conversation, taken under its lock."""
         whole = await self.read_slice(conversation_key)
         return Conversation(whole.messages, whole.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        """The range asked for, copied under the conversation's lock."""
         check_slice(after, limit)
         bucket = self._buckets.get(conversation_key)
         if bucket is None:
@@ -122,6 +124,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         if_match: Collection[str] | None = None,
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
+        """Decided by :func:`~chatlab.stores.append_rule.decide_append` under the conversation's lock."""
         if changes_nothing(messages, if_match, idempotency):
             return WriteResult(await self.version(conversation_key))
         record_key = b""
@@ -151,6 +154,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
+        """The new messages at a new generation, under the conversation's lock."""
         with self._bucket(conversation_key) as bucket:
             if not version_matches(bucket.version, if_match):
                 raise VersionMismatch(bucket.version)
@@ -160,6 +164,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             return WriteResult(bucket.version)
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        """Under the conversation's lock, once a write in progress is done."""
         with self._bucket(conversation_key) as bucket:  # waits for a write in progress to finish
             if not version_matches(bucket.version, if_match):
                 raise VersionMismatch(bucket.version)
@@ -175,6 +180,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         tags: Mapping[str, str] | None = None,
         from_key: str | None = None,
     ) -> list[ConversationSummary]:
+        """A chunk of the sorted keys at a time, each conversation read under its own lock."""
         # a chunk of the sorted keys at a time; buckets are locked outside the index's lock, which a writer
         # holding a bucket's lock may wait for
         result: list[ConversationSummary] = []
@@ -199,6 +205,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
     async def set_metadata(
         self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
     ) -> ConversationSummary | None:
+        """Under the conversation's lock, over ``expected`` when given."""
         with self._bucket(conversation_key) as bucket:
             if bucket.version == ABSENT:
                 return None
@@ -215,6 +222,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         return len(held), sum(held)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        """Each record in turn, under its conversation's lock."""
         for record in records:
             with self._bucket(record.conversation_key) as bucket:
                 if bucket.version != record.expected:
@@ -229,6 +237,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 bucket.updated_at = record.updated_at
 
     async def sweep(self) -> int:
+        """Those last written at or before the cutoff and not written since."""
         cutoff = self.cutoff()
         if cutoff is None:
             return 0

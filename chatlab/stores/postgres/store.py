@@ -141,10 +141,12 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             return await append_many(conn, self.statements, members, now=time.time(), written_at=self.clock())
 
     async def read(self, conversation_key: str) -> Conversation:
+        """The whole conversation, read with the reads waiting at the same moment in one statement."""
         whole = await self.read_slice(conversation_key)
         return Conversation(whole.messages, whole.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        """The range asked for, read with the reads waiting at the same moment in one statement."""
         check_slice(after, limit)
         _check_key(conversation_key)
         return await self.batches().reads.submit((conversation_key, after, limit))
@@ -157,6 +159,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         if_match: Collection[str] | None = None,
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
+        """Decided and written with the appends waiting at the same moment, in one transaction (:mod:`.appends`)."""
         if changes_nothing(messages, if_match, idempotency):
             return WriteResult(await self.version(conversation_key))
         _check_key(conversation_key)
@@ -195,6 +198,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
+        """One transaction under the conversation's advisory lock."""
         _check_key(conversation_key)
         batch = [bytes(m) for m in messages]
         async with self.connections.acquire() as conn, conn.transaction():
@@ -207,6 +211,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             return WriteResult(version)
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        """One transaction under the conversation's advisory lock."""
         _check_key(conversation_key)
         async with self.connections.acquire() as conn, conn.transaction():
             await self._lock(conn, [conversation_key])
@@ -223,6 +228,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         tags: Mapping[str, str] | None = None,
         from_key: str | None = None,
     ) -> list[ConversationSummary]:
+        """A range of the primary key's index (planned for the tags asked for, when some are)."""
         # a page from its start (skipped when exclusive), up to the prefix's upper bound
         start, inclusive = listing_start(prefix, after, from_key)
         skip = None if inclusive else start
@@ -257,6 +263,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         return replace_fields(before, title=title, tags=tags)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        """One transaction, every record's lock taken first in the one order."""
         for record in records:
             _check_key(record.conversation_key)
         async with self.connections.acquire() as conn, conn.transaction():
@@ -271,6 +278,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 await self._write_messages(conn, key, [bytes(m) for m in record.messages])
 
     async def sweep(self) -> int:
+        """A bounded batch of conversations per transaction, their locks taken in the one order."""
         cutoff = self.cutoff()
         if cutoff is None:
             return 0
@@ -287,5 +295,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 deleted += len(gone)
 
     async def close(self) -> None:
+        """Drop the batchers and close every event loop's pool."""
         self._batches.clear()
         await self.connections.close()

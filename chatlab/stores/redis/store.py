@@ -233,10 +233,12 @@ class RedisChatHistoryStore(ChatHistoryStore):
             return await calls.script(script, keys, [conversation_key.encode("utf-8"), *args])
 
     async def read(self, conversation_key: str) -> Conversation:
+        """One script: one snapshot."""
         whole = await self.read_slice(conversation_key)
         return Conversation(whole.messages, whole.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        """One script reading only the range asked for (``LRANGE``)."""
         check_slice(after, limit)
         # LRANGE walks from the nearer end of the list: the newest messages are cheap
         args = ["" if limit == 0 else after, -1 if limit is None else after + limit - 1]
@@ -273,6 +275,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
     async def set_metadata(
         self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
     ) -> ConversationSummary | None:
+        """One script, over ``expected`` when given."""
         args = [MAX_TAGS, *_condition(expected), *_patch(change.sets_title, change.title, change.tags)]
         reply: list[Any] | None = await self._script(scripts.SET_METADATA, conversation_key, args)
         if reply is None:
@@ -296,6 +299,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         if_match: Collection[str] | None = None,
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
+        """One script, which holds the append rule in Lua (the only copy outside :mod:`..append_rule`)."""
         batch = [bytes(m) for m in messages]
         record = [idempotency.fingerprint, max(1, int(idempotency.ttl * 1000))] if idempotency else ["", 0]
         args = [new_generation(), *record, *self._stamps(self.clock()), *_conditions(if_match), *batch]
@@ -305,11 +309,13 @@ class RedisChatHistoryStore(ChatHistoryStore):
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
+        """One script: the check and the write are one atomic step."""
         batch = [bytes(m) for m in messages]
         args = [new_version(len(batch)), *self._stamps(self.clock()), *_conditions(if_match), *batch]
         return _outcome(await self._script(scripts.REPLACE, conversation_key, args))
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        """One script: the check and the deletion are one atomic step."""
         _outcome(await self._script(scripts.DELETE, conversation_key, _conditions(if_match)))
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:

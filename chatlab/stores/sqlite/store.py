@@ -131,13 +131,16 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         return exc if isinstance(exc, StoreError) else StoreError(f"SQLite store {self.path}: {exc}")
 
     async def read(self, conversation_key: str) -> Conversation:
+        """One statement on a reader thread: one snapshot."""
         whole = await self.read_slice(conversation_key)
         return Conversation(whole.messages, whole.version)
 
     async def read_array(self, conversation_key: str) -> ConversationArray:
+        """The JSON array joined inside SQLite, in one statement on a reader thread."""
         return await self._read(reads.read_array, conversation_key)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        """The range asked for, in one statement on a reader thread."""
         check_slice(after, limit)
         return await self._read(reads.read_slice, conversation_key, after, limit)
 
@@ -150,11 +153,13 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         tags: Mapping[str, str] | None = None,
         from_key: str | None = None,
     ) -> list[ConversationSummary]:
+        """A range of the key index, on a reader thread."""
         return await self._read(reads.summaries, prefix, after, limit, tags, from_key)
 
     async def set_metadata(
         self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
     ) -> ConversationSummary | None:
+        """In the writer's next group transaction, over ``expected`` when given."""
         return await self._write(writes.set_metadata, conversation_key, change, expected)
 
     async def append(
@@ -165,6 +170,7 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         if_match: Collection[str] | None = None,
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
+        """Queued for the writer's next group and decided there with the appends beside it."""
         if changes_nothing(messages, if_match, idempotency):
             return WriteResult(await self.version(conversation_key))
         batch = [bytes(m) for m in messages]
@@ -174,15 +180,19 @@ class SqliteChatHistoryStore(ChatHistoryStore):
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
+        """In a savepoint of the writer's next group transaction."""
         return await self._write(writes.replace, conversation_key, [bytes(m) for m in messages], if_match, self.clock())
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        """In a savepoint of the writer's next group transaction."""
         await self._write(writes.delete, conversation_key, if_match)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        """In a savepoint of the writer's next group transaction: all the records or none."""
         await self.writer.submit(lambda conn: writes.restore(conn, records))
 
     async def sweep(self) -> int:
+        """In the writer's next group transaction, through the ``updated_at`` index."""
         cutoff = self.cutoff()
         if cutoff is None:
             return 0
