@@ -84,9 +84,9 @@ def run_writers(writer: Callable[[int], None], writers: int, timeout: float = 12
     assert errors == [], errors
 
 
-def append_batches(base: str, schema: str, batches: Sequence[Sequence[Any]], now: float) -> list[list[Any]]:
-    """The PostgreSQL store's decisions for each batch of ``AppendMember``s in turn, run as the store runs a batch
-    (one transaction each), on a connection of its own to the server at ``base``; ``now`` is each batch's time."""
+def call_append_function(base: str, schema: str, batches: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """The PostgreSQL append function's answers for each batch of ``AppendMember``s in turn, called as the store
+    calls it (one statement per batch), on a connection of its own to the server at ``base``."""
     import asyncpg
 
     from chatlab.stores.postgres.appends import append_many
@@ -95,8 +95,8 @@ def append_batches(base: str, schema: str, batches: Sequence[Sequence[Any]], now
     async def main() -> list[list[Any]]:
         conn = await asyncpg.connect(base)
         try:
-            statements = Statements(schema)
-            return [await append_many(conn, statements, members, now=now, written_at=now + 0.5) for members in batches]
+            call = Statements(schema).append
+            return [list(await append_many(conn, call, members)) for members in batches]
         finally:
             await conn.close()
 

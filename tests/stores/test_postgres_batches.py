@@ -370,12 +370,17 @@ def test_a_burst_larger_than_a_batch_is_split_and_every_call_answered(postgres_u
     asyncio.run(main())
 
 
-def test_a_role_that_may_only_read_and_write_the_tables_appends(postgres_url: str) -> None:
-    """A schema used by a role that may read and write its tables but not create in it (someone else made it): it
-    reads and appends, grouped appends included, and creates nothing (an append needs no server-side function)."""
+def test_a_role_that_may_not_create_the_missing_function_reads_and_is_told_why_it_cannot_append(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A schema that lacks the append function (an older chatlab made it), used by a role that may read and write its
+    tables but not create in it: reads work; appends fail with a StoreError (503) that says what to do, and
+    nothing is written; the warning is logged once."""
     import os
 
     import psycopg
+
+    from chatlab.stores.postgres.appends import FUNCTION
 
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]
@@ -390,6 +395,7 @@ def test_a_role_that_may_only_read_and_write_the_tables_appends(postgres_url: st
 
     asyncio.run(create())
     with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f'DROP FUNCTION "{schema}"."{FUNCTION}"')
         admin.execute(f'CREATE ROLE "{role}" LOGIN')
         try:
             admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
@@ -401,18 +407,23 @@ def test_a_role_that_may_only_read_and_write_the_tables_appends(postgres_url: st
                 store = _store(url, timeout=30.0)
                 try:
                     assert (await store.read("k")).messages == [message(n=0)]
-                    await asyncio.gather(*(store.append(f"k{i % 3}", [message(n=i)]) for i in range(4)))
-                    assert (await store.read("k0")).messages == [message(n=0), message(n=3)]
-                    assert (await store.read("k")).messages == [message(n=0)]
+                    results = await asyncio.gather(
+                        *(store.append(f"k{i % 3}", [message(n=i)]) for i in range(4)), return_exceptions=True
+                    )
+                    for result in results:
+                        assert isinstance(result, StoreError) and "run chatlab once with a role" in str(result)
+                    assert (await store.read("k0")).version == ABSENT
                 finally:
                     await store.close()
 
             asyncio.run(use())
-            functions = admin.execute(
-                "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s",
-                (schema,),
-            ).fetchall()
-            assert functions == []
+            assert sum("may not create it" in r.getMessage() for r in caplog.records) == 1
+            exists = admin.execute(
+                "SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                " WHERE n.nspname = %s AND p.proname = %s",
+                (schema, FUNCTION),
+            ).fetchone()
+            assert exists is None
         finally:
             admin.execute(f'DROP OWNED BY "{role}"')
             admin.execute(f'DROP ROLE "{role}"')

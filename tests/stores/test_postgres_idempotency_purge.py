@@ -1,6 +1,6 @@
 """The PostgreSQL append purges expired idempotency records a few at a time (``PURGE_BATCH`` per record it writes),
 so the table, which holds a record per append of the last ``idempotency_ttl``, does not grow without bound. (That the
-purge reads the expiry index, never the whole table, is checked with the batch's plans in
+purge reads the expiry index, never the whole table, is checked with the append function's plans in
 test_postgres_append_batch.py.)"""
 
 from __future__ import annotations
@@ -62,16 +62,18 @@ def test_each_append_purges_a_batch_of_expired_records(postgres_url: str) -> Non
 
 
 def test_a_batch_purges_a_batch_of_expired_records_per_record_it_writes(postgres_url: str) -> None:
-    """A batch purges per record written: a batch writing 3 records deletes up to 3 * PURGE_BATCH expired ones; its
-    refused and keyless members purge nothing."""
-    from tests.stores.store_helpers import append_batches
+    """The append function purges per record written: a batch writing 3 records
+    deletes up to 3 * PURGE_BATCH expired ones; its refused and keyless members purge nothing."""
+    from tests.stores.store_helpers import call_append_function
 
     schema, base = _schema_and_base(postgres_url)
     _append(postgres_url, ["k0"])
     _insert_records(base, schema, 5 * PURGE_BATCH + 3, expires_at=0.0)
-    members = [AppendMember(f"c{i}", [M], None, Idempotency(f"b{i}", "fp", 3e9)) for i in range(3)]
-    members += [AppendMember("c9", [M])]  # no key: writes no record
+    members = [
+        AppendMember(f"l{i}", f"c{i}", 1e9, [M], "g", 1e9, None, Idempotency(f"b{i}", "fp", 3e9)) for i in range(3)
+    ]
+    members += [AppendMember("l", "c9", 1e9, [M], "g", 1e9)]  # no key: writes no record
     refused = Idempotency("b9", "fp", 3e9)
-    members += [AppendMember("c9", [M], ["stale"], refused)]  # refused: writes nothing
-    append_batches(base, schema, [members], now=1e9)
+    members += [AppendMember("l", "c9", 1e9, [M], "g", 1e9, ["stale"], refused)]  # refused: writes nothing
+    call_append_function(base, schema, [members])
     assert _records(base, schema) == 1 + 2 * PURGE_BATCH + 3 + 3  # k0, what is left of the expired, b0 to b2

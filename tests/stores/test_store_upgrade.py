@@ -299,28 +299,32 @@ def test_postgres_schema_made_once_by_many_first_calls(postgres_url: str) -> Non
     asyncio.run(main())
 
 
-OLDER_FUNCTIONS = ("chatlab_append_1", "chatlab_append_many_2")
-"""The append functions older chatlab versions created beside the tables (their bodies do not matter here)."""
+OLDER_FUNCTION = "chatlab_append_1"
+"""The single append's function that an older chatlab created beside the batch one (left as it is)."""
 
 
-def test_postgres_schema_with_an_older_chatlab_s_functions_keeps_them(postgres_url: str) -> None:
-    """A schema an older chatlab made holds its append functions: this chatlab appends, grouped appends included,
-    without them, creates none, and leaves them as they are for older processes that share the tables."""
+@pytest.mark.parametrize("dropped", ["both", "grouped"])
+def test_postgres_version_3_schema_gains_the_append_function(postgres_url: str, dropped: str) -> None:
+    """A version 3 schema that an older chatlab made (tables only, or tables and the single append's function)
+    gets the missing append function on first use, once, and keeps its tables, data and other functions: the
+    function is created beside them, nothing is altered; grouped appends then run through it."""
     from urllib.parse import parse_qs, urlsplit
 
     import psycopg
 
+    from chatlab.stores.postgres.appends import FUNCTION
+
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]
 
-    async def write() -> str:
+    async def write_then_drop_the_function() -> str:
         store = open_store(postgres_url)
         try:
             return (await store.append("old", OLD)).version
         finally:
             await store.close()
 
-    version = asyncio.run(write())
+    version = asyncio.run(write_then_drop_the_function())
 
     def functions() -> list[str]:
         with psycopg.connect(base, autocommit=True) as conn:
@@ -330,10 +334,12 @@ def test_postgres_schema_with_an_older_chatlab_s_functions_keeps_them(postgres_u
             ).fetchall()
             return sorted(row[0] for row in rows)
 
-    assert functions() == []
+    assert functions() == [FUNCTION]
     with psycopg.connect(base, autocommit=True) as conn:  # the schema as an older chatlab left it
-        for name in OLDER_FUNCTIONS:
-            conn.execute(f'CREATE FUNCTION "{schema}"."{name}"() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$')
+        conn.execute(f'DROP FUNCTION "{schema}"."{FUNCTION}"')
+        if dropped == "grouped":  # it had the single append's function only (its body does not matter here)
+            conn.execute(f'CREATE FUNCTION "{schema}"."{OLDER_FUNCTION}"() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$')
+    expected = [FUNCTION] if dropped == "both" else sorted([OLDER_FUNCTION, FUNCTION])
 
     async def use() -> None:
         store = open_store(postgres_url)
@@ -348,4 +354,4 @@ def test_postgres_schema_with_an_older_chatlab_s_functions_keeps_them(postgres_u
             await store.close()
 
     asyncio.run(use())
-    assert functions() == sorted(OLDER_FUNCTIONS)
+    assert functions() == expected

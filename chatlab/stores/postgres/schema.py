@@ -1,7 +1,7 @@
-"""The creation or in-place upgrade (from versions 1 to 3) of the tables, by processes that may start together: under
-an advisory lock on the schema's name, looking again after the wait, and only where something is missing (a role with
-no ``CREATE`` right can use a schema someone else made). An append function an older chatlab made is left as it is,
-so older processes can share the tables."""
+"""The creation or in-place upgrade (from versions 1 to 3) of the tables and the append function, by processes that
+may start together: under an advisory lock on the schema's name, looking again after the wait, and only where
+something is missing (a role with no ``CREATE`` right can use a schema someone else made). A missing append function
+(an older chatlab's schema) is created beside the tables, left as they are, so older processes can share them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..base import StoreError
+from . import appends
 from .statements import SCHEMA_VERSION, Statements
 
 if TYPE_CHECKING:
@@ -28,11 +29,13 @@ class Schema:
     where: str
     clock: Callable[[], float]
     ready: bool = False
+    appends_refused: str | None = None  # why: the append function is missing and this role may not create it
 
     async def ensure(self, conn: PoolConnectionProxy) -> None:
-        """Create or upgrade the schema's tables unless done (a :class:`StoreError` if their version is unknown)."""
         if self.ready:
             return
+        import asyncpg
+
         q = self.statements
         lock = partial(conn.execute, "SELECT pg_advisory_xact_lock(hashtext($1))", f"chatlab-schema:{q.schema}")
         async with conn.transaction():
@@ -59,4 +62,15 @@ class Schema:
                 f"PostgreSQL store {self.where} schema {q.schema} has schema version {version}; "
                 f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 3) only"
             )
+        try:
+            async with conn.transaction():
+                await lock()
+                if not await conn.fetchval(q.function_exists, q.schema, appends.FUNCTION):
+                    await conn.execute(q.create_append_function)
+        except asyncpg.InsufficientPrivilegeError as exc:  # a role that may use the schema, not create in it
+            self.appends_refused = (
+                f"PostgreSQL schema {q.schema} at {self.where} has no function {appends.FUNCTION} and this role"
+                f" may not create it ({exc}): run chatlab once with a role that may create in the schema"
+            )
+            log.warning("%s; appends fail until then", self.appends_refused)
         self.ready = True

@@ -1,24 +1,23 @@
-"""The SQL of the PostgreSQL store for one schema: its tables, their in-place upgrades and every statement it runs.
-Table names are quoted identifiers, never text pasted in."""
+"""The SQL of the PostgreSQL store for one schema: its tables, their in-place upgrades and every statement it runs (the
+append function's in :mod:`.appends`). Table names are quoted identifiers, never text pasted in."""
 
 from __future__ import annotations
+
+from . import appends
 
 SCHEMA_VERSION = 4  # the layout these statements read and write
 SWEEP_BATCH = 1000  # at most this many conversations deleted by one of the retention sweep's transactions
 
 
 def quoted(*names: str) -> str:  # a (schema-qualified) SQL identifier: "schema"."table"
-    """A (schema-qualified) SQL identifier, each name quoted: ``"schema"."table"``."""
     return ".".join('"' + name.replace('"', '""') + '"' for name in names)
 
 
 class Statements:
-    """Every statement of the store, for one schema."""
-
     def __init__(self, schema: str) -> None:
         tables = ("meta", "conversations", "messages", "idempotency")
         names = {table: quoted(schema, f"chatlab_{table}") for table in tables}
-        names.update(schema=quoted(schema))
+        names.update(schema=quoted(schema), function=quoted(schema, appends.FUNCTION))
 
         def sql(text: str) -> str:
             return text.format(**names)
@@ -59,7 +58,6 @@ class Statements:
             return sql(f"SELECT {columns} FROM {{conversations}} WHERE {where} ORDER BY conversation_key LIMIT $3")
 
         self.schema = schema
-        self.lock_prefix = f"chatlab:{schema}:"
         self.create_schema = sql("CREATE SCHEMA IF NOT EXISTS {schema}")
         self.create = (
             sql("CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)"),
@@ -100,37 +98,12 @@ class Statements:
         self.schema_exists = "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1"
         self.tables_exist = "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = 'chatlab_meta'"
         self.version_get = sql("SELECT value FROM {meta} WHERE key = 'schema_version'")
-        # an append batch's state, read once its locks are held: each existing conversation's version and count
-        # (no idempotency key), then each live record asked for (with its key, its version and its fingerprint)
-        self.append_state = sql(
-            "SELECT c.conversation_key, NULL::text, c.version, c.message_count, NULL::text FROM {conversations} c"
-            " WHERE c.conversation_key = ANY($1::text[])"
-            # one probe of the primary key's index per record asked for (OFFSET 0: a lookup, never joined as a table)
-            " UNION ALL SELECT d.conversation_key, d.idempotency_key, d.version, NULL::int8, d.fingerprint"
-            " FROM unnest($2::text[], $3::text[]) AS p(k, ik) CROSS JOIN LATERAL (SELECT * FROM {idempotency} x"
-            " WHERE x.conversation_key = p.k AND x.idempotency_key = p.ik AND x.expires_at > $4::float8 OFFSET 0) AS d"
+        self.function_exists = (
+            "SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"
+            " ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = $2"
         )
-        # everything an append batch decided, in one statement: its messages, its conversations' counts and versions,
-        # its idempotency records, and a purge of at most $14 expired records (the oldest, through the expiry index,
-        # skipping those another transaction holds and those this statement writes: it may touch a row once)
-        self.append_write = sql(
-            "WITH written_messages AS (INSERT INTO {messages} (conversation_key, position, body)"
-            " SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[])),"
-            " written_conversations AS (INSERT INTO {conversations} AS x"
-            " (conversation_key, message_count, version, created_at, updated_at)"
-            " SELECT c.k, c.n, c.v, $7::float8, $7::float8"
-            " FROM unnest($4::text[], $5::int8[], $6::text[]) AS c(k, n, v)"
-            " ON CONFLICT (conversation_key) DO UPDATE SET message_count = excluded.message_count,"
-            " version = excluded.version, updated_at = excluded.updated_at),"
-            " purged AS (DELETE FROM {idempotency} WHERE ctid = ANY(ARRAY(SELECT ctid FROM {idempotency}"
-            " WHERE expires_at <= $13::float8"
-            " AND (conversation_key, idempotency_key) NOT IN (SELECT * FROM unnest($8::text[], $9::text[]))"
-            " ORDER BY expires_at LIMIT $14::int4 FOR UPDATE SKIP LOCKED)))"
-            " INSERT INTO {idempotency} (conversation_key, idempotency_key, fingerprint, version, expires_at)"
-            " SELECT * FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::float8[])"
-            " ON CONFLICT (conversation_key, idempotency_key) DO UPDATE SET fingerprint = excluded.fingerprint,"
-            " version = excluded.version, expires_at = excluded.expires_at"
-        )
+        self.create_append_function = sql(appends.CREATE_FUNCTION)
+        self.append = sql(appends.CALL)
         # a batch of reads of slices (a NULL limit: all): one snapshot, one row per key in order
         self.read = sql(
             "SELECT c.message_count, c.version, ARRAY(SELECT m.body FROM {messages} m"
@@ -138,8 +111,7 @@ class Statements:
             " FROM unnest($1::text[], $2::int8[], $3::int8[]) WITH ORDINALITY AS k(key, after, lim, ord)"
             " LEFT JOIN {conversations} c ON c.conversation_key = k.key ORDER BY k.ord"
         )
-        # write locks (keys from lock_key) in one order for every taker (a sorted subquery, OFFSET 0: taken in
-        # order): no deadlocks
+        # write locks in the append function's order (a sorted subquery, OFFSET 0: taken in order): no deadlocks
         self.lock_many = (
             "SELECT pg_advisory_xact_lock(s.h) FROM (SELECT hashtextextended(t.k, 0) AS h"
             " FROM unnest($1::text[]) WITH ORDINALITY AS t(k, ord) ORDER BY h, t.ord OFFSET 0) AS s"
@@ -175,7 +147,3 @@ class Statements:
         self.set_metadata = sql("UPDATE {conversations} SET title = $2, tags = $3::jsonb WHERE conversation_key = $1")
         self.pages = {(below, tagged): page(below, tagged) for below in (False, True) for tagged in (False, True)}
         self.custom_plans = "SET LOCAL plan_cache_mode = force_custom_plan"
-
-    def lock_key(self, conversation_key: str) -> str:
-        """The text whose hash is the conversation's advisory lock: every writer of it takes the same one."""
-        return self.lock_prefix + conversation_key

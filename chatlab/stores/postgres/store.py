@@ -12,7 +12,7 @@ from dataclasses import replace as replace_fields
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._urls import split_url
-from ..append_rule import AppendDecision, changes_nothing
+from ..append_rule import changes_nothing
 from ..base import (
     ABSENT,
     ChatHistoryStore,
@@ -22,18 +22,20 @@ from ..base import (
     ConversationSummary,
     EncodedMessage,
     Idempotency,
+    IdempotencyKeyReused,
     Metadata,
     StoreError,
     VersionMismatch,
     WriteResult,
     check_slice,
     listing_start,
+    new_generation,
     new_version,
     prefix_upper_bound,
     version_matches,
 )
 from ..metadata import MetadataChange
-from .appends import AppendMember, append_many
+from .appends import AppendMember, AppendOutcome, append_many
 from .batches import Batcher
 from .connections import CHATLAB_PARAMETERS, Connections, redacted
 from .schema import Schema
@@ -51,7 +53,7 @@ class Batches(NamedTuple):
     """The store's batchers of one event loop."""
 
     reads: Batcher[ReadRequest, ConversationSlice]
-    appends: Batcher[AppendMember, AppendDecision]
+    appends: Batcher[AppendMember, AppendOutcome]
 
 
 def _summary(row: Record) -> ConversationSummary:
@@ -136,9 +138,11 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             for (_, after, _), (count, version, messages) in zip(requests, rows, strict=True)
         ]
 
-    async def _append_many(self, members: list[AppendMember], deadline: float) -> list[AppendDecision]:
+    async def _append_many(self, members: list[AppendMember], deadline: float) -> list[AppendOutcome]:
         async with self.connections.acquire(deadline) as conn:
-            return await append_many(conn, self.statements, members, now=time.time(), written_at=self.clock())
+            if self._schema.appends_refused is not None:
+                raise StoreError(self._schema.appends_refused)
+            return await append_many(conn, self.statements.append, members)
 
     async def read(self, conversation_key: str) -> Conversation:
         """The whole conversation, read with the reads waiting at the same moment in one statement."""
@@ -151,6 +155,9 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         _check_key(conversation_key)
         return await self.batches().reads.submit((conversation_key, after, limit))
 
+    def _lock_key(self, conversation_key: str) -> str:
+        return f"chatlab:{self.schema}:{conversation_key}"
+
     async def append(
         self,
         conversation_key: str,
@@ -159,22 +166,33 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         if_match: Collection[str] | None = None,
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
-        """Decided and written with the appends waiting at the same moment, in one transaction (:mod:`.appends`)."""
+        """Decided by the schema's append function with the appends waiting at the same moment, in one statement
+        (:mod:`.appends`); its outcome read back as the store's answer."""
         if changes_nothing(messages, if_match, idempotency):
             return WriteResult(await self.version(conversation_key))
         _check_key(conversation_key)
         member = AppendMember(
-            conversation_key,
-            [bytes(m) for m in messages],
-            None if if_match is None else list(if_match),
-            idempotency,
+            lock_key=self._lock_key(conversation_key),
+            conversation_key=conversation_key,
+            now=time.time(),
+            messages=[bytes(m) for m in messages],
+            generation=new_generation(),
+            written_at=self.clock(),
+            if_match=None if if_match is None else list(if_match),
+            idempotency=idempotency,
         )
-        decision = await self.batches().appends.submit(member)
-        return decision.result()
+        outcome = await self.batches().appends.submit(member)
+        if idempotency is not None and outcome.fingerprint is not None:
+            if outcome.fingerprint != idempotency.fingerprint:
+                raise IdempotencyKeyReused(idempotency.key)
+            return WriteResult(outcome.recorded or ABSENT, replayed=True)
+        if outcome.written is None:
+            raise VersionMismatch(outcome.before or ABSENT)
+        return WriteResult(outcome.written)
 
     async def _lock(self, conn: PoolConnectionProxy, keys: list[str]) -> None:
         """Take the conversations' write locks until commit (the append function takes the same ones)."""
-        await conn.execute(self.statements.lock_many, [self.statements.lock_key(key) for key in keys])
+        await conn.execute(self.statements.lock_many, [self._lock_key(key) for key in keys])
 
     async def _check(self, conn: PoolConnectionProxy, conversation_key: str, if_match: Collection[str] | None) -> None:
         current = await conn.fetchval(self.statements.current, conversation_key) or ABSENT

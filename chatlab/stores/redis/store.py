@@ -299,7 +299,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         if_match: Collection[str] | None = None,
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
-        """One script, which holds the append rule in Lua (the only copy outside :mod:`..append_rule`)."""
+        """One script, which holds the append rule in Lua (held to :mod:`..append_rule`'s table of cases)."""
         batch = [bytes(m) for m in messages]
         record = [idempotency.fingerprint, max(1, int(idempotency.ttl * 1000))] if idempotency else ["", 0]
         args = [new_generation(), *record, *self._stamps(self.clock()), *_conditions(if_match), *batch]
