@@ -8,11 +8,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import quote
 
 SERVICE_URL_VARIABLE = "CHAT_HISTORY_SERVICE_URL"  # where the service runs (the article's variable)
 API_KEY_VARIABLE = "CHAT_HISTORY_SERVICE_API_KEY"  # the key a client sends (docs/protections.md)
 LLM_VARIABLE = "CHATLAB_LLM"  # which LLM the tutorial uses: offline, endpoint or auto (docs/llm.md)
 DEFAULT_SERVICE_URL = "http://localhost:5000"  # the article's service address
+
+
+def conversation_path(key: str) -> str:
+    """The path of a conversation on the service: the key percent-encoded into one segment (RFC 3986), as requests,
+    ``Location`` and ``Link`` carry it."""
+    return "/chat-history/" + quote(key, safe="")
+
 
 ABSENT = "0"  # the version of a conversation that does not exist (never written, or deleted)
 

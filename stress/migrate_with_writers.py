@@ -1,8 +1,10 @@
 """A migration while clients write to the target through a service on it, the first run killed with -9: no
 acknowledged write and no source message may be lost or stored twice.
 
-A SQLite source is filled with conversations; a service runs on the target store; clients append (each with an
-``Idempotency-Key``, retried until acknowledged) to conversations not copied yet, already copied, and new ones.
+A SQLite source is filled with conversations, each with a title and a tag; a service runs on the target store;
+clients append (each with an ``Idempotency-Key``, retried until acknowledged) to conversations not copied yet,
+already copied, and new ones, and ``PATCH`` the copies' titles and tags (the last acknowledged value of each must
+hold at the end).
 ``python -m chatlab migrate`` is started and killed with SIGKILL once it copied part of them (``--kill-at``), then
 run again, the same command, until it is done.
 
@@ -45,7 +47,15 @@ async def _fill(url: str, conversations: int) -> dict[str, list[str]]:
     store = open_store(url)
     try:
         records = [
-            ConversationRecord(key, [message(t) for t in texts], new_version(len(texts)), 1.7e9, 1.7e9)
+            ConversationRecord(
+                key,
+                [message(t) for t in texts],
+                new_version(len(texts)),
+                1.7e9,
+                1.7e9,
+                title=f"source {key}",
+                tags={"origin": "source"},
+            )
             for key, texts in held.items()
         ]
         for start in range(0, len(records), 500):
@@ -83,6 +93,50 @@ async def _writer(
             await asyncio.sleep(0.005)
 
 
+async def _patcher(
+    number: int, url: str, stop: asyncio.Event, tally: Tally, patched: dict[tuple[str, str], str]
+) -> None:
+    """PATCH a title, the tag the source also carries, or a tag of the client's own, on copies the target holds; the
+    last acknowledged value of each (key, field) in ``patched``."""
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        n = 0
+        while not stop.is_set():
+            try:
+                listing = (await http.get("/chat-history", params={"limit": "200"})).json()
+            except (httpx.HTTPError, ValueError):
+                await asyncio.sleep(0.05)
+                continue
+            copies = [item["conversationKey"] for item in listing if str(item["conversationKey"]).startswith("conv")]
+            if not copies:
+                await asyncio.sleep(0.02)
+                continue
+            key, value = random.choice(copies), f"p{number}-{n}"
+            what = ["title", "origin", "own"][n % 3]
+            body = {"title": value} if what == "title" else {"tags": {what: value}}
+            n += 1
+            tally.sent += 1
+            try:
+                answer = await http.patch(f"/chat-history/{key}", json=body)
+            except httpx.HTTPError:
+                continue  # not acknowledged: it may or may not hold
+            if answer.is_success:
+                tally.acknowledged += 1
+                patched[(key, what)] = value
+            await asyncio.sleep(0.005)
+
+
+def _metadata_lost(url: str, patched: dict[tuple[str, str], str]) -> int:
+    """How many (key, field)s do not hold their last acknowledged PATCH."""
+    listing = httpx.get(f"{url}/chat-history", timeout=60).json()
+    held = {item["conversationKey"]: item for item in listing}
+    lost = 0
+    for (key, what), value in patched.items():
+        item = held.get(key, {})
+        now = item.get("title") if what == "title" else item.get("tags", {}).get(what)
+        lost += now != value
+    return lost
+
+
 def _copied(url: str) -> int:
     """How many of the source's conversations the target holds now."""
     listing = httpx.get(f"{url}/chat-history", timeout=30).json()
@@ -106,13 +160,15 @@ def _migrate(source: str, target: str, kill_at: int | None, service: str) -> tup
     return process.returncode, _copied(service), report.removeprefix("migrate: ")
 
 
-async def probe(kind: str, conversations: int, writers: int, kill_at: float) -> Tally:
+async def probe(kind: str, conversations: int, writers: int, kill_at: float) -> tuple[Tally, Tally]:
     """A migration into ``kind`` with writers on the target, killed once at ``kill_at`` of the copy and run again."""
     with tempfile.TemporaryDirectory() as workdir:
         source = store_url("sqlite", Path(workdir))
         target = store_url(kind, Path(workdir))
         check_loopback(target)
         tally = Tally(f"migration with writers on the target (sqlite -> {kind})")
+        patches = Tally(f"metadata PATCHed on the target during the migration (sqlite -> {kind})")
+        patched: dict[tuple[str, str], str] = {}
         held = await _fill(source, conversations)
         service = Service(target)
         try:
@@ -130,6 +186,7 @@ async def probe(kind: str, conversations: int, writers: int, kill_at: float) -> 
                             asyncio.create_task(_writer(i, service.url, list(held), stop, tally, acked))
                             for i in range(writers)
                         ]
+                        tasks.append(asyncio.create_task(_patcher(0, service.url, stop, patches, patched)))
                     await asyncio.sleep(0.02)
                 status, held_now, said = await run
                 tally.notes["last report"] = said or "none"
@@ -142,6 +199,7 @@ async def probe(kind: str, conversations: int, writers: int, kill_at: float) -> 
             await asyncio.gather(*tasks)
             tally.notes["migrate runs (exit status)"] = " ".join(runs)
             stored = await asyncio.to_thread(stored_texts, service.url)
+            patches.lost = await asyncio.to_thread(_metadata_lost, service.url, patched)
         finally:
             service.stop()
             drop(target)
@@ -151,7 +209,7 @@ async def probe(kind: str, conversations: int, writers: int, kill_at: float) -> 
     tally.notes["source messages lost"] = sum(
         1 for key, texts in held.items() for text in texts if text not in stored.get(key, [])
     )
-    return tally
+    return tally, patches
 
 
 def main() -> int:
@@ -167,8 +225,9 @@ def main() -> int:
     status = 0
     started = time.monotonic()
     for kind in args.to.split(","):
-        tally = asyncio.run(probe(kind, args.conversations, args.writers, args.kill_at))
+        tally, patches = asyncio.run(probe(kind, args.conversations, args.writers, args.kill_at))
         status |= tally.report()
+        status |= patches.report()
         status |= 1 if tally.notes["source messages lost"] else 0
     print(f"took {time.monotonic() - started:.0f} s", file=sys.stderr)
     return status

@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 import httpx
 
 from ..vocabulary import API_KEY_VARIABLE, DEFAULT_SERVICE_URL, SERVICE_URL_VARIABLE, ConversationSummary, Version
-from .operations import IfMatch, MessagesPage, Operations, OutgoingMessages, Request, SummariesPage
+from .operations import IfMatch, MessagesBody, MessagesPage, Operations, OutgoingMessages, Request, SummariesPage
 from .retry import RetryPolicy
 from .tracing import note_bytes, trace_headers
 
@@ -86,6 +86,10 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
     async def read_after(self, key: str, after: int, limit: int | None = None) -> MessagesPage:
         """The messages after the first ``after`` (at most ``limit``); ``next_after`` says where more start."""
         return await self._send(self.operations.read(key, after, limit))
+
+    async def read_body(self, key: str) -> MessagesBody:
+        """The whole conversation as the JSON array the service sent, unparsed, with its version."""
+        return await self._send(self.operations.read_body(key))
 
     async def read_summary(self, key: str) -> MessagesPage:
         """The latest summary checkpoint and what follows it; ``version``, ``count``: the whole conversation's."""
@@ -197,6 +201,10 @@ class ChatHistoryClient(_Client[httpx.Client]):
     def read_after(self, key: str, after: int, limit: int | None = None) -> MessagesPage:
         """The messages after the first ``after`` (at most ``limit``); ``next_after`` says where more start."""
         return self._send(self.operations.read(key, after, limit))
+
+    def read_body(self, key: str) -> MessagesBody:
+        """The whole conversation as the JSON array the service sent, unparsed, with its version."""
+        return self._send(self.operations.read_body(key))
 
     def read_summary(self, key: str) -> MessagesPage:
         """The latest summary checkpoint and what follows it; ``version``, ``count``: the whole conversation's."""

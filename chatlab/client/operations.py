@@ -8,11 +8,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote, unquote, urlencode
+from urllib.parse import unquote, urlencode
 
 import httpx
 
-from ..vocabulary import ConversationSummary, Version
+from ..vocabulary import ConversationSummary, Version, conversation_path
 from .errors import (
     ChatHistoryCodecError,
     ChatHistoryServiceConflict,
@@ -51,6 +51,14 @@ class MessagesPage:
     count: int
     next_after: int | None = None
     body: bytes = field(default=b"[]", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesBody:
+    """A conversation's messages as the JSON array the service sent, unparsed, and its ``version`` (or ``None``)."""
+
+    body: bytes = field(repr=False)
+    version: Version | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +111,8 @@ class Operations:
         self.url = url
 
     def conversation_url(self, key: str) -> str:
-        return f"{self.url}/chat-history/{quote(key, safe='')}"
+        """The conversation's URL on the service."""
+        return self.url + conversation_path(key)
 
     def read(
         self, key: str, after: int | None = None, limit: int | None = None, view: str | None = None
@@ -111,6 +120,11 @@ class Operations:
         query = [("view", view), ("after", _count("after", after)), ("limit", _count("limit", limit))]
         url = _query(self.conversation_url(key), query)
         return Request("GET", url, lambda response: _page(response, url, after or 0))
+
+    def read_body(self, key: str) -> Request[MessagesBody]:
+        """``GET``, the answer kept as the JSON array it came (never parsed: an export copies it byte for byte)."""
+        url = self.conversation_url(key)
+        return Request("GET", url, lambda response: MessagesBody(response.content, _version(response)))
 
     def fork(
         self,

@@ -46,6 +46,7 @@ class Line:
 
     @property
     def has_metadata(self) -> bool:
+        """Whether the line carries a title or tags."""
         return self.title is not None or bool(self.tags)
 
 

@@ -7,15 +7,23 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import TypeAlias
 
 from ..stores import ChatHistoryStore, open_store
-from ..stores.base import ABSENT, Conversation, ConversationRecord, ConversationSummary, VersionMismatch
-from ..stores.metadata import MAX_TAGS, MetadataChange
+from ..stores.base import (
+    ABSENT,
+    Conversation,
+    ConversationRecord,
+    ConversationSummary,
+    Metadata,
+    MetadataChanged,
+    VersionMismatch,
+)
+from .metadata_merge import change_to, merged, metadata_of
 from .places import PAGE, summary_of, walk
 
 Summary: TypeAlias = ConversationSummary | None
@@ -121,16 +129,19 @@ class Migration:
     report: MigrationReport = field(default_factory=MigrationReport, init=False)
     #: What settling did to each conversation that needed it (the most telling outcome of its passes).
     outcomes: dict[str, str] = field(default_factory=dict, init=False)
+    #: Each target conversation's metadata as this run last wrote it (:mod:`.metadata_merge`).
+    bases: dict[str, Metadata] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         if self.page < 1:
             raise ValueError(f"page must be 1 or more, not {self.page}")
 
     async def run(self) -> MigrationReport:
+        """Check, copy, catch up and verify (docs/operations.md); the report, or :class:`MigrationStopped`."""
         try:
             await self._copy()
-            await _each_differing(self.source, self.target, self.page, self._settle_all)  # the catch-up
-            self.report.mismatches = await verify(self.source, self.target, self.page)
+            await _each_differing(self.source, self.target, self.page, self._settle_all, self.bases)  # the catch-up
+            self.report.mismatches = await verify(self.source, self.target, self.page, self.bases)
         except (MigrationConflict, MigrationStopped):
             raise
         except Exception as exc:  # a store failed: say what was done, keep what was copied
@@ -153,7 +164,8 @@ class Migration:
                 total += 1
                 if there is None:
                     absent += 1
-                elif not _same(mine, there):
+                    continue
+                if not _same(mine, there, self.bases):
                     differing.append(mine.conversation_key)
         report.total, report.already = total, total - absent - len(differing)
         if differing and not self.merge:
@@ -186,14 +198,16 @@ class Migration:
         report = self.report
         read = await asyncio.gather(*(self.source.read(s.conversation_key) for s in chunk))
         records = [  # each whole as the source holds it now; none for one deleted since it was listed
-            self._whole(summary.conversation_key, held, ABSENT, summary, None)
+            self._whole(summary.conversation_key, held, summary)
             for summary, held in zip(chunk, read, strict=True)
             if held.version != ABSENT
         ]
         try:
             await self.target.restore(records)
             report.copied += len(chunk)
-        except VersionMismatch:  # some were written in the target meanwhile: one at a time, each guarded
+            for record in records:
+                self.bases[record.conversation_key] = Metadata(record.title, record.tags)
+        except (VersionMismatch, MetadataChanged):  # some were written in the target meanwhile: one at a time
             await self._settle_all([s.conversation_key for s in chunk], into_copied=True)
         report.total = max(report.total, report.already + report.copied)  # some created since the check
         self.progress(report.already + report.copied, report.total)
@@ -217,7 +231,8 @@ class Migration:
         return not (_starts(source.messages, target.messages) or _starts(target.messages, source.messages))
 
     async def _settle(self, key: str) -> str:
-        """Bring one conversation of the target up to the source's, discarding none of the target's messages."""
+        """Bring one conversation of the target up to the source's, discarding none of the target's messages and
+        undoing none of its clients' titles and tags."""
         for _ in range(ATTEMPTS):
             source = await self.source.read(key)
             if source.version == ABSENT:
@@ -225,46 +240,79 @@ class Migration:
             target = await self.target.read(key)
             mine = await summary_of(self.source, key)
             there = await summary_of(self.target, key) if target.version != ABSENT else None
+            if mine is None:
+                return "gone"
             try:
-                if target.version == ABSENT:
-                    await self.target.restore([self._whole(key, source, ABSENT, mine, None)])
-                    return "copied"
-                if target.version == source.version and target.messages == source.messages:
-                    return "metadata" if await self._retag(key, mine, there) else "already"
-                if _starts(source.messages, target.messages):  # the target holds the start: catch up
-                    await self.target.restore([self._whole(key, source, target.version, mine, there)])
-                    return "caught up"
-                if _starts(target.messages, source.messages):  # the target holds all of it and newer writes
-                    await self._retag(key, mine, there)
-                    return "kept"
-                if not self.merge:
-                    return "diverged"
-                common = _common(source.messages, target.messages)
-                merged = [*source.messages, *target.messages[common:]]
-                await self.target.replace(key, merged, if_match=[target.version])
-                await self._retag(key, mine, there)
-                return "merged"
-            except VersionMismatch:
+                return await self._settle_read(key, source, target, mine, there)
+            except (VersionMismatch, MetadataChanged):
                 continue  # written meanwhile: read both again and decide again
         return "busy"
 
-    async def _retag(self, key: str, mine: Summary, there: Summary) -> bool:
-        """Set the source's title and tags over the target's, if it lacks them; whether it did."""
-        if mine is None or there is None or _holds_metadata(there, mine):
+    async def _settle_read(
+        self, key: str, source: Conversation, target: Conversation, mine: ConversationSummary, there: Summary
+    ) -> str:
+        """One attempt of :meth:`_settle` on what it read; each write guarded by the target's version and metadata."""
+        if there is None or target.version == ABSENT:
+            await self._restore(key, source, ABSENT, mine, None)
+            return "copied"
+        if target.version == source.version and target.messages == source.messages:
+            return "metadata" if await self._retag(key, mine, there) else "already"
+        if _starts(source.messages, target.messages):  # the target holds the start: catch up
+            await self._restore(key, source, target.version, mine, there)
+            return "caught up"
+        if _starts(target.messages, source.messages):  # the target holds all of it and newer writes
+            await self._retag(key, mine, there)
+            return "kept"
+        if not self.merge:
+            return "diverged"
+        common = _common(source.messages, target.messages)
+        merged_messages = [*source.messages, *target.messages[common:]]
+        written = await self.target.replace(key, merged_messages, if_match=[target.version])
+        retagged = await summary_of(self.target, key)
+        if retagged is not None and retagged.version == written.version:
+            await self._retag(key, mine, retagged)
+        return "merged"
+
+    async def _restore(
+        self, key: str, held: Conversation, expected: str, mine: ConversationSummary, there: Summary
+    ) -> None:
+        """Write ``held`` whole over the target's version ``expected`` and its metadata as read (``there``)."""
+        wanted = merged(mine, there, self.bases.get(key))
+        now = self.source.clock()
+        created = mine.created_at if mine.created_at is not None else now
+        updated = mine.updated_at if mine.updated_at is not None else now
+        record = ConversationRecord(
+            key,
+            held.messages,
+            held.version,
+            created,
+            updated,
+            expected,
+            wanted.title,
+            wanted.tags,
+            expected_metadata=metadata_of(there),
+        )
+        await self.target.restore([record])
+        self.bases[key] = wanted
+
+    async def _retag(self, key: str, mine: ConversationSummary, there: ConversationSummary) -> bool:
+        """Give the target the merged title and tags, over the metadata it was read with; whether it changed any."""
+        wanted = merged(mine, there, self.bases.get(key))
+        change = change_to(wanted, there)
+        if change is None:
             return False
-        title, tags = combined(mine, there)
-        gone = {name: None for name in there.tags if name not in tags}
-        await self.target.set_metadata(key, MetadataChange(title, True, {**gone, **tags}))
+        await self.target.set_metadata(key, change, expected=metadata_of(there))
+        self.bases[key] = wanted
         return True
 
-    def _whole(self, key: str, held: Conversation, expected: str, mine: Summary, there: Summary) -> ConversationRecord:
-        """``held`` as a record of the source, with its times and metadata (over the target's), to be written over
-        ``expected``."""
+    def _whole(self, key: str, held: Conversation, mine: ConversationSummary) -> ConversationRecord:
+        """``held`` as a record of the source, with its times, title and tags, for a target that lacks it."""
         now = self.source.clock()
-        created = mine.created_at if mine is not None and mine.created_at is not None else now
-        updated = mine.updated_at if mine is not None and mine.updated_at is not None else now
-        title, tags = combined(mine, there) if mine is not None else (None, {})
-        return ConversationRecord(key, held.messages, held.version, created, updated, expected, title, tags)
+        created = mine.created_at if mine.created_at is not None else now
+        updated = mine.updated_at if mine.updated_at is not None else now
+        return ConversationRecord(
+            key, held.messages, held.version, created, updated, ABSENT, mine.title, dict(mine.tags)
+        )
 
 
 async def paired(
@@ -281,13 +329,17 @@ async def paired(
 
 
 async def _each_differing(
-    source: ChatHistoryStore, target: ChatHistoryStore, page: int, handle: Callable[[list[str]], Awaitable[None]]
+    source: ChatHistoryStore,
+    target: ChatHistoryStore,
+    page: int,
+    handle: Callable[[list[str]], Awaitable[None]],
+    bases: Mapping[str, Metadata] | None = None,
 ) -> None:
     """``handle`` the keys the target lacks or holds otherwise, :data:`_AT_ONCE` at a time."""
     keys: list[str] = []
     async with aclosing(paired(source, target, page)) as pairs:
         async for mine, there in pairs:
-            if there is None or not _same(mine, there):
+            if there is None or not _same(mine, there, bases or {}):
                 keys.append(mine.conversation_key)
             if len(keys) == _AT_ONCE:
                 await handle(keys)
@@ -295,27 +347,10 @@ async def _each_differing(
     await handle(keys)
 
 
-def combined(mine: ConversationSummary, there: Summary) -> tuple[str | None, dict[str, str]]:
-    """The source's title (else the target's) and tags, then the tags only the target carries while they fit."""
-    if there is None:
-        return mine.title, dict(mine.tags)
-    tags = dict(mine.tags)
-    for name in sorted(set(there.tags) - set(tags)):
-        if len(tags) < MAX_TAGS:
-            tags[name] = there.tags[name]
-    return (mine.title if mine.title is not None else there.title), tags
-
-
-def _holds_metadata(there: ConversationSummary, mine: ConversationSummary) -> bool:
-    """Whether the target's ``there`` carries the source's title (if it has one) and tags."""
-    return (mine.title is None or there.title == mine.title) and all(
-        there.tags.get(name) == value for name, value in mine.tags.items()
-    )
-
-
-def _same(source: ConversationSummary, target: ConversationSummary) -> bool:
+def _same(source: ConversationSummary, target: ConversationSummary, bases: Mapping[str, Metadata]) -> bool:
+    """Whether the target holds the source's messages at its version, and the metadata the merge wants."""
     same = (target.message_count, target.version) == (source.message_count, source.version)
-    return same and _holds_metadata(target, source)
+    return same and merged(source, target, bases.get(source.conversation_key)) == metadata_of(target)
 
 
 def _starts(whole: Sequence[bytes], start: Sequence[bytes]) -> bool:
@@ -328,10 +363,13 @@ def _common(one: Sequence[bytes], other: Sequence[bytes]) -> int:
     return next((n for n, (a, b) in enumerate(pairs) if a != b), min(len(one), len(other)))
 
 
-async def verify(source: ChatHistoryStore, target: ChatHistoryStore, page: int = PAGE) -> list[str]:
-    """The source's keys whose messages do not start the target's (missing ones included), or whose title or tags
-    the target lacks."""
+async def verify(
+    source: ChatHistoryStore, target: ChatHistoryStore, page: int = PAGE, bases: Mapping[str, Metadata] | None = None
+) -> list[str]:
+    """The source's keys whose messages do not start the target's (missing ones included), or whose target lacks
+    the title and tags the merge wants (:mod:`.metadata_merge`; ``bases``: a migration's, else the target as it is)."""
     mismatches: list[str] = []
+    known = bases or {}
 
     async def lacks(key: str) -> bool:
         held, copy = await source.read(key), await target.read(key)
@@ -340,10 +378,12 @@ async def verify(source: ChatHistoryStore, target: ChatHistoryStore, page: int =
         if not _starts(copy.messages, held.messages):
             return True
         mine, there = await summary_of(source, key), await summary_of(target, key)
-        return mine is not None and (there is None or not _holds_metadata(there, mine))
+        if mine is None:
+            return False
+        return there is None or merged(mine, there, known.get(key)) != metadata_of(there)
 
     async def check(keys: list[str]) -> None:  # at most _AT_ONCE keys
         mismatches.extend(compress(keys, await asyncio.gather(*map(lacks, keys))))
 
-    await _each_differing(source, target, page, check)
+    await _each_differing(source, target, page, check, known)
     return mismatches

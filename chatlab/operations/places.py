@@ -5,18 +5,18 @@ Both write only over the version read (``if_match``; ``If-Match`` over HTTP), ea
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
-from contextlib import aclosing
 from typing import Any, TypeAlias, TypeVar
-from urllib.parse import quote
 
-import httpx
-
-from ..client.errors import ChatHistoryServiceProtocolError
-from ..client.operations import summary_from_json
+from ..client.errors import (
+    ChatHistoryServiceConflict,
+    ChatHistoryServiceProtocolError,
+    ChatHistoryServiceStatusError,
+    ChatHistoryServiceUnavailable,
+)
+from ..client.http import AsyncChatHistoryClient
 from ..service.keys import KeyRule
 from ..service.security.auth import NAMESPACE_PATTERN, SEPARATOR, Caller
 from ..service.settings import ServiceSettings
@@ -28,8 +28,6 @@ from .lines import split_array
 
 T = TypeVar("T")
 
-#: Tries of a request that got no answer or a 5xx/429 before the place counts as unavailable.
-TRIES = 4
 #: Conversations listed a page at a time while walking a whole store or service.
 PAGE = 1000
 
@@ -82,6 +80,7 @@ class StorePlace:
         return count, sorted(namespaces)
 
     async def summaries(self, page: int = PAGE) -> AsyncIterator[ConversationSummary]:
+        """Every conversation of this place's namespace, keys as its clients send them, ``page`` per store call."""
         prefix = self.caller.prefix
         async for summary in self._pages(prefix, page):
             if self.caller.owns(summary.conversation_key):
@@ -89,21 +88,28 @@ class StorePlace:
 
     async def _pages(self, prefix: str, page: int) -> AsyncIterator[ConversationSummary]:
         listing = walk(self.store, prefix, page)
-        while (summary := await self._call(anext(listing, None))) is not None:
+        while True:
+            summary = await self._call(anext(listing, None))
+            if summary is None:
+                return
             yield summary
 
     async def summary(self, key: str) -> ConversationSummary | None:
+        """One conversation's summary (``None``: none)."""
         found = await self._call(summary_of(self.store, self.caller.stored_key(key)))
         return None if found is None else _unprefixed(found, len(self.caller.prefix))
 
     async def set_metadata(self, key: str, change: MetadataChange) -> None:
+        """Make ``change`` to the conversation's title and tags (nothing if it is gone)."""
         await self._call(self.store.set_metadata(self.caller.stored_key(key), change))
 
     async def read(self, key: str) -> tuple[list[bytes], str]:
+        """The conversation's messages as stored, and its version."""
         conversation = await self._call(self.store.read(self.caller.stored_key(key)))
         return conversation.messages, conversation.version
 
     async def write(self, key: str, messages: Sequence[bytes], if_match: str, *, append: bool = False) -> None:
+        """Replace (or append to) the conversation's messages, over version ``if_match``."""
         write = self.store.append if append else self.store.replace
         await self._call(write(self.caller.stored_key(key), messages, if_match=[if_match]))
 
@@ -118,39 +124,29 @@ class StorePlace:
             raise PlaceError(f"the store refused it: {type(exc).__name__}: {exc}") from None
 
     async def close(self) -> None:
+        """Close the store."""
         await self.store.close()
 
 
 class ServicePlace:
-    """A running chat history service, over HTTP (with its API key when it has keys on)."""
+    """A running chat history service, through :class:`~chatlab.client.http.AsyncChatHistoryClient` (with its API
+    key when it has keys on): the client's requests, retries and errors, each translated into the place's."""
 
     def __init__(self, url: str, api_key: str | None = None, *, timeout: float = 30.0) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.url = url.rstrip("/")
-        self.http = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout)
+        self.client = AsyncChatHistoryClient(url, api_key=api_key or "", timeout=timeout)
+        self.url = self.client.url
 
     def check_key(self, key: str) -> None:
         """Nothing here: the service checks each key itself (a refusal is a 4xx)."""
 
     async def summaries(self, page: int = PAGE) -> AsyncIterator[ConversationSummary]:
-        async for listed in self._listing(page, None):
-            for summary in listed:
-                yield summary
-
-    async def _listing(self, page: int, after: str | None) -> AsyncGenerator[list[ConversationSummary], None]:
-        """``GET /chat-history?limit=page`` (from ``after``), then each ``Link: <...>; rel="next"`` it gives."""
-        params = {"limit": str(page)} | ({"after": after} if after else {})
-        response = await self._request("GET", "/chat-history", params=params)
+        """Every conversation of the service, ``page`` per request (its ``Link: rel="next"`` followed)."""
+        listing = self.client.iter_summaries(page_size=page)
         while True:
-            try:
-                summaries = [summary_from_json(item, self.url) for item in response.json()]
-            except (ChatHistoryServiceProtocolError, ValueError, TypeError) as exc:  # not the service's listing
-                raise PlaceUnavailable(f"{self.url} answered GET /chat-history with something else: {exc}") from None
-            yield summaries
-            following = response.links.get("next", {}).get("url")
-            if not following:
+            summary = await self._call(anext(listing, None))
+            if summary is None:
                 return
-            response = await self._request("GET", following)
+            yield summary
 
     async def summary(self, key: str) -> ConversationSummary | None:
         """Listed from just before ``key``: every key between ``key[:-1]`` and ``key`` starts with ``key[:-1]``,
@@ -163,12 +159,14 @@ class ServicePlace:
             return await self._find(key, None)  # a service that takes only whole keys as ``after``: from the start
 
     async def _find(self, key: str, after: str | None) -> ConversationSummary | None:
-        async with aclosing(self._listing(100, after)) as pages:
-            async for listed in pages:
-                first = next((summary for summary in listed if summary.conversation_key >= key), None)
-                if first is not None:  # the listing is in key order: ``key`` is here or nowhere
-                    return first if first.conversation_key == key else None
-        return None
+        while True:
+            page = await self._call(self.client.summaries_page(after=after or None, limit=100))
+            first = next((summary for summary in page.summaries if summary.conversation_key >= key), None)
+            if first is not None:  # the listing is in key order: ``key`` is here or nowhere
+                return first if first.conversation_key == key else None
+            if page.next_after is None:
+                return None
+            after = page.next_after
 
     async def set_metadata(self, key: str, change: MetadataChange) -> None:
         """``PATCH``; one naming more tags than a ``PATCH`` takes goes as two: the removals, then the tags set."""
@@ -182,49 +180,47 @@ class ServicePlace:
             patches[0]["title"] = change.title
         for patch in patches:
             try:
-                await self._request("PATCH", _path(key), json=patch)
+                await self._call(self.client.patch(key, patch))
             except PlaceError as exc:
                 if exc.status != 404:  # 404: gone meanwhile, nothing to set
                     raise
                 return
 
     async def read(self, key: str) -> tuple[list[bytes], str]:
-        response = await self._request("GET", _path(key))
-        version = Version.from_etag(response.headers.get("etag"))
-        return split_array(response.content), str(version) if version is not None else ABSENT
+        """The conversation's messages as the service sent them, and its version."""
+        held = await self._call(self.client.read_body(key))
+        return split_array(held.body), str(held.version) if held.version is not None else ABSENT
 
     async def write(self, key: str, messages: Sequence[bytes], if_match: str, *, append: bool = False) -> None:
         """``PUT`` (replace) or ``POST`` (append) the messages, over version ``if_match``."""
-        body = b'{"messages":[' + b",".join(messages) + b"]}"
-        headers = {"Content-Type": "application/json", "If-Match": f'"{if_match}"'}
-        await self._request("POST" if append else "PUT", _path(key), content=body, headers=headers)
+        array = b"[" + b",".join(messages) + b"]"
+        condition = Version.parse(if_match) or f'"{if_match}"'
+        if append:
+            await self._call(self.client.append(key, array, if_match=condition))
+        else:
+            await self._call(self.client.replace(key, array, if_match=condition))
 
-    async def _request(self, method: str, path: str, **options: object) -> httpx.Response:
-        """The answer, retried on no answer, 429 and 5xx (a write is conditional, so a retry never doubles it)."""
-        problem = ""
-        for attempt in range(TRIES):
-            if attempt:
-                await asyncio.sleep(min(2.0, 0.25 * 2**attempt))
-            try:
-                response = await self.http.request(method, path, **options)  # type: ignore[arg-type]
-            except httpx.HTTPError as exc:
-                problem = f"no answer from {self.url} ({type(exc).__name__}: {exc})"
-                continue
-            status = response.status_code
-            if status == 429 or status >= 500:
-                problem = f"{self.url} answered {status}: {_detail(response)}"
-                continue
-            if status == 412:
-                raise VersionMismatch(str(Version.from_etag(response.headers.get("etag")) or ABSENT))
+    async def _call(self, work: Awaitable[T]) -> T:
+        """The client's answer, its errors as the place's (it retried no answer, 429 and 502-504 already)."""
+        try:
+            return await work
+        except ChatHistoryServiceConflict as exc:
+            raise VersionMismatch(str(exc.current or ABSENT)) from None
+        except ChatHistoryServiceStatusError as exc:
+            status = exc.status or 0
             if status in (401, 403):
-                raise PlaceUnavailable(f"{self.url} answered {status}: {_detail(response)} (check --api-key)")
-            if status >= 400:
-                raise PlaceError(f"{self.url} answered {status}: {_detail(response)}", status)
-            return response
-        raise PlaceUnavailable(f"{problem} ({TRIES} tries)")
+                raise PlaceUnavailable(f"{self.url} answered {status}: {exc.detail} (check --api-key)") from None
+            if status == 429 or status >= 500:
+                raise PlaceUnavailable(f"{self.url} answered {status}: {exc.detail}") from None
+            raise PlaceError(f"{self.url} answered {status}: {exc.detail}", status) from None
+        except ChatHistoryServiceProtocolError as exc:  # not the service's answer
+            raise PlaceUnavailable(str(exc)) from None
+        except ChatHistoryServiceUnavailable as exc:
+            raise PlaceUnavailable(f"no answer from {self.url}: {exc}") from None
 
     async def close(self) -> None:
-        await self.http.aclose()
+        """Close the HTTP client."""
+        await self.client.aclose()
 
 
 async def walk(
@@ -253,18 +249,6 @@ Place: TypeAlias = StorePlace | ServicePlace
 
 def _unprefixed(summary: ConversationSummary, length: int) -> ConversationSummary:
     return dataclasses.replace(summary, conversation_key=summary.conversation_key[length:]) if length else summary
-
-
-def _detail(response: httpx.Response) -> str:
-    try:
-        detail = response.json().get("detail", response.text)
-    except (ValueError, AttributeError):
-        detail = response.text
-    return str(detail)[:300]
-
-
-def _path(key: str) -> str:
-    return f"/chat-history/{quote(key, safe='')}"
 
 
 def open_place(

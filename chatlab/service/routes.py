@@ -17,7 +17,7 @@ import msgspec
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 
 from ..stores import ChatHistoryStore
-from ..stores.base import ConversationSummary
+from ..stores.base import ConversationSummary, prefix_upper_bound
 from ..vocabulary import Refused
 from . import conditions as headers_of
 from . import jsontext
@@ -30,7 +30,7 @@ from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_d
 from .parameters import ForkQuery, ListingQuery, MessagesQuery, NoQuery, documented, read_query
 from .patches import decode_metadata_patch
 from .responses import Answer, json_answer, json_response
-from .security.auth import Caller
+from .security.auth import SEPARATOR, Caller
 from .security.conditions import etag, fingerprint
 from .settings import ServiceSettings
 
@@ -86,11 +86,13 @@ async def _page(
     store: ChatHistoryStore, caller: Caller, cursor: str | None, limit: int | None, wanted: dict[str, str]
 ) -> tuple[list[ConversationSummary], bool]:
     """Up to ``limit`` of the caller's conversations after ``cursor``, and whether more remain (the store is asked
-    for one more); keys the caller may not see (without API keys, the namespaced ones) are skipped."""
+    for one more). Keys the caller may not see (without API keys, the namespaced ones) are skipped a namespace at a
+    time: the next call starts past the namespace's range of keys, so hidden conversations cost no calls."""
     found: list[ConversationSummary] = []
+    start: str | None = None  # the next call's first key, past a hidden namespace
     while True:
         want = None if limit is None else limit + 1 - len(found)
-        batch = await store.summaries(caller.prefix, after=cursor, limit=want, tags=wanted)
+        batch = await store.summaries(caller.prefix, after=cursor, limit=want, tags=wanted, from_key=start)
         found += [s for s in batch if caller.owns(s.conversation_key)]
         if limit is None:
             return found, False
@@ -98,7 +100,11 @@ async def _page(
             return found[:limit], True
         if len(batch) < (want or 0):
             return found, False
-        cursor = batch[-1].conversation_key
+        cursor, start = batch[-1].conversation_key, None
+        if not caller.owns(cursor):
+            start = prefix_upper_bound(cursor[: cursor.index(SEPARATOR) + 1])
+            if start is None:
+                return found, False  # nothing sorts after this namespace
 
 
 def _listing(summaries: list[ConversationSummary], caller: Caller) -> bytes:

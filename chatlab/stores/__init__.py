@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 # the package's interface, re-exported explicitly
+from ._urls import describe_url as describe_url
 from .base import ChatHistoryStore as ChatHistoryStore
 from .base import ConversationSlice as ConversationSlice
 from .base import ConversationSummary as ConversationSummary
@@ -52,15 +53,3 @@ def open_store(url: str | None = None, *, timeout: float | None = None, **option
 
 def _looks_like_windows_path(url: str) -> bool:
     return len(url) >= 3 and url[0].isalpha() and url[1] == ":" and url[2] in "\\/"
-
-
-def describe_url(url: str | None) -> str:
-    """A store URL without its password, for logs."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    if not url or "://" not in url:
-        return url or "memory://"
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)))

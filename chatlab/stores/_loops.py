@@ -16,6 +16,8 @@ log = logging.getLogger(__name__)
 
 
 class PerLoop(Generic[T]):
+    """One resource per event loop: ``opener`` makes it on the loop's first :meth:`get`, ``closer`` ends it."""
+
     def __init__(self, opener: Callable[[], Coroutine[Any, Any, T]], closer: Callable[[T], Awaitable[None]]) -> None:
         self._opener = opener
         self._closer = closer

@@ -1,4 +1,5 @@
-"""Store URLs carry a few query parameters chatlab reads itself; the drivers must not see them."""
+"""Store URLs: the query parameters chatlab reads itself (the drivers must not see them), the file a SQLite URL names,
+and how a URL is shown without its credentials (in messages, logs and ``GET /``)."""
 
 from __future__ import annotations
 
@@ -31,3 +32,25 @@ def path_from_url(url: str) -> Path:
     if rest in (":memory:", "") or rest.startswith("file:"):
         raise ValueError(f"invalid SQLite store {url!r}: give a file path (for memory, use memory://)")
     return Path(rest).expanduser()
+
+
+def redacted(url: str, *, default_port: int, default_database: str) -> str:
+    """Where a database URL points, without user or password: ``host:port/database``, ``cluster host:port`` for a
+    ``+cluster`` scheme, or ``unix:`` and a socket's path."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix:{parts.path}"
+    where = f"{parts.hostname or 'localhost'}:{parts.port or default_port}"
+    if parts.scheme.endswith("+cluster"):
+        return f"cluster {where}"
+    return f"{where}/{parts.path.lstrip('/') or default_database}"
+
+
+def describe_url(url: str | None) -> str:
+    """A store URL as the operator gave it, its password masked, for logs."""
+    if not url or "://" not in url:
+        return url or "memory://"
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)))

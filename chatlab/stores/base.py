@@ -25,6 +25,7 @@ ANY = "*"  # in if_match: any version, as long as the conversation exists (HTTP 
 
 
 def new_generation() -> str:
+    """A new random generation: the part of a version that a replace or a delete ends."""
     return secrets.token_hex(8)
 
 
@@ -58,9 +59,35 @@ def prefix_upper_bound(prefix: str) -> str | None:
     return prefix[:-1] + chr(last)
 
 
+def listing_start(prefix: str, after: str | None, from_key: str | None) -> tuple[str, bool]:
+    """Where a listing starts, and whether that key itself is in it: the highest of ``prefix`` (inclusive),
+    ``after`` (exclusive) and ``from_key`` (inclusive)."""
+    start, inclusive = prefix, True
+    if after is not None and after >= start:
+        start, inclusive = after, False
+    if from_key is not None and from_key > start:
+        start, inclusive = from_key, True
+    return start, inclusive
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    """A conversation's title and tags as a condition of a write: it is made only if the conversation carries exactly
+    these (a migration's copy, which must not undo a ``PATCH`` made on the target meanwhile)."""
+
+    title: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    def check(self, title: str | None, tags: Mapping[str, str]) -> None:
+        """Raise :class:`MetadataChanged` unless the conversation's ``title`` and ``tags`` are these."""
+        if title != self.title or dict(tags) != dict(self.tags):
+            raise MetadataChanged(title, dict(tags))
+
+
 @dataclass(frozen=True, slots=True)
 class ConversationRecord:
-    """A whole conversation for :meth:`ChatHistoryStore.restore`; ``expected``: the version the target must be at."""
+    """A whole conversation for :meth:`ChatHistoryStore.restore`; ``expected``: the version the target must be at,
+    ``expected_metadata`` (if given) the title and tags it must carry."""
 
     conversation_key: str
     messages: list[EncodedMessage]
@@ -70,6 +97,7 @@ class ConversationRecord:
     expected: str = ABSENT
     title: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    expected_metadata: Metadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +129,8 @@ class ConversationSlice:
 
 @dataclass(frozen=True, slots=True)
 class WriteResult:
+    """What a write made: the conversation's version after it; ``replayed``: an idempotent retry's first answer."""
+
     version: str
     replayed: bool = False
 
@@ -115,6 +145,7 @@ class Idempotency:
 
 
 def check_slice(after: int, limit: int | None) -> None:
+    """Refuse a negative ``after`` or ``limit`` of a slice (:class:`ValueError`)."""
     if after < 0 or (limit is not None and limit < 0):
         raise ValueError(f"after and limit must be 0 or more (got after={after}, limit={limit})")
 
@@ -133,6 +164,16 @@ class VersionMismatch(Exception):
 
 class IdempotencyKeyReused(Exception):
     """The idempotency key was used before for a different request: nothing was written."""
+
+
+class MetadataChanged(Exception):
+    """The conversation's title and tags were not the expected ones (:class:`Metadata`): nothing was written.
+    ``title`` and ``tags``: what it carries."""
+
+    def __init__(self, title: str | None, tags: dict[str, str]) -> None:
+        super().__init__(f"the conversation's title and tags changed (now {title!r} and {tags!r})")
+        self.title = title
+        self.tags = tags
 
 
 class ChatHistoryStore(ABC):
@@ -211,19 +252,25 @@ class ChatHistoryStore(ABC):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
+        from_key: str | None = None,
     ) -> list[ConversationSummary]:
-        """The conversations whose key starts with ``prefix`` and after ``after``, in key order, at most ``limit``,
-        carrying every tag in ``tags``. Stores read the page from an index ordered by key, never the whole list."""
+        """The conversations whose key starts with ``prefix``, after ``after`` and from ``from_key`` on
+        (:func:`listing_start`), in key order, at most ``limit``, carrying every tag in ``tags``. Stores read the page
+        from an index ordered by key, never the whole list: a listing may skip a range of keys in one call."""
 
     @abstractmethod
-    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+    async def set_metadata(
+        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+    ) -> ConversationSummary | None:
         """Make ``change`` to a conversation's title and tags, atomically; its summary after, or ``None`` (and
-        nothing written) if there is no such conversation. Raises :class:`~chatlab.stores.metadata.TooManyTags`."""
+        nothing written) if there is no such conversation. Raises :class:`~chatlab.stores.metadata.TooManyTags`, and
+        :class:`MetadataChanged` if ``expected`` is given and the conversation carries other metadata."""
 
     @abstractmethod
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         """Write whole conversations with their own version and timestamps (a migration's copy), each only if at
-        ``record.expected`` (else :class:`VersionMismatch`); SQL stores write a batch in one transaction."""
+        ``record.expected`` (else :class:`VersionMismatch`) and carrying ``record.expected_metadata`` when given (else
+        :class:`MetadataChanged`); SQL stores write a batch in one transaction."""
 
     @abstractmethod
     async def sweep(self) -> int:

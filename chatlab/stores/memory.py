@@ -11,8 +11,10 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from dataclasses import replace as replace_fields
 from itertools import islice, takewhile
 
+from .append_rule import Recorded, changes_nothing, decide_append
 from .base import (
     ABSENT,
     ChatHistoryStore,
@@ -22,11 +24,11 @@ from .base import (
     ConversationSummary,
     EncodedMessage,
     Idempotency,
-    IdempotencyKeyReused,
+    Metadata,
     VersionMismatch,
     WriteResult,
-    appended_version,
     check_slice,
+    listing_start,
     new_version,
     version_matches,
 )
@@ -46,11 +48,13 @@ class _Bucket:
     tags: dict[str, str] = field(default_factory=dict)
 
     def summary(self, key: str) -> ConversationSummary:
+        """The conversation's summary (a copy of its tags)."""
         return ConversationSummary(
             key, len(self.messages), self.version, self.created_at, self.updated_at, self.title, dict(self.tags)
         )
 
     def touch(self, now: float) -> None:
+        """Stamp a write at ``now`` (and the creation, for a new conversation)."""
         if self.version == ABSENT:
             self.created_at = now
         self.updated_at = now
@@ -99,10 +103,12 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             bucket.lock.release()
 
     async def read(self, conversation_key: str) -> Conversation:
+        """One snapshot of the whole conversation, taken under its lock."""
         whole = await self.read_slice(conversation_key)
         return Conversation(whole.messages, whole.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        """The range asked for, copied under the conversation's lock."""
         check_slice(after, limit)
         bucket = self._buckets.get(conversation_key)
         if bucket is None:
@@ -119,28 +125,37 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         if_match: Collection[str] | None = None,
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
-        if not messages and if_match is None and idempotency is None:
+        """Decided by :func:`~chatlab.stores.append_rule.decide_append` under the conversation's lock."""
+        if changes_nothing(messages, if_match, idempotency):
             return WriteResult(await self.version(conversation_key))
-        # one digest of both keys (the service's key pattern allows no NUL in a conversation key)
-        record_key = _digest(f"{conversation_key}\0{idempotency.key}") if idempotency is not None else b""
+        record_key = b""
+        if idempotency is not None:
+            # one digest of both keys (the service's key pattern allows no NUL in a conversation key), and the
+            # fingerprint as its digest too: a record's size does not grow with theirs
+            record_key = _digest(f"{conversation_key}\0{idempotency.key}")
+            idempotency = replace_fields(idempotency, fingerprint=_digest(idempotency.fingerprint).hex())
         with self._bucket(conversation_key) as bucket:  # a condition or record on an unknown key does not create it
-            if idempotency is not None:
-                recorded = self._recorded(record_key, idempotency)
-                if recorded is not None:
-                    return recorded
-            if not version_matches(bucket.version, if_match):
-                raise VersionMismatch(bucket.version)
-            if messages:
+            recorded = None if idempotency is None else self._recorded(record_key)
+            decision = decide_append(
+                bucket.version,
+                len(bucket.messages),
+                len(messages),
+                if_match=if_match,
+                idempotency=idempotency,
+                recorded=recorded,
+            )
+            if decision.writes_messages:
                 bucket.touch(self.clock())
                 bucket.messages.extend(messages)
-                bucket.version = appended_version(bucket.version, len(bucket.messages))
-            if idempotency is not None:
-                self._record(record_key, idempotency, bucket.version)
-            return WriteResult(bucket.version)
+                bucket.version = decision.version
+            if decision.record is not None and idempotency is not None:
+                self._record(record_key, decision.record, idempotency.ttl)
+            return decision.result()
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
+        """The new messages at a new generation, under the conversation's lock."""
         with self._bucket(conversation_key) as bucket:
             if not version_matches(bucket.version, if_match):
                 raise VersionMismatch(bucket.version)
@@ -150,6 +165,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             return WriteResult(bucket.version)
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        """Under the conversation's lock, once a write in progress is done."""
         with self._bucket(conversation_key) as bucket:  # waits for a write in progress to finish
             if not version_matches(bucket.version, if_match):
                 raise VersionMismatch(bucket.version)
@@ -163,13 +179,14 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
+        from_key: str | None = None,
     ) -> list[ConversationSummary]:
+        """A chunk of the sorted keys at a time, each conversation read under its own lock."""
         # a chunk of the sorted keys at a time; buckets are locked outside the index's lock, which a writer
         # holding a bucket's lock may wait for
         result: list[ConversationSummary] = []
         wanted = (tags or {}).items()  # every wanted tag, with its value
-        start = prefix if after is None or after < prefix else after
-        inclusive = after is None or after < prefix
+        start, inclusive = listing_start(prefix, after, from_key)
         while True:
             with self._buckets_lock:
                 keys = self._keys
@@ -187,10 +204,15 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             start, inclusive = chunk[-1][0], False
             await asyncio.sleep(0)  # a long listing lets the event loop serve other requests between chunks
 
-    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+    async def set_metadata(
+        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+    ) -> ConversationSummary | None:
+        """Under the conversation's lock, over ``expected`` when given."""
         with self._bucket(conversation_key) as bucket:
             if bucket.version == ABSENT:
                 return None
+            if expected is not None:
+                expected.check(bucket.title, bucket.tags)
             bucket.title, bucket.tags = change.applied(bucket.title, bucket.tags)
             return bucket.summary(conversation_key)
 
@@ -202,16 +224,22 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         return len(held), sum(held)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        """Each record in turn, under its conversation's lock."""
         for record in records:
             with self._bucket(record.conversation_key) as bucket:
                 if bucket.version != record.expected:
                     raise VersionMismatch(bucket.version)
+                if record.expected_metadata is not None:
+                    record.expected_metadata.check(bucket.title, bucket.tags)
                 bucket.messages[:] = record.messages
                 bucket.version = record.version
-                bucket.title, bucket.tags = record.title, dict(record.tags)
-                bucket.created_at, bucket.updated_at = record.created_at, record.updated_at
+                bucket.title = record.title
+                bucket.tags = dict(record.tags)
+                bucket.created_at = record.created_at
+                bucket.updated_at = record.updated_at
 
     async def sweep(self) -> int:
+        """Those last written at or before the cutoff and not written since."""
         cutoff = self.cutoff()
         if cutoff is None:
             return 0
@@ -226,22 +254,19 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                     deleted += 1
         return deleted
 
-    def _recorded(self, key: bytes, idempotency: Idempotency) -> WriteResult | None:
+    def _recorded(self, key: bytes) -> Recorded | None:
+        """The live record under ``key`` (its fingerprint is the digest of the request's)."""
         with self._records_lock:
             record = self._records.get(key)
         if record is None or _EXPIRES.unpack_from(record)[0] <= self._clock():
             return None
-        if record[_EXPIRES.size : _VERSION_AT] != _digest(idempotency.fingerprint):
-            raise IdempotencyKeyReused(idempotency.key)
-        return WriteResult(record[_VERSION_AT:].decode(), replayed=True)
+        return Recorded(record[_EXPIRES.size : _VERSION_AT].hex(), record[_VERSION_AT:].decode())
 
-    def _record(self, key: bytes, idempotency: Idempotency, version: str) -> None:
+    def _record(self, key: bytes, record: Recorded, ttl: float) -> None:
         now = self._clock()
         with self._records_lock:
             self._records.pop(key, None)  # re-insert at the end
-            self._records[key] = (
-                _EXPIRES.pack(now + idempotency.ttl) + _digest(idempotency.fingerprint) + version.encode()
-            )
+            self._records[key] = _EXPIRES.pack(now + ttl) + bytes.fromhex(record.fingerprint) + record.version.encode()
             # drop expired records from the front, stopping at the first live one: usually one look, not a scan
             expired = takewhile(lambda item: _EXPIRES.unpack_from(item[1])[0] <= now, self._records.items())
             for k, _ in list(islice(expired, _EXPIRED_PER_WRITE)):

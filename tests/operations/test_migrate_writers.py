@@ -1,5 +1,5 @@
-"""Issue 30 #1: a migration with clients writing to the target loses no acknowledged write, and every failure
-says in one line what was done and what to run next."""
+"""A migration with clients writing to the target loses no acknowledged write (messages, titles and tags), and every
+failure says in one line what was done and what to run next."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from chatlab.operations import MigrationConflict, migrate
 from chatlab.stores import open_store
 from chatlab.stores.base import ConversationRecord, new_version
+from chatlab.stores.metadata import MetadataChange
 
 CONVERSATIONS = 400
 
@@ -85,6 +86,91 @@ def test_writes_on_the_target_during_a_migration_are_never_lost(tmp_path) -> Non
         assert result[key][: len(messages)] == messages  # the source's history first, whole
     again = asyncio.run(migrate(source, target))
     assert again.mismatches == [] and again.diverged == [] and again.copied == 0
+
+
+async def _fill_titled(url: str) -> None:
+    """The source's conversations, each with a title and two tags."""
+    store = open_store(url)
+    try:
+        records = [
+            ConversationRecord(
+                f"conv-{i:04d}",
+                [_message(f"s{i}")],
+                new_version(1),
+                1.7e9,
+                1.7e9,
+                title=f"source {i}",
+                tags={"origin": "source", "n": str(i)},
+            )
+            for i in range(CONVERSATIONS)
+        ]
+        await store.restore(records)
+    finally:
+        await store.close()
+
+
+async def _with_patches(source: str, target: str) -> dict[str, tuple[str, str]]:
+    """``migrate`` while a client PATCHes the target's copies (a title, or a tag the source also carries, or a tag of
+    its own); the last acknowledged title and tags of each conversation it wrote."""
+    store = open_store(target)
+    stop = asyncio.Event()
+    acknowledged: dict[str, tuple[str, str]] = {}  # key -> (what, value): the latest acknowledged write of each
+
+    async def patch() -> None:
+        n = 0
+        while not stop.is_set():
+            listed = await store.summaries(limit=CONVERSATIONS)
+            for summary in listed[n % 7 :: 7]:  # copies the target holds now, a different stride each round
+                key, value = summary.conversation_key, f"target {n}"
+                change = [
+                    MetadataChange(value, True),
+                    MetadataChange(tags={"origin": value}),
+                    MetadataChange(tags={"own": value}),
+                ][n % 3]
+                if await store.set_metadata(key, change) is not None:
+                    what = ["title", "origin", "own"][n % 3]
+                    acknowledged[f"{key} {what}"] = (what, value)
+                n += 1
+                await asyncio.sleep(0)
+            await asyncio.sleep(0.001)
+
+    writer = asyncio.create_task(patch())
+    try:
+        await asyncio.sleep(0)
+        report = await migrate(source, target, batch=5)
+        assert report.mismatches == [], report
+    finally:
+        stop.set()
+        await writer
+        await store.close()
+    return acknowledged
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
+def test_titles_and_tags_patched_on_the_target_during_a_migration_are_kept(kind: str, request, tmp_path) -> None:
+    """Every PATCH acknowledged on the target while the migration runs holds at the end: the migration carries the
+    source's titles and tags only over what it read, and never over a field the target's clients wrote."""
+    source = f"sqlite:///{tmp_path / 'source.db'}"
+    target = f"sqlite:///{tmp_path / 'target.db'}" if kind == "sqlite" else request.getfixturevalue(f"{kind}_url")
+    asyncio.run(_fill_titled(source))
+    acknowledged = asyncio.run(_with_patches(source, target))
+    assert len(acknowledged) > 10, "the client should have written during the migration"
+
+    async def held() -> dict[str, tuple[str | None, dict[str, str]]]:
+        store = open_store(target)
+        try:
+            return {s.conversation_key: (s.title, dict(s.tags)) for s in await store.summaries()}
+        finally:
+            await store.close()
+
+    result = asyncio.run(held())
+    for field_key, (what, value) in acknowledged.items():
+        key = field_key.split(" ")[0]
+        title, tags = result[key]
+        assert (title if what == "title" else tags.get(what)) == value, (key, what, value, result[key])
+    untouched = [key for key in result if not any(k.startswith(key + " ") for k in acknowledged)]
+    for key in untouched:  # the source's metadata where no client wrote
+        assert result[key] == (f"source {int(key[5:])}", {"origin": "source", "n": str(int(key[5:]))}), key
 
 
 def _chatlab(*args: str) -> subprocess.CompletedProcess[str]:

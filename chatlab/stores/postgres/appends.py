@@ -23,6 +23,8 @@ PURGE_SCAN = 1024  # the purge's inner bound, a constant: even a generic plan re
 
 
 class AppendMember(NamedTuple):
+    """One append of a batch, as the function takes it."""
+
     lock_key: str  # the conversation's advisory lock key (every writer of it takes the same one)
     conversation_key: str
     now: float  # wall-clock time: idempotency records that expire at or before it are dead
@@ -34,6 +36,8 @@ class AppendMember(NamedTuple):
 
 
 class AppendOutcome(NamedTuple):
+    """What the function did with one member (the store reads it back as its answer)."""
+
     before: str | None  # the conversation's version before the member (None: it did not exist)
     fingerprint: str | None  # the live idempotency record that answered it (None: none did)...
     recorded: str | None  # ... and the version it recorded

@@ -49,6 +49,7 @@ class Batcher(Generic[A, R]):
         self.members = 0
 
     def submit(self, args: A) -> asyncio.Future[R]:
+        """Queue one call; its outcome, when a statement answered it (or its deadline passed)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         timeout = self._connections.timeout()

@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
+from .. import _urls as urls
 from .._loops import PerLoop
 from .._urls import split_url
-from ..base import IdempotencyKeyReused, StoreError, VersionMismatch
+from ..base import IdempotencyKeyReused, MetadataChanged, StoreError, VersionMismatch
 from ..metadata import MetadataError
 
 if TYPE_CHECKING:
@@ -25,13 +25,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHATLAB_PARAMETERS = ("schema",)  # query parameters of a store URL that chatlab reads itself (not for the driver)
-ANSWERS = (StoreError, VersionMismatch, IdempotencyKeyReused, MetadataError)  # the store's answers, not failures
+ANSWERS = (StoreError, VersionMismatch, IdempotencyKeyReused, MetadataChanged, MetadataError)  # answers, not failures
 
 
 def redacted(url: str) -> str:
-    """host:port/database of a URL, without user or password, for messages and ``GET /``."""
-    parts = urlsplit(url)
-    return f"{parts.hostname or 'localhost'}:{parts.port or 5432}/{parts.path.lstrip('/') or '(default database)'}"
+    """host:port/database of a PostgreSQL URL, without user or password, for messages and ``GET /``."""
+    return urls.redacted(url, default_port=5432, default_database="(default database)")
 
 
 async def _keep(conn: object) -> None:
@@ -57,6 +56,7 @@ class Connections:
         self._pools: PerLoop[Pool] = PerLoop(self._open, self._close)
 
     async def close(self) -> None:
+        """Close every event loop's pool."""
         await self._pools.close()
 
     def error(self, exc: BaseException | None, *, expired: bool = False, connecting: bool = False) -> StoreError:

@@ -32,6 +32,8 @@ class Schema:
     appends_refused: str | None = None  # why: the append function is missing and this role may not create it
 
     async def ensure(self, conn: PoolConnectionProxy) -> None:
+        """Create or upgrade the tables and the append function unless done (a :class:`StoreError` if the tables'
+        version is unknown)."""
         if self.ready:
             return
         import asyncpg

@@ -9,11 +9,14 @@ SCHEMA_VERSION = 4  # the layout these statements read and write
 SWEEP_BATCH = 1000  # at most this many conversations deleted by one of the retention sweep's transactions
 
 
-def quoted(*names: str) -> str:  # a (schema-qualified) SQL identifier: "schema"."table"
+def quoted(*names: str) -> str:
+    """A (schema-qualified) SQL identifier, each name quoted: ``"schema"."table"``."""
     return ".".join('"' + name.replace('"', '""') + '"' for name in names)
 
 
 class Statements:
+    """Every statement of the store, for one schema."""
+
     def __init__(self, schema: str) -> None:
         tables = ("meta", "conversations", "messages", "idempotency")
         names = {table: quoted(schema, f"chatlab_{table}") for table in tables}

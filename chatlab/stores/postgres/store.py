@@ -12,6 +12,7 @@ from dataclasses import replace as replace_fields
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._urls import split_url
+from ..append_rule import changes_nothing
 from ..base import (
     ABSENT,
     ChatHistoryStore,
@@ -22,10 +23,12 @@ from ..base import (
     EncodedMessage,
     Idempotency,
     IdempotencyKeyReused,
+    Metadata,
     StoreError,
     VersionMismatch,
     WriteResult,
     check_slice,
+    listing_start,
     new_generation,
     new_version,
     prefix_upper_bound,
@@ -46,7 +49,9 @@ INT8_MAX = 2**63 - 1
 ReadRequest = tuple[str, int, int | None]  # one read of a batch: the key, after and limit (None: all)
 
 
-class Batches(NamedTuple):  # the store's batchers of one event loop
+class Batches(NamedTuple):
+    """The store's batchers of one event loop."""
+
     reads: Batcher[ReadRequest, ConversationSlice]
     appends: Batcher[AppendMember, AppendOutcome]
 
@@ -108,14 +113,18 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         return f"<{type(self).__name__} {self.where} schema={self.schema}>"
 
     def batches(self) -> Batches:
+        """The running event loop's batchers of reads and appends, made on its first call (those of loops that
+        closed are dropped then)."""
         loop = asyncio.get_running_loop()
-        if (batches := self._batches.get(loop)) is None:
+        batches = self._batches.get(loop)
+        if batches is None:
             for closed in [other for other in self._batches if other.is_closed()]:
                 del self._batches[closed]
-            batches = self._batches[loop] = Batches(
+            batches = Batches(
                 Batcher(self._read_many, self.connections, self.read_statements, self.max_batch),
                 Batcher(self._append_many, self.connections, self.append_statements, self.max_batch),
             )
+            self._batches[loop] = batches
         return batches
 
     async def _read_many(self, requests: list[ReadRequest], deadline: float) -> list[ConversationSlice]:
@@ -136,10 +145,12 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             return await append_many(conn, self.statements.append, members)
 
     async def read(self, conversation_key: str) -> Conversation:
+        """The whole conversation, read with the reads waiting at the same moment in one statement."""
         whole = await self.read_slice(conversation_key)
         return Conversation(whole.messages, whole.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        """The range asked for, read with the reads waiting at the same moment in one statement."""
         check_slice(after, limit)
         _check_key(conversation_key)
         return await self.batches().reads.submit((conversation_key, after, limit))
@@ -155,15 +166,16 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         if_match: Collection[str] | None = None,
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
-        batch = [bytes(m) for m in messages]
-        if not batch and if_match is None and idempotency is None:
+        """Decided by the schema's append function with the appends waiting at the same moment, in one statement
+        (:mod:`.appends`); its outcome read back as the store's answer."""
+        if changes_nothing(messages, if_match, idempotency):
             return WriteResult(await self.version(conversation_key))
         _check_key(conversation_key)
         member = AppendMember(
             lock_key=self._lock_key(conversation_key),
             conversation_key=conversation_key,
             now=time.time(),
-            messages=batch,
+            messages=[bytes(m) for m in messages],
             generation=new_generation(),
             written_at=self.clock(),
             if_match=None if if_match is None else list(if_match),
@@ -187,6 +199,15 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         if not version_matches(current, if_match):
             raise VersionMismatch(current)
 
+    async def _check_metadata(self, conn: PoolConnectionProxy, conversation_key: str, expected: Metadata) -> None:
+        """Raise :class:`MetadataChanged` unless the conversation carries ``expected`` (an absent one carries none)."""
+        row = await conn.fetchrow(self.statements.summary_for_update, conversation_key)
+        if row is None:
+            expected.check(None, {})
+        else:
+            held = _summary(row)
+            expected.check(held.title, held.tags)
+
     async def _write_messages(self, conn: PoolConnectionProxy, conversation_key: str, messages: list[bytes]) -> None:
         await conn.execute(self.statements.delete_messages, [conversation_key])
         if messages:
@@ -195,6 +216,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
+        """One transaction under the conversation's advisory lock."""
         _check_key(conversation_key)
         batch = [bytes(m) for m in messages]
         async with self.connections.acquire() as conn, conn.transaction():
@@ -207,6 +229,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             return WriteResult(version)
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        """One transaction under the conversation's advisory lock."""
         _check_key(conversation_key)
         async with self.connections.acquire() as conn, conn.transaction():
             await self._lock(conn, [conversation_key])
@@ -221,9 +244,12 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
+        from_key: str | None = None,
     ) -> list[ConversationSummary]:
-        # a page after ``after`` (itself skipped) or from the prefix on, up to the prefix's upper bound
-        start, skip = (after, after) if after is not None and after >= prefix else (prefix, None)
+        """A range of the primary key's index (planned for the tags asked for, when some are)."""
+        # a page from its start (skipped when exclusive), up to the prefix's upper bound
+        start, inclusive = listing_start(prefix, after, from_key)
+        skip = None if inclusive else start
         upper = prefix_upper_bound(prefix)
         tagged = json.dumps(dict(tags)) if tags else None
         args = [start, skip, limit, *(arg for arg in (upper, tagged) if arg is not None)]
@@ -238,7 +264,9 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 rows = await conn.fetch(statement, *args)
         return [_summary(row) for row in rows]
 
-    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+    async def set_metadata(
+        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+    ) -> ConversationSummary | None:
         """The row locked from read to write: changes apply in turn, a delete comes before (None) or waits."""
         _check_key(conversation_key)
         async with self.connections.acquire() as conn, conn.transaction():
@@ -246,11 +274,14 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             if row is None:
                 return None
             before = _summary(row)
+            if expected is not None:
+                expected.check(before.title, before.tags)
             title, tags = change.applied(before.title, before.tags)
             await conn.execute(self.statements.set_metadata, conversation_key, title, _tags_json(tags))
         return replace_fields(before, title=title, tags=tags)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        """One transaction, every record's lock taken first in the one order."""
         for record in records:
             _check_key(record.conversation_key)
         async with self.connections.acquire() as conn, conn.transaction():
@@ -258,15 +289,19 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             for record in records:
                 key = record.conversation_key
                 await self._check(conn, key, [record.expected])
+                if record.expected_metadata is not None:
+                    await self._check_metadata(conn, key, record.expected_metadata)
                 fields = (len(record.messages), record.version, record.created_at, record.updated_at, record.title)
                 await conn.execute(self.statements.restore_count, key, *fields, _tags_json(record.tags))
                 await self._write_messages(conn, key, [bytes(m) for m in record.messages])
 
     async def sweep(self) -> int:
+        """A bounded batch of conversations per transaction, their locks taken in the one order."""
         cutoff = self.cutoff()
         if cutoff is None:
             return 0
-        q, deleted = self.statements, 0
+        q = self.statements
+        deleted = 0
         while True:
             async with self.connections.acquire() as conn, conn.transaction():
                 due = [row[0] for row in await conn.fetch(q.due, cutoff)]
@@ -278,5 +313,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
                 deleted += len(gone)
 
     async def close(self) -> None:
+        """Drop the batchers and close every event loop's pool."""
         self._batches.clear()
         await self.connections.close()

@@ -12,8 +12,8 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
+from .. import _urls as urls
 from .scripts import Script
 
 #: URL schemes of a cluster, as redis-py's own (``redis://``, ``rediss://``) with ``+cluster``.
@@ -23,14 +23,8 @@ _Call = tuple[Script, Sequence[Any], Sequence[Any], asyncio.Future[Any]]
 
 
 def redacted(url: str) -> str:
-    """host:port/database (or the socket's path) of a URL, without user or password, for messages."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return f"unix:{parts.path}"
-    where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
-    if parts.scheme in CLUSTER_SCHEMES:
-        return f"cluster {where}"
-    return f"{where}/{parts.path.lstrip('/') or '0'}"
+    """host:port/database (or the socket's path) of a Redis URL, without user or password, for messages."""
+    return urls.redacted(url, default_port=6379, default_database="0")
 
 
 async def open_calls(url: str, cluster: bool, timeout: float, max_connections: int) -> Calls:
@@ -123,6 +117,7 @@ class Calls:
         return list(await pipe.execute(raise_on_error=False))
 
     async def close(self) -> None:
+        """Cancel the pipelines being sent and close the client."""
         for task in list(self._running):
             task.cancel()
         await self.client.aclose()

@@ -35,7 +35,9 @@ class Layout:
         return zlib.crc32(conversation_key.encode("utf-8")) % self.buckets
 
     def conversation(self, conversation_key: str) -> ConversationKeys:
-        base, key = self.bases[self.bucket(conversation_key)], conversation_key.encode("utf-8")
+        """The keys of a conversation, in the order every script on one conversation reads them as KEYS."""
+        base = self.bases[self.bucket(conversation_key)]
+        key = conversation_key.encode("utf-8")
         return ConversationKeys(
             base + b"conversations",
             base + b"messages:" + key,

@@ -85,6 +85,26 @@ local function checked(at)
     end
     return nil
 end
+-- The metadata condition from ARGV[at] ('': none; else the title, '-' for none or '=' and the title, then how many
+-- tags and each one's name and value): the index past it, or nil when the conversation carries other metadata.
+local function metadata_is(at)
+    if ARGV[at] == '' then return at + 1 end
+    local held, tags = {}, 0
+    if current ~= 'ABSENT' then
+        local fields = redis.call('HGETALL', KEYS[6])
+        for i = 1, #fields, 2 do
+            held[fields[i]] = fields[i + 1]
+            if string.sub(fields[i], 1, 4) == 'tag:' then tags = tags + 1 end
+        end
+    end
+    local title = ARGV[at] ~= '-' and string.sub(ARGV[at], 2) or nil
+    local count = tonumber(ARGV[at + 1])
+    if held['title'] ~= title or tags ~= count then return nil end
+    for i = at + 2, at + 1 + 2 * count, 2 do
+        if held['tag:' .. ARGV[i]] ~= ARGV[i + 1] then return nil end
+    end
+    return at + 2 + 2 * count
+end
 -- Indexes the conversation (dropping what an expired one left) and pushes ARGV[first] on (replacing: alone).
 local function write(first, replacing)
     if current == 'ABSENT' then clear_metadata(base, member) end
@@ -192,7 +212,9 @@ return {'ok', 'ABSENT'}
 RESTORE = _on_conversation("""
 if current ~= ARGV[2] then return current end
 local last = 8 + 2 * tonumber(ARGV[7])
-write(last + 1, true)
+local first = metadata_is(last + 1)
+if not first then return {'changed', summary(base, member)} end
+write(first, true)
 redis.call('SET', KEYS[3], ARGV[3])
 stamp(ARGV[4], ARGV[5], ARGV[6])
 clear_metadata(base, member)
@@ -200,17 +222,20 @@ patch(8, last, {})
 return false
 """)
 
-# The merge patch of set_metadata. ARGV: key, the most tags a conversation may carry, the ``patch``. false when the
-# conversation does not exist; {'too_many', how many} (nothing written); else {'ok', its ``summary``}.
+# The merge patch of set_metadata. ARGV: key, the most tags a conversation may carry, the metadata condition
+# (``metadata_is``), the ``patch``. false when the conversation does not exist; {'changed', its ``summary``} when the
+# condition fails and {'too_many', how many} (nothing written); else {'ok', its ``summary``}.
 SET_METADATA = _on_conversation("""
 if current == 'ABSENT' then return false end
+local at = metadata_is(3)
+if not at then return {'changed', summary(base, member)} end
 local tags, count = tags_of(redis.call('HGETALL', KEYS[6]))
-for i = 4, #ARGV, 2 do
+for i = at + 1, #ARGV, 2 do
     local had, has = tags[ARGV[i]] and 1 or 0, ARGV[i + 1] == '-' and 0 or 1
     count = count + has - had
 end
 if count > tonumber(ARGV[2]) then return {'too_many', count} end
-patch(3, #ARGV, tags)
+patch(at, #ARGV, tags)
 return {'ok', summary(base, member)}
 """)
 

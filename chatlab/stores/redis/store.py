@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
@@ -24,10 +22,13 @@ from ..base import (
     EncodedMessage,
     Idempotency,
     IdempotencyKeyReused,
+    Metadata,
+    MetadataChanged,
     StoreError,
     VersionMismatch,
     WriteResult,
     check_slice,
+    listing_start,
     new_generation,
     new_version,
     prefix_upper_bound,
@@ -61,6 +62,34 @@ def _outcome(reply: list[bytes], idempotency: Idempotency | None = None) -> Writ
     if status == b"reused":
         raise IdempotencyKeyReused(idempotency.key if idempotency else "")
     return WriteResult(value.decode(), replayed=status == b"replayed")
+
+
+def _condition(expected: Metadata | None) -> list[bytes | int]:
+    """A metadata condition as the scripts' ``metadata_is`` reads it (``''``: none)."""
+    if expected is None:
+        return [b""]
+    title = b"-" if expected.title is None else b"=" + expected.title.encode("utf-8")
+    parts: list[bytes | int] = [title, len(expected.tags)]
+    for name, value in expected.tags.items():
+        parts += [name.encode("utf-8"), value.encode("utf-8")]
+    return parts
+
+
+def _changed(reply: list[Any]) -> MetadataChanged:
+    """The refusal of a write whose metadata condition failed, from the script's ``{'changed', summary}`` (the
+    summary left out when the conversation is absent)."""
+    if len(reply) < 2:
+        return MetadataChanged(None, {})
+    held = _summary(*reply[1])
+    return MetadataChanged(held.title, dict(held.tags))
+
+
+def _stream_gone(exc: Exception) -> bool:
+    """Whether ``exc`` is redis-py's cluster client using a connection whose stream a failing node's disconnect set to
+    ``None`` under a command being sent (an ``AttributeError`` on ``None``, redis/redis-py#4287): the node is
+    unreachable, as a ``ConnectionError`` would have said. Recognised by the error's type and the object it names,
+    the ``obj`` attribute Python sets on every failed attribute lookup."""
+    return isinstance(exc, AttributeError) and exc.obj is None
 
 
 def _patch(sets_title: bool, title: str | None, tags: Mapping[str, str | None]) -> list[bytes]:
@@ -169,7 +198,10 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 calls = await self._clients.get()  # no I/O: connections open on first use
                 yield calls, self._layout or await self._check_layout(calls)
         except Exception as exc:
-            if isinstance(exc, StoreError) or (message := self._failure(exc)) is None:
+            if isinstance(exc, StoreError):
+                raise
+            message = self._failure(exc)
+            if message is None:
                 raise
             log.warning("%s", message)
             raise StoreError(message) from None
@@ -186,11 +218,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
             return f"Redis at {self.where} is unreachable: {exc}"
         if isinstance(exc, (redis.exceptions.RedisError, OSError)):
             return f"Redis at {self.where} failed: {exc}"
-        frames = traceback.extract_tb(exc.__traceback__)
-        inside_redis = bool(frames) and frames[-1].filename.startswith(os.path.dirname(redis.__file__) + os.sep)
-        if isinstance(exc, AttributeError) and inside_redis:
-            # redis-py's cluster client, when a failing node's connection is closed under a command that is being
-            # sent on it (its stream writer gone): the node is unreachable, as a ConnectionError would have said
+        if _stream_gone(exc):
             return f"Redis at {self.where} is unreachable: a connection closed while a command was sent ({exc})"
         return None
 
@@ -205,10 +233,12 @@ class RedisChatHistoryStore(ChatHistoryStore):
             return await calls.script(script, keys, [conversation_key.encode("utf-8"), *args])
 
     async def read(self, conversation_key: str) -> Conversation:
+        """One script: one snapshot."""
         whole = await self.read_slice(conversation_key)
         return Conversation(whole.messages, whole.version)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        """One script reading only the range asked for (``LRANGE``)."""
         check_slice(after, limit)
         # LRANGE walks from the nearer end of the list: the newest messages are cheap
         args = ["" if limit == 0 else after, -1 if limit is None else after + limit - 1]
@@ -222,12 +252,14 @@ class RedisChatHistoryStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
+        from_key: str | None = None,
     ) -> list[ConversationSummary]:
         """A merge of the buckets' pages, one script per bucket: see :func:`_first`."""
         if limit is not None and limit <= 0:
             return []
         upper = prefix_upper_bound(prefix)  # the ZRANGEBYLEX bounds: code point order, as UTF-8's byte order
-        low = b"(" + after.encode("utf-8") if after is not None and after >= prefix else b"[" + prefix.encode("utf-8")
+        start, inclusive = listing_start(prefix, after, from_key)
+        low = (b"[" if inclusive else b"(") + start.encode("utf-8")
         high = b"+" if upper is None else b"(" + upper.encode("utf-8")
         wanted = [part for name, value in (tags or {}).items() for part in (name.encode(), value.encode())]
 
@@ -240,11 +272,16 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
             return [_summary(*row) for row in await _first(read, layout.buckets, low, limit)]
 
-    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-        args = [MAX_TAGS, *_patch(change.sets_title, change.title, change.tags)]
+    async def set_metadata(
+        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+    ) -> ConversationSummary | None:
+        """One script, over ``expected`` when given."""
+        args = [MAX_TAGS, *_condition(expected), *_patch(change.sets_title, change.title, change.tags)]
         reply: list[Any] | None = await self._script(scripts.SET_METADATA, conversation_key, args)
         if reply is None:
             return None
+        if reply[0] == b"changed":
+            raise _changed(reply)
         status, value = reply
         if status == b"too_many":
             raise TooManyTags(f"a conversation carries at most {MAX_TAGS} tags; this change would leave {int(value)}")
@@ -262,6 +299,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         if_match: Collection[str] | None = None,
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
+        """One script, which holds the append rule in Lua (held to :mod:`..append_rule`'s table of cases)."""
         batch = [bytes(m) for m in messages]
         record = [idempotency.fingerprint, max(1, int(idempotency.ttl * 1000))] if idempotency else ["", 0]
         args = [new_generation(), *record, *self._stamps(self.clock()), *_conditions(if_match), *batch]
@@ -271,11 +309,13 @@ class RedisChatHistoryStore(ChatHistoryStore):
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
+        """One script: the check and the write are one atomic step."""
         batch = [bytes(m) for m in messages]
         args = [new_version(len(batch)), *self._stamps(self.clock()), *_conditions(if_match), *batch]
         return _outcome(await self._script(scripts.REPLACE, conversation_key, args))
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        """One script: the check and the deletion are one atomic step."""
         _outcome(await self._script(scripts.DELETE, conversation_key, _conditions(if_match)))
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
@@ -286,7 +326,10 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 times = f"{record.created_at!r} {record.updated_at!r}"
                 args = [key.encode(), record.expected, record.version, times, *self._stamps(record.updated_at)]
                 args += [len(record.tags), *_patch(record.title is not None, record.title, record.tags)]
+                args += _condition(record.expected_metadata)
                 current = await calls.script(scripts.RESTORE, layout.conversation(key), [*args, *record.messages])
+                if isinstance(current, list):
+                    raise _changed(current)
                 if current is not None:
                     raise VersionMismatch(current.decode())
 
@@ -299,9 +342,11 @@ class RedisChatHistoryStore(ChatHistoryStore):
         async def one(calls: Calls, base: bytes) -> int:
             keys = [base + b"conversations", base + b"updated"]
             deleted = 0
-            while count := int(await calls.script(scripts.SWEEP, keys, [cutoff, base, STEP])):
+            while True:
+                count = int(await calls.script(scripts.SWEEP, keys, [cutoff, base, STEP]))
+                if count == 0:
+                    return deleted
                 deleted += count
-            return deleted
 
         async with self._connected() as (calls, layout):
             return sum(await asyncio.gather(*(one(calls, base) for base in layout.bases)))
@@ -332,7 +377,8 @@ async def _first(
             if len(part) < size[bucket]:
                 last.pop(bucket, None)  # read to its end
             else:
-                last[bucket], size[bucket] = part[-1][0], size[bucket] * 2
+                last[bucket] = part[-1][0]
+                size[bucket] *= 2
         rows = sorted(rows, key=by_key)[:limit]
         edge = rows[-1][0] if len(rows) == limit else None
         asking = [b for b, key in last.items() if edge is None or key < edge]

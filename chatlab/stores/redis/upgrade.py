@@ -18,7 +18,8 @@ STEP = 500
 async def upgrade(calls: Calls, layout: Layout, version: int, now: float) -> None:
     """Bring a store of layout ``version`` (1, 2 or 3) to layout 4 (the caller records it)."""
     prefix = layout.prefix.encode()
-    index, updated = prefix + b"conversations", prefix + b"updated"
+    index = prefix + b"conversations"
+    updated = prefix + b"updated"
     stamp = repr(now) if version < 3 else ""
     while members := await calls.client.zrange(index, 0, STEP - 1):
         moves = []

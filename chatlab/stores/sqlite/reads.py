@@ -8,7 +8,14 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ..base import ABSENT, ConversationArray, ConversationSlice, ConversationSummary, prefix_upper_bound
+from ..base import (
+    ABSENT,
+    ConversationArray,
+    ConversationSlice,
+    ConversationSummary,
+    listing_start,
+    prefix_upper_bound,
+)
 from . import statements as sql
 from .schema import rollback
 
@@ -34,9 +41,16 @@ def read_slice(conn: sqlite3.Connection, conversation_key: str, after: int, limi
 
 
 def summaries(
-    conn: sqlite3.Connection, prefix: str, after: str | None, limit: int | None, tags: Mapping[str, str] | None
+    conn: sqlite3.Connection,
+    prefix: str,
+    after: str | None,
+    limit: int | None,
+    tags: Mapping[str, str] | None,
+    from_key: str | None = None,
 ) -> list[ConversationSummary]:
-    start, skip = (after, after) if after is not None and after >= prefix else (prefix, None)
+    """A page of the listing (:meth:`~chatlab.stores.base.ChatHistoryStore.summaries`), one range of the key index."""
+    start, inclusive = listing_start(prefix, after, from_key)
+    skip = None if inclusive else start
     wanted = json.dumps(dict(tags)) if tags else None
     upper = prefix_upper_bound(prefix)
     params = (start, skip, upper, wanted, -1 if limit is None else limit)

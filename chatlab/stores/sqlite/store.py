@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar, cast
 
+from ..append_rule import changes_nothing
 from ..base import (
     ChatHistoryStore,
     Conversation,
@@ -23,6 +24,7 @@ from ..base import (
     ConversationSummary,
     EncodedMessage,
     Idempotency,
+    Metadata,
     StoreError,
     WriteResult,
     check_slice,
@@ -129,13 +131,16 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         return exc if isinstance(exc, StoreError) else StoreError(f"SQLite store {self.path}: {exc}")
 
     async def read(self, conversation_key: str) -> Conversation:
+        """One statement on a reader thread: one snapshot."""
         whole = await self.read_slice(conversation_key)
         return Conversation(whole.messages, whole.version)
 
     async def read_array(self, conversation_key: str) -> ConversationArray:
+        """The JSON array joined inside SQLite, in one statement on a reader thread."""
         return await self._read(reads.read_array, conversation_key)
 
     async def read_slice(self, conversation_key: str, after: int = 0, limit: int | None = None) -> ConversationSlice:
+        """The range asked for, in one statement on a reader thread."""
         check_slice(after, limit)
         return await self._read(reads.read_slice, conversation_key, after, limit)
 
@@ -146,11 +151,16 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
+        from_key: str | None = None,
     ) -> list[ConversationSummary]:
-        return await self._read(reads.summaries, prefix, after, limit, tags)
+        """A range of the key index, on a reader thread."""
+        return await self._read(reads.summaries, prefix, after, limit, tags, from_key)
 
-    async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
-        return await self._write(writes.set_metadata, conversation_key, change)
+    async def set_metadata(
+        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+    ) -> ConversationSummary | None:
+        """In the writer's next group transaction, over ``expected`` when given."""
+        return await self._write(writes.set_metadata, conversation_key, change, expected)
 
     async def append(
         self,
@@ -160,24 +170,29 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         if_match: Collection[str] | None = None,
         idempotency: Idempotency | None = None,
     ) -> WriteResult:
-        batch = [bytes(m) for m in messages]
-        if not batch and if_match is None and idempotency is None:
+        """Queued for the writer's next group and decided there with the appends beside it."""
+        if changes_nothing(messages, if_match, idempotency):
             return WriteResult(await self.version(conversation_key))
+        batch = [bytes(m) for m in messages]
         request = writes.Append(conversation_key, batch, if_match, idempotency)
         return cast(WriteResult, await self.writer.submit_batch(self._appends, request, self._deadline()))
 
     async def replace(
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
+        """In a savepoint of the writer's next group transaction."""
         return await self._write(writes.replace, conversation_key, [bytes(m) for m in messages], if_match, self.clock())
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
+        """In a savepoint of the writer's next group transaction."""
         await self._write(writes.delete, conversation_key, if_match)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
+        """In a savepoint of the writer's next group transaction: all the records or none."""
         await self.writer.submit(lambda conn: writes.restore(conn, records))
 
     async def sweep(self) -> int:
+        """In the writer's next group transaction, through the ``updated_at`` index."""
         cutoff = self.cutoff()
         if cutoff is None:
             return 0

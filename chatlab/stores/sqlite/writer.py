@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar, cast
 
-from ..base import IdempotencyKeyReused, VersionMismatch
+from ..base import IdempotencyKeyReused, MetadataChanged, VersionMismatch
 from ..metadata import MetadataError
 from .answers import settle
 from .schema import rollback
@@ -23,7 +23,7 @@ T = TypeVar("T")
 Outcome = tuple[Any, BaseException | None]  # a write's result, or the refusal its caller gets
 Batch = Callable[[sqlite3.Connection, list[Any]], list[Outcome]]  # runs several requests: one outcome each, in order
 
-ANSWERS = (VersionMismatch, IdempotencyKeyReused, MetadataError)  # refusals, raised without ending the group
+ANSWERS = (VersionMismatch, IdempotencyKeyReused, MetadataChanged, MetadataError)  # refusals: the group goes on
 
 MAX_GROUP = 256
 """Writes per transaction at most (a steady stream still commits): the largest power of two for which a batch's lookup

@@ -1,6 +1,6 @@
 """What each write of the SQLite store does in the group's ``BEGIN IMMEDIATE`` transaction (:mod:`.writer`), which
-holds the write lock from its first read (a check and its write are one step, also against other processes), and the
-append rules, once."""
+holds the write lock from its first read (a check and its write are one step, also against other processes); each
+append is decided by :func:`~chatlab.stores.append_rule.decide_append`."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace as replace_fields
 from typing import NamedTuple
 
+from ..append_rule import AppendDecision, Recorded, decide_append
 from ..base import (
     ABSENT,
     ConversationRecord,
     ConversationSummary,
     Idempotency,
-    IdempotencyKeyReused,
+    Metadata,
     VersionMismatch,
     WriteResult,
-    appended_version,
     new_version,
     version_matches,
 )
@@ -33,6 +33,8 @@ EXPIRY_INTERVAL = 1.0  # seconds between deletions of expired idempotency record
 
 
 class Append(NamedTuple):
+    """One append, as the store was asked for it."""
+
     conversation_key: str
     messages: list[bytes]
     if_match: Collection[str] | None
@@ -40,6 +42,7 @@ class Append(NamedTuple):
 
 
 def check(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> None:
+    """Raise :class:`VersionMismatch` unless the conversation satisfies ``if_match``."""
     row = conn.execute(sql.COUNT_AND_VERSION, (conversation_key,)).fetchone()
     version = row[1] if row is not None else ABSENT
     if not version_matches(version, if_match):
@@ -56,39 +59,35 @@ class Appends:
         self._next_expiry = 0.0  # when expired records are next deleted (only the writer thread calls this)
 
     def __call__(self, conn: sqlite3.Connection, appends: list[Append]) -> list[Outcome]:
-        now, written = time.time(), self._clock()
+        now = time.time()  # wall-clock time: idempotency records that expire at or before it are dead
+        written = self._clock()  # the store's clock: the conversations' timestamps
         keys = sql.padded(list(dict.fromkeys(append.conversation_key for append in appends)))
         rows = conn.execute(sql.versions_and_counts(len(keys)), keys).fetchall()
         conversations = {key: (version, count) for key, version, count in rows}  # those that exist
         pairs = list(dict.fromkeys((a.conversation_key, a.idempotency.key) for a in appends if a.idempotency))
-        records: dict[tuple[str, str], tuple[str, str]] = {}  # (fingerprint, version) of the live ones
+        records: dict[tuple[str, str], Recorded] = {}  # the live ones
         if pairs:
             pairs = sql.padded(pairs)
             found = conn.execute(sql.live_records(len(pairs)), [*itertools.chain(*pairs), now]).fetchall()
-            records = {(key, record): (fingerprint, version) for key, record, fingerprint, version in found}
+            records = {(key, record): Recorded(fingerprint, version) for key, record, fingerprint, version in found}
         outcomes: list[Outcome] = []
         messages: list[tuple[str, int, bytes]] = []
         changed: dict[str, tuple[str, int]] = {}
         new_records: list[tuple[str, str, str, str, float]] = []
         for key, batch, if_match, idempotency in appends:
-            if idempotency is not None and (record := records.get((key, idempotency.key))) is not None:
-                if record[0] != idempotency.fingerprint:
-                    outcomes.append((None, IdempotencyKeyReused(idempotency.key)))
-                else:
-                    outcomes.append((WriteResult(record[1], replayed=True), None))
-                continue
             version, count = conversations.get(key, (ABSENT, 0))
-            if not version_matches(version, if_match):
-                outcomes.append((None, VersionMismatch(version)))
-                continue
-            if batch:
-                version = appended_version(version, count + len(batch))
+            recorded = None if idempotency is None else records.get((key, idempotency.key))
+            decision = decide_append(
+                version, count, len(batch), if_match=if_match, idempotency=idempotency, recorded=recorded
+            )
+            if decision.writes_messages:
                 messages += ((key, position, body) for position, body in enumerate(batch, count))
-                conversations[key] = changed[key] = (version, count + len(batch))
-            if idempotency is not None:
-                records[key, idempotency.key] = (idempotency.fingerprint, version)
-                new_records.append((key, idempotency.key, idempotency.fingerprint, version, now + idempotency.ttl))
-            outcomes.append((WriteResult(version), None))
+                conversations[key] = changed[key] = (decision.version, decision.count)
+            if decision.record is not None and idempotency is not None:
+                records[key, idempotency.key] = decision.record
+                record = (key, idempotency.key, decision.record.fingerprint, decision.record.version)
+                new_records.append((*record, now + idempotency.ttl))
+            outcomes.append(_outcome(decision))
         conn.executemany(sql.UPSERT_CONVERSATION, [(k, n, v, written, written) for k, (v, n) in changed.items()])
         conn.executemany(sql.INSERT_MESSAGE, messages)
         if new_records:
@@ -99,9 +98,17 @@ class Appends:
         return outcomes
 
 
+def _outcome(decision: AppendDecision) -> Outcome:
+    """A decision as the writer answers it: the result, or the refusal to raise."""
+    if isinstance(decision.answer, WriteResult):
+        return (decision.answer, None)
+    return (None, decision.answer)
+
+
 def replace(
     conn: sqlite3.Connection, conversation_key: str, messages: list[bytes], if_match: Collection[str] | None, now: float
 ) -> WriteResult:
+    """Make the conversation hold exactly ``messages`` at a new generation, over ``if_match``."""
     check(conn, conversation_key, if_match)
     version = new_version(len(messages))
     conn.execute(sql.UPSERT_CONVERSATION, (conversation_key, len(messages), version, now, now))
@@ -111,32 +118,52 @@ def replace(
 
 
 def delete(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> None:
+    """Forget the conversation (its messages and metadata), over ``if_match``."""
     check(conn, conversation_key, if_match)
     conn.execute(sql.DELETE_CONVERSATION, (conversation_key,))
     conn.execute(sql.DELETE_MESSAGES, (conversation_key,))
 
 
 def restore(conn: sqlite3.Connection, records: Sequence[ConversationRecord]) -> None:
+    """Write each record whole, each over its expected version (and metadata, when given)."""
     for record in records:
         key = record.conversation_key
         check(conn, key, [record.expected])
+        if record.expected_metadata is not None:
+            check_metadata(conn, key, record.expected_metadata)
         conn.execute(sql.DELETE_MESSAGES, (key,))
         row = (key, len(record.messages), record.version, record.created_at, record.updated_at, record.title)
         conn.execute(sql.PUT_CONVERSATION, (*row, tags_json(record.tags)))
         conn.executemany(sql.INSERT_MESSAGE, [(key, i, bytes(m)) for i, m in enumerate(record.messages)])
 
 
-def set_metadata(conn: sqlite3.Connection, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
+def check_metadata(conn: sqlite3.Connection, conversation_key: str, expected: Metadata) -> None:
+    """Raise :class:`MetadataChanged` unless the conversation carries ``expected`` (an absent one carries none)."""
+    row = conn.execute(sql.SUMMARY, (conversation_key,)).fetchone()
+    if row is None:
+        expected.check(None, {})
+    else:
+        held = summary(row)
+        expected.check(held.title, held.tags)
+
+
+def set_metadata(
+    conn: sqlite3.Connection, conversation_key: str, change: MetadataChange, expected: Metadata | None
+) -> ConversationSummary | None:
+    """Make ``change`` over ``expected`` (when given); the summary after, ``None`` if there is no such conversation."""
     row = conn.execute(sql.SUMMARY, (conversation_key,)).fetchone()
     if row is None:
         return None
     before = summary(row)
+    if expected is not None:
+        expected.check(before.title, before.tags)
     title, tags = change.applied(before.title, before.tags)
     conn.execute(sql.SET_METADATA, (title, tags_json(tags), conversation_key))
     return replace_fields(before, title=title, tags=tags)
 
 
 def tags_json(tags: Mapping[str, str]) -> str:
+    """Tags as the compact JSON object the table keeps."""
     return json.dumps(dict(tags), ensure_ascii=False, separators=(",", ":"))
 
 
