@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from functools import partial
 from typing import Any, TextIO
 
@@ -18,12 +19,14 @@ from agent_framework import AgentSession, HistoryProvider, Message
 
 from ..vocabulary import DEFAULT_SERVICE_URL, ConversationSummary, Version
 from .cache import HistoryCache
+from .claims import claim_inputs
 from .codec import message_to_meai, messages_from_meai
 from .compaction import Compaction
 from .errors import ChatHistoryServiceProtocolError, ChatHistoryServiceStatusError, ChatlabError
 from .http import AsyncChatHistoryClient, Verify, service_url
 from .keys import new_conversation_key
 from .retry import RetryPolicy
+from .views import View, agent_name, name_the_author, show_view, whole_transcript
 from .window import estimate_tokens, window_messages
 
 __all__ = [
@@ -114,6 +117,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
             as ``count_tokens`` counts them (``None``: all), never a call without its result (:mod:`.window`).
         skip_replayed: append only what is new of an input that replays the stored history (docs/conversations.md).
         compaction: opt in to summary checkpoints (:class:`~chatlab.client.compaction.Compaction`).
+        view: what of a conversation shared by several agents this agent's model is handed (:mod:`.views`).
         history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).
     """
 
@@ -136,6 +140,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         count_tokens: Callable[[Message], int] = estimate_tokens,
         skip_replayed: bool = True,
         compaction: Compaction | None = None,
+        view: View = whole_transcript,
         **history_options: Any,
     ) -> None:
         super().__init__(state_key or STATE_KEY, **history_options)
@@ -156,6 +161,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         self._cache = HistoryCache(self.client, cache_size if incremental else 0)
         self.skip_replayed = skip_replayed
         self.compaction = compaction
+        self.view = view
         # with compaction, per key: the view a run loaded and its count, what it appended and the version after
         self._views: dict[str, tuple[Sequence[Message], int]] = {}
         self._appended: dict[str, tuple[list[Message], Version | None]] = {}
@@ -210,6 +216,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
             log.info("Replayed: the input's first %d messages are already stored", replayed)
             context.context_messages[self.source_id] = list(loaded[: len(loaded) - replayed])
             self._replayed[key] = tuple(context.input_messages[:replayed])
+        show_view(context, self.source_id, self.view, agent_name(agent), replayed)
 
     async def after_run(self, *, agent: Any, session: AgentSession, context: Any, state: dict[str, Any]) -> None:
         """Append the run's request and response messages (C# ``StoreChatHistoryAsync``)."""
@@ -219,7 +226,10 @@ class RemoteChatHistoryProvider(HistoryProvider):
             response = context.response.messages
             log.info("ResponseMessages Count: %d", len(response))
             log.info("First ResponseMessage: %s", _describe(response[0] if response else None))
-        await super().after_run(agent=agent, session=session, context=context, state=state)
+            name_the_author(response, agent_name(agent))
+        claims = claim_inputs(context, f"{self.url} {self._key_in(state, session)}")
+        with claims if self.store_inputs else nullcontext():
+            await super().after_run(agent=agent, session=session, context=context, state=state)
         if self.compaction is not None:
             await self._compact(agent, self._key_in(state, session), self.compaction)
 
