@@ -14,6 +14,8 @@ import pytest
 from agent_framework import ChatContext, Content, Message, WorkflowBuilder, chat_middleware
 from agent_framework_orchestrations import ConcurrentBuilder, GroupChatBuilder, GroupChatState, SequentialBuilder
 
+from chatlab.client.http import AsyncChatHistoryClient
+from chatlab.client.operations import MessagesPage
 from chatlab.client.provider import RemoteChatHistoryProvider
 from chatlab.client.views import View, name_the_author, others_as_input, own_turns, owners, whole_transcript
 from chatlab.runner import BackgroundServer
@@ -218,3 +220,44 @@ async def test_two_agents_answering_at_once_each_keep_their_answer_once(
         for i in range(3):
             question = transcript.index(("user", None, f"{prefix}{i}?"))
             assert transcript[question + 1][1] == author  # each run's batch stays together, in order
+
+
+async def test_saving_per_model_call_signs_what_the_framework_leaves_unsigned(
+    service: BackgroundServer, llm: LLMConnection
+) -> None:
+    """Per model call, the framework saves the model's answer before it names the author: the provider names it."""
+    async with provider(service) as history:
+        planner = create_planner(llm.client, history, require_per_service_call_history_persistence=True)
+        await planner.run("What time is it?", session=planner.create_session())
+    assert await stored(service) == [("user", None, "What time is it?"), ("assistant", PLANNER_NAME, PLAN)]
+
+
+class CountingClient(AsyncChatHistoryClient):
+    """The real client, counting its full and incremental reads."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.reads: list[str] = []
+
+    async def read(self, key: str) -> MessagesPage:
+        self.reads.append("full")
+        return await super().read(key)
+
+    async def read_after(self, key: str, after: int, limit: int | None = None) -> MessagesPage:
+        self.reads.append(f"after {after}")
+        return await super().read_after(key, after, limit)
+
+
+@pytest.mark.parametrize("view", [whole_transcript, own_turns, others_as_input])
+async def test_every_view_is_computed_from_the_cache_read_incrementally(
+    service: BackgroundServer, llm: LLMConnection, view: View
+) -> None:
+    client = CountingClient(service.url)
+    async with client, provider(service) as planner_history:
+        worker_history = RemoteChatHistoryProvider(client=client, state_initializer=lambda _: KEY, view=view)
+        planner = create_planner(llm.client, planner_history)
+        worker = create_worker(llm.client, worker_history)
+        for question in ("A?", "B?"):
+            await planner.run(question, session=planner.create_session())
+            await worker.run([], session=worker.create_session())
+    assert client.reads == ["full", "after 3"]  # the second turn reads only the planner's question and plan
