@@ -105,11 +105,22 @@ class Operations:
         return f"{self.url}/chat-history/{quote(key, safe='')}"
 
     def read(
-        self, key: str, after: int | None = None, limit: int | None = None, view: str | None = None
+        self,
+        key: str,
+        after: int | None = None,
+        limit: int | None = None,
+        view: str | None = None,
+        author: str | None = None,
     ) -> Request[MessagesPage]:
-        query = [("view", view), ("after", _count("after", after)), ("limit", _count("limit", limit))]
+        query: list[tuple[str, str | int | None]] = [("view", view), ("author", author)]
+        query += [("after", _count("after", after)), ("limit", _count("limit", limit))]
         url = _query(self.conversation_url(key), query)
         return Request("GET", url, lambda response: _page(response, url, after or 0))
+
+    def participants(self, key: str) -> Request[dict[str, int]]:
+        """Each author of the conversation's messages and how many it signed, the one with most first."""
+        url = self.conversation_url(key) + "/participants"
+        return Request("GET", url, lambda response: _participants(response, url))
 
     def fork(self, key: str, through: int | None) -> Request[str]:
         url = _query(self.conversation_url(key) + "/fork", [("through", _count("through", through))])
@@ -220,6 +231,15 @@ def _forked_key(response: httpx.Response, url: str) -> str:
             url, "a fork's answer is 201 with Location /chat-history/{key}"
         )
     return unquote(key)
+
+
+def _participants(response: httpx.Response, url: str) -> dict[str, int]:
+    """``{authorName: messageCount}`` from the answer's ``participants``, in its order."""
+    data = _json(response, url)
+    rows = data.get("participants") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ChatHistoryServiceProtocolError.for_answer(url, "the answer has no list of participants")
+    return {str(row.get("authorName")): int(row.get("messageCount", 0)) for row in rows}
 
 
 def _head(response: httpx.Response, url: str) -> Version:

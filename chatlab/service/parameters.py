@@ -97,7 +97,8 @@ def refuse_unknown_query(request: Request, known: tuple[str, ...]) -> None:
     """A 400 for a query parameter the endpoint does not take (``?afer=3`` would read everything)."""
     unknown = [name for name in request.query_params if name not in known]
     if unknown:
-        raise Refused(400, f"unknown query parameter {unknown[0]!r}: this endpoint takes {' and '.join(known)} only")
+        takes = f"{' and '.join(known)} only" if known else "no query parameters"
+        raise Refused(400, f"unknown query parameter {unknown[0]!r}: this endpoint takes {takes}")
 
 
 def read_position(request: Request, name: str, minimum: int) -> int | None:
@@ -132,11 +133,37 @@ VIEW = _parameter(
 THROUGH = _position("through", 1, 4, "How many of the first messages the fork holds (default: all of them).")
 
 
+#: The longest ``?author=`` (an agent's name).
+MAX_AUTHOR = 256
+AUTHOR = _parameter(
+    "query",
+    "author",
+    "Only the messages this author signed (their `authorName`, docs/agents.md), in order; `after` and `limit` then "
+    "page through them.",
+    {"type": "string", "minLength": 1, "maxLength": MAX_AUTHOR},
+    "Planner",
+)
+
+
+def read_author(request: Request) -> str | None:
+    """The ``author`` a read is filtered by, ``None`` when absent; empty, too long or repeated is a 400."""
+    if not request.scope["query_string"]:
+        return None
+    values = request.query_params.getlist("author")
+    if not values:
+        return None
+    if len(values) > 1:
+        raise Refused(400, "query parameter author is repeated: name one author (read once per author)")
+    if not 1 <= len(values[0]) <= MAX_AUTHOR or _CONTROL.search(values[0]):
+        raise Refused(400, f"query parameter author: use 1 to {MAX_AUTHOR} characters, no control characters")
+    return values[0]
+
+
 def read_query(request: Request) -> tuple[int | None, int | None, bool]:
     """``after`` and ``limit`` of a read (``None`` when absent), and whether it asks for ``view=summary``."""
     if not request.scope["query_string"]:  # the common read: no query to parse
         return None, None, False
-    refuse_unknown_query(request, ("after", "limit", "view"))
+    refuse_unknown_query(request, ("after", "limit", "view", "author"))
     after, limit = read_position(request, "after", 0), read_position(request, "limit", 1)
     view = request.query_params.get("view")
     if view not in (None, "summary"):

@@ -22,6 +22,7 @@ from ..stores.metadata import MAX_TAG_NAME, MAX_TAG_VALUE, MetadataChange, TooMa
 from ..vocabulary import ABSENT, FORK_OF, FORK_THROUGH, Refused
 from . import jsontext, parameters
 from . import schema as wire
+from .authors import by_author, participants
 from .bodies import BodyReader
 from .callers import caller_functions
 from .checkpoints import summary_view
@@ -206,21 +207,24 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         description="Without parameters, every message in order (the article's request). `after=N` skips the "
         "first N, `limit=L` returns at most L; the `ETag` and `X-Message-Count` describe the whole conversation "
         "in the same snapshot as the messages returned.",
-        openapi_extra=arguments.documented(parameters.AFTER, parameters.LIMIT, parameters.VIEW),
+        openapi_extra=arguments.documented(parameters.AFTER, parameters.LIMIT, parameters.VIEW, parameters.AUTHOR),
     )
     async def get_messages(request: Request) -> Response:
         caller, key = await arguments.of(request)
         after, limit, summary = parameters.read_query(request)
+        author = parameters.read_author(request)
         stored = caller.stored_key(key)
-        if after is None and limit is None and not summary:  # the article's read
+        if after is None and limit is None and not summary and author is None:  # the article's read
             whole = await store.read_array(stored)
             return json_answer(whole.array, _version_headers(whole.version, whole.count))
         start = after or 0
-        if summary:  # the latest checkpoint and what follows it, paged by after and limit
+        if summary or author is not None:  # a view of the conversation, paged by after and limit
             snapshot = await store.read(stored)
-            view = summary_view(snapshot.messages)
+            view = summary_view(snapshot.messages) if summary else snapshot.messages
+            if author is not None:
+                view = by_author(view, author)
             messages = view[start : None if limit is None else start + limit]
-            total, query = len(view), "view=summary&"
+            total, query = len(view), _view_query(summary, author)
             headers = _version_headers(snapshot.version, len(snapshot.messages))
         else:
             part = await store.read_slice(stored, start, limit)
@@ -251,6 +255,31 @@ def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Argume
         caller, key = await arguments.of(request)
         part = await store.read_slice(caller.stored_key(key), 0, 0)
         return Answer(200, _version_headers(part.version, part.count))  # no Content-Length: a GET's is not 0
+
+    @app.get(
+        "/chat-history/{conversationKey}/participants",
+        response_model=wire.ConversationParticipants,
+        responses={200: {"headers": {"ETag": ETAG_DOC}}, **errors.keyed},
+        summary="Who took part: each author of the conversation's messages and how many it signed",
+        description="Counted from the stored messages' `authorName` (docs/agents.md); an unknown key has none.",
+        openapi_extra=arguments.documented(),
+    )
+    async def list_participants(request: Request) -> Response:
+        caller, key = await arguments.of(request)
+        if request.scope["query_string"]:
+            parameters.refuse_unknown_query(request, ())
+        snapshot = await store.read(caller.stored_key(key))
+        authors = [{"authorName": name, "messageCount": count} for name, count in participants(snapshot.messages)]
+        body = {"conversationKey": key, "messageCount": len(snapshot.messages), "participants": authors}
+        return json_answer(_encode(body), _version_headers(snapshot.version, len(snapshot.messages)))
+
+
+def _view_query(summary: bool, author: str | None) -> str:
+    """The query naming a read's view, for its ``Link`` (``view=summary&author=...&``; empty for the plain read)."""
+    names = [("view", "summary")] if summary else []
+    if author is not None:
+        names.append(("author", author))
+    return urlencode(names, quote_via=quote) + "&" if names else ""
 
 
 def conversation_path(key: str) -> str:

@@ -8,14 +8,17 @@ key of a real service; the stored transcript holds every run's question and answ
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from agent_framework_orchestrations import ConcurrentBuilder, SequentialBuilder
 
-from chatlab.client.http import AsyncChatHistoryClient
+from chatlab.client.http import AsyncChatHistoryClient, ChatHistoryClient
 from chatlab.runner import BackgroundServer
 from chatlab.tutorial.llm import LLMConnection
 from chatlab.tutorial.team import PLANNER_NAME, WORKER_NAME
@@ -68,3 +71,58 @@ async def test_a_sequential_workflow_and_a_fan_out_store_each_turn_once(
             ("assistant", WORKER_NAME, 'Done: "B?", following the plan Planner gave me.'),
         ]
     )
+
+
+def _signed(text: str, author: str | None) -> dict[str, object]:
+    message: dict[str, object] = {
+        "role": "assistant" if author else "user",
+        "contents": [{"$type": "text", "text": text}],
+    }
+    if author:
+        message["authorName"] = author
+    return message
+
+
+PARTY = [_signed("q", None), _signed("p1", "Planner"), _signed("w1", "Worker"), _signed("p2", "Planner")]
+
+
+def test_the_service_lists_the_participants_by_count(service: BackgroundServer) -> None:
+    with httpx.Client(base_url=service.url) as http:
+        assert http.post("/chat-history/party", json={"messages": PARTY}).status_code == 202
+        answer = http.get("/chat-history/party/participants")
+        assert answer.status_code == 200
+        assert answer.json() == {
+            "conversationKey": "party",
+            "messageCount": 4,
+            "participants": [{"authorName": "Planner", "messageCount": 2}, {"authorName": "Worker", "messageCount": 1}],
+        }
+        assert http.get("/chat-history/nobody/participants").json()["participants"] == []
+        assert http.get("/chat-history/party/participants?author=x").status_code == 400
+
+
+def test_a_read_filtered_by_author_is_paged_like_any_read(service: BackgroundServer) -> None:
+    with ChatHistoryClient(service.url) as client:
+        client.append("party", PARTY)
+        assert client.participants("party") == {"Planner": 2, "Worker": 1}
+        whole = client.read_by_author("party", "Planner")
+        assert [m["contents"][0]["text"] for m in whole.messages] == ["p1", "p2"]
+        first = client.read_by_author("party", "Planner", limit=1)
+        assert ([m["contents"][0]["text"] for m in first.messages], first.next_after) == (["p1"], 1)
+        rest = client.read_by_author("party", "Planner", after=first.next_after or 0, limit=1)
+        assert ([m["contents"][0]["text"] for m in rest.messages], rest.next_after) == (["p2"], None)
+        assert client.read_by_author("party", "Nobody").messages == []
+    with httpx.Client(base_url=service.url) as http:
+        for query in ("author=", "author=a&author=b", f"author={'x' * 300}"):
+            answer = http.get(f"/chat-history/party?{query}")
+            assert answer.status_code == 400, query
+            assert "author" in answer.json()["detail"]
+
+
+def test_the_export_keeps_each_messages_author(service: BackgroundServer, tmp_path: Path) -> None:
+    with ChatHistoryClient(service.url) as client:
+        client.append("party", PARTY)
+    backup = tmp_path / "backup.jsonl"
+    command = [sys.executable, "-m", "chatlab", "export", "--url", service.url, "-o", str(backup)]
+    subprocess.run(command, check=True, capture_output=True, cwd=ROOT)
+    (line,) = [json.loads(text) for text in backup.read_text(encoding="utf-8").splitlines()]
+    assert [m.get("authorName") for m in line["messages"]] == [None, "Planner", "Worker", "Planner"]
