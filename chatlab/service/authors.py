@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-import msgspec
+from .jsontext import object_mentioning
 
 __all__ = ["author_of", "by_author", "participants"]
 
@@ -19,13 +19,8 @@ _MARK = b'"authorName"'
 
 def author_of(message: bytes) -> str | None:
     """The message's ``authorName``, ``None`` when it has none (or it is not a string)."""
-    if _MARK not in message:
-        return None
-    try:
-        item = msgspec.json.decode(message)
-    except msgspec.DecodeError:
-        return None
-    author = item.get("authorName") if isinstance(item, dict) else None
+    item = object_mentioning(message, _MARK)
+    author = item.get("authorName") if item is not None else None
     return author if isinstance(author, str) else None
 
 
