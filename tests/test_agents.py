@@ -7,13 +7,16 @@ over HTTP. A chat middleware records what each model is sent, so a test sees bot
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
-from agent_framework import ChatContext, Content, Message, WorkflowBuilder, chat_middleware
+from agent_framework import ChatContext, Content, Message, SessionContext, WorkflowBuilder, chat_middleware
 from agent_framework_orchestrations import ConcurrentBuilder, GroupChatBuilder, GroupChatState, SequentialBuilder
 
+from chatlab.client.claims import claim_inputs
 from chatlab.client.http import AsyncChatHistoryClient
 from chatlab.client.operations import MessagesPage
 from chatlab.client.provider import RemoteChatHistoryProvider
@@ -261,3 +264,18 @@ async def test_every_view_is_computed_from_the_cache_read_incrementally(
             await planner.run(question, session=planner.create_session())
             await worker.run([], session=worker.create_session())
     assert client.reads == ["full", "after 3"]  # the second turn reads only the planner's question and plan
+
+
+def test_a_claimed_message_is_freed_with_its_claims() -> None:
+    """The claims hold a message weakly: once nobody else holds it, it is gone, and so are its claims."""
+    message = Message("user", ["once"])
+    context = SessionContext(input_messages=[message])
+    with claim_inputs(context, "service conversation"):
+        pass
+    second = SessionContext(input_messages=[message])
+    with claim_inputs(second, "service conversation"):
+        assert second.input_messages == []  # claimed already: another run stores it
+    alive = weakref.ref(message)
+    del message, context, second
+    gc.collect()
+    assert alive() is None

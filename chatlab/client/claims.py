@@ -11,6 +11,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 
 from agent_framework import Message, SessionContext
 
@@ -21,11 +22,17 @@ _claims: dict[int, tuple[weakref.ref[Message], set[str]]] = {}  # by id(message)
 
 def _conversations(message: Message) -> set[str]:
     """The conversations ``message`` is claimed in (a new, empty set for a message seen the first time)."""
-    entry = _claims.get(id(message))
+    number = id(message)
+    entry = _claims.get(number)
     if entry is None or entry[0]() is not message:  # none, or an id reused by a new object
-        entry = (weakref.ref(message, lambda _: _claims.pop(id(message), None)), set())
-        _claims[id(message)] = entry
+        entry = (weakref.ref(message, partial(_forget, number)), set())
+        _claims[number] = entry
     return entry[1]
+
+
+def _forget(number: int, _: object) -> None:
+    """Drop the claims of a message no longer alive (its id may be reused)."""
+    _claims.pop(number, None)
 
 
 @contextmanager
