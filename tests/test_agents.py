@@ -279,3 +279,25 @@ def test_a_claimed_message_is_freed_with_its_claims() -> None:
     del message, context, second
     gc.collect()
     assert alive() is None
+
+
+async def test_three_agents_each_see_the_others_as_input_and_the_service_lists_them(
+    service: BackgroundServer, llm: LLMConnection
+) -> None:
+    seen: list[list[tuple[str, str]]] = []
+    async with provider(service) as first, provider(service, others_as_input) as second:
+        third = provider(service, others_as_input)
+        planner = create_planner(llm.client, first)
+        worker = create_worker(llm.client, second)
+        checker = create_worker(llm.client, third, name="Checker", middleware=[recording(seen)])
+        await planner.run("What time is it?", session=planner.create_session())
+        await worker.run([], session=worker.create_session())
+        answer = await checker.run([], session=checker.create_session())
+        participants = await third.client.participants(KEY)
+        await third.aclose()
+    assert seen[-1][1:] == [
+        ("user", f"[{PLANNER_NAME}] {PLAN}"),
+        ("user", f'[{WORKER_NAME}] Done: "What time is it?", following the plan Planner gave me.'),
+    ]
+    assert answer.text == 'Done: "What time is it?", following the plan Planner gave me.'
+    assert participants == {PLANNER_NAME: 1, WORKER_NAME: 1, "Checker": 1}

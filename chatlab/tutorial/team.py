@@ -16,14 +16,14 @@ PLANNER_INSTRUCTIONS = "You are the planner: write a short plan for the user's n
 WORKER_INSTRUCTIONS = "You are the worker: answer the user's newest question, following the newest plan."
 
 
-def create_planner(client: Any, provider: HistoryProvider, **kwargs: Any) -> Agent:
-    """The planner agent on a chat client (:func:`chatlab.connect_llm`) with its history provider."""
-    return _create(client, provider, PLANNER_NAME, PLANNER_INSTRUCTIONS, **kwargs)
+def create_planner(client: Any, provider: HistoryProvider, *, name: str = PLANNER_NAME, **kwargs: Any) -> Agent:
+    """A planner agent (named ``name``) on a chat client (:func:`chatlab.connect_llm`) with its history provider."""
+    return _create(client, provider, name, PLANNER_INSTRUCTIONS, **kwargs)
 
 
-def create_worker(client: Any, provider: HistoryProvider, **kwargs: Any) -> Agent:
-    """The worker agent on a chat client (:func:`chatlab.connect_llm`) with its history provider."""
-    return _create(client, provider, WORKER_NAME, WORKER_INSTRUCTIONS, **kwargs)
+def create_worker(client: Any, provider: HistoryProvider, *, name: str = WORKER_NAME, **kwargs: Any) -> Agent:
+    """A worker agent (named ``name``) on a chat client (:func:`chatlab.connect_llm`) with its history provider."""
+    return _create(client, provider, name, WORKER_INSTRUCTIONS, **kwargs)
 
 
 def _create(client: Any, provider: HistoryProvider, name: str, instructions: str, **kwargs: Any) -> Agent:
