@@ -17,6 +17,7 @@ from agent_framework import ChatContext, Content, Message, SessionContext, Workf
 from agent_framework_orchestrations import ConcurrentBuilder, GroupChatBuilder, GroupChatState, SequentialBuilder
 
 from chatlab.client.claims import claim_inputs
+from chatlab.client.codec import messages_from_meai
 from chatlab.client.http import AsyncChatHistoryClient
 from chatlab.client.operations import MessagesPage
 from chatlab.client.provider import RemoteChatHistoryProvider
@@ -301,3 +302,16 @@ async def test_three_agents_each_see_the_others_as_input_and_the_service_lists_t
     ]
     assert answer.text == 'Done: "What time is it?", following the plan Planner gave me.'
     assert participants == {PLANNER_NAME: 1, WORKER_NAME: 1, "Checker": 1}
+
+
+async def test_a_transcript_resent_through_a_workflow_is_stored_once(
+    service: BackgroundServer, llm: LLMConnection
+) -> None:
+    """A chat UI sends the workflow everything it showed so far and the new question: only the new turn is stored."""
+    await run_workflow(service, llm, lambda p, w: SequentialBuilder(participants=[p, w]).build(), ["A?"])
+    async with RemoteChatHistoryProvider(service.url) as reader:
+        shown = messages_from_meai((await reader.client.read(KEY)).messages)
+    async with provider(service) as planner_history, provider(service, others_as_input) as worker_history:
+        team = [create_planner(llm.client, planner_history), create_worker(llm.client, worker_history)]
+        await SequentialBuilder(participants=team).build().run([*shown, Message("user", ["B?"])])
+    assert await stored(service) == [*_turns("A?", 1), *_turns("B?", 2)]
