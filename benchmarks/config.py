@@ -10,6 +10,7 @@ from typing import Any
 from chatlab.serverstack import STACKS, server_stack
 
 STORES = ("memory", "sqlite", "postgresql", "redis")
+PARTS = ("http", "provider", "memory", "stalls", "listing")  # the benchmark's parts, in the order they run
 PAGE = 100  # summaries per page of the listing's figure
 
 
@@ -29,6 +30,8 @@ class BenchConfig:
     #: conversations held by the listing's two stores: a page at the larger against a page at the smaller
     listing: tuple[int, int] = (1_000, 100_000)
     stores: tuple[str, ...] = STORES
+    #: the parts measured (``--parts``): a goal whose part is left out is not printed
+    parts: tuple[str, ...] = PARTS
     #: the server stack every server of the run is on; by default the one ``serve`` runs on
     stack: str = field(default_factory=lambda: server_stack().name)
     postgres_url: str | None = None
@@ -37,6 +40,7 @@ class BenchConfig:
 
     @classmethod
     def quick_mode(cls, **overrides: Any) -> BenchConfig:
+        """The ``--quick`` run: short runs and small sizes, at least 3 passes per ratio; ``overrides`` win."""
         values: dict[str, Any] = {"quick": True, "seconds": 1.0, "repeats": 3, "turns": 3, "memory_messages": 4_000}
         values["listing"] = (1_000, 20_000)
         values.update(overrides)
@@ -62,6 +66,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         overrides["listing"] = listing_sizes(args.listing)
     if args.stores:
         overrides["stores"] = choices("store", args.stores, STORES)
+    if args.parts:
+        overrides["parts"] = choices("part", args.parts, PARTS)
     if args.stack:
         overrides["stack"] = server_stack(args.stack).name
     overrides["postgres_url"] = args.postgres_url or os.environ.get("CHATLAB_TEST_POSTGRES_URL") or None
@@ -114,6 +120,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="conversations of the two stores a page of summaries is read from (1000,100000; quick 1000,20000)",
     )
     parser.add_argument("--stores", default=None, help="comma list of memory,sqlite,postgresql,redis (default: all)")
+    parser.add_argument(
+        "--parts", default=None, help="comma list of http,provider,memory,stalls,listing to measure (default: all)"
+    )
     parser.add_argument(
         "--stack", default=None, choices=STACKS, help="server stack of every server (default: the one `serve` uses)"
     )

@@ -19,7 +19,7 @@ from .config import BenchConfig
 from .load import LoadGenerator, LoadResult, median_run
 from .servers import ServerProcess
 from .targets import StoreTarget
-from .workload import APPEND_KEYS, READ_MESSAGES, append_body, body, read_answer, sample_messages
+from .workload import APPEND_KEYS, APPEND_MESSAGES, READ_MESSAGES, append_body, body, read_answer, sample_messages
 
 READ_PATH = "/chat-history/bench-read"
 APPEND_PATH = "/chat-history/bench-append"
@@ -44,19 +44,31 @@ class HttpRow:
     cpu: dict[str, list[float]] = field(default_factory=lambda: {side: [] for side in SIDES})
 
     def median(self, side: str) -> LoadResult:
+        """``side``'s run of median throughput."""
         return median_run(self.runs[side])
 
     @property
     def baseline_ratio(self) -> float:
+        """The service's rate over the baseline's: the median of the passes' ratios."""
         return statistics.median(self.vs_baseline) if self.vs_baseline else float("nan")
 
     @property
     def ceiling_ratio(self) -> float:
+        """The service's rate over the ceiling's: the median of the passes' ratios."""
         return statistics.median(self.vs_ceiling) if self.vs_ceiling else float("nan")
 
     @property
     def floor_ratio(self) -> float:
+        """The floor's rate over the ceiling's: the median of the passes' ratios."""
         return statistics.median(self.floor_vs_ceiling) if self.floor_vs_ceiling else float("nan")
+
+    def p50_ms(self, side: str) -> float:
+        """The median over the passes of ``side``'s median latency (ms)."""
+        return statistics.median(run.p50_ms for run in self.runs[side]) if self.runs[side] else float("nan")
+
+    def p99_ms(self, side: str) -> float:
+        """The median over the passes of ``side``'s 99th-percentile latency (ms): the tail, from the rate's passes."""
+        return statistics.median(run.p99_ms for run in self.runs[side]) if self.runs[side] else float("nan")
 
     def cpu_per_request(self, side: str) -> float:
         """The median over the passes of ``side``'s server CPU seconds per request."""
@@ -75,6 +87,7 @@ class HttpRow:
 
 
 def ratio(a: float, b: float) -> float:
+    """``a / b``, NaN when ``b`` is 0 (a side that answered nothing)."""
     return a / b if b else float("nan")
 
 
@@ -94,8 +107,7 @@ def pass_order(repeat: int) -> tuple[str, ...]:
 
 def bench_http(config: BenchConfig, targets: list[StoreTarget], tmp: Path, gen: LoadGenerator) -> list[HttpRow]:
     """Each store's service and baseline, with the ceiling and the floor, in passes; prints each row as measured."""
-    from .report import print_http_row
-
+    print_http_header(len(read_answer()), len(append_body()))
     (tmp / "read.json").write_bytes(read_answer())
     (tmp / "append.json").write_bytes(append_body())
     loads = {"read": Load(READ_PATH, None, 1), "append": Load(APPEND_PATH, tmp / "append.json", APPEND_KEYS)}
@@ -127,8 +139,47 @@ def bench_http(config: BenchConfig, targets: list[StoreTarget], tmp: Path, gen: 
                             cpu[side] = servers[side].cpu_seconds() - before
                         row.add_pass(runs, cpu)
                     rows.append(row)
-                    print_http_row(row)
+                    print(http_line(row), flush=True)
     return rows
+
+
+def print_http_header(read_size: int, append_size: int) -> None:
+    """What the HTTP table measures, and its column heads."""
+    print(
+        f"\nHTTP: read = GET of a {READ_MESSAGES}-message conversation ({read_size:,} bytes); append = POST of a "
+        f"{APPEND_MESSAGES}-message batch ({append_size:,} bytes) with an Idempotency-Key, to {APPEND_KEYS} "
+        "conversations in turn. service = `chatlab serve`; baseline = the obvious FastAPI app on the same store "
+        "(benchmarks/baselines); ceiling = a bare Starlette app; floor = a bare FastAPI app made as the service's"
+    )
+    print(
+        "x baseline, x ceiling: the service's requests a second over theirs, median of the passes; floor: the floor's "
+        "over the ceiling's (the most a FastAPI service reaches here); p50, p99: latency, median of the passes; CPU: "
+        "the server process's CPU time per request (steadier than the rate on a busy machine; a database's own CPU "
+        "not counted)"
+    )
+    print(
+        f"{'store':<11} {'op':<7} {'service/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'CPU µs':>7} | {'baseline/s':>10} "
+        f"{'p50 ms':>7} {'p99 ms':>7} {'CPU µs':>7} | {'ceiling/s':>9} | {'x baseline':>10} {'x ceiling':>9} "
+        f"{'floor':>6}",
+        flush=True,
+    )
+
+
+def http_line(row: HttpRow) -> str:
+    """One row of the HTTP table: the service's and the baseline's rate, latency and CPU, the ceiling's rate, ratios."""
+    service = row.median("service")
+    baseline = row.median("baseline")
+    ceiling = row.median("ceiling")
+    errors = sum(run.errors for side in row.runs.values() for run in side)
+    note = f"  ({errors} non-2xx answers)" if errors else ""
+    service_cpu = row.cpu_per_request("service") * 1e6
+    baseline_cpu = row.cpu_per_request("baseline") * 1e6
+    return (
+        f"{row.store:<11} {row.op:<7} {service.rps:>9,.0f} {row.p50_ms('service'):>7.2f} {row.p99_ms('service'):>7.2f} "
+        f"{service_cpu:>7,.0f} | {baseline.rps:>10,.0f} {row.p50_ms('baseline'):>7.2f} {row.p99_ms('baseline'):>7.2f} "
+        f"{baseline_cpu:>7,.0f} | {ceiling.rps:>9,.0f} | {row.baseline_ratio:>10.2f} {row.ceiling_ratio:>9.2f} "
+        f"{row.floor_ratio:>6.2f}{note}"
+    )
 
 
 def _args(load: Load, config: BenchConfig) -> tuple[str, Path | None, float, int]:
@@ -150,6 +201,7 @@ def fill_read_conversation(url: str) -> None:
 
 
 def warm_up(url: str, load: Load) -> None:
+    """A few requests of the load before it is timed, so no side pays for its first requests in a pass."""
     raw = load.body.read_bytes() if load.body else None
     with httpx.Client(base_url=url, timeout=10) as client:
         for i in range(30):

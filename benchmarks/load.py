@@ -81,6 +81,8 @@ class Wrk:
         self.name = f"wrk ({version.split(' [')[0].strip() or 'wrk'}; 1 thread, {connections} connections, own process)"
 
     def run(self, base: str, path: str, body: Path | None, seconds: float, keys: int = 1) -> LoadResult:
+        """Load ``base`` for ``seconds``: ``GET path``, or (``body``) ``POST`` it, to ``path-0`` to ``path-N`` in turn
+        when ``keys`` is N + 1 > 1."""
         env = {**os.environ, "CHATLAB_BENCH_PATH": path, "CHATLAB_BENCH_KEYS": str(keys)}
         env["CHATLAB_BENCH_RUN"] = uuid.uuid4().hex
         env["CHATLAB_BENCH_BODY"] = str(body) if body else ""
@@ -110,6 +112,7 @@ class Wrk:
         raise RuntimeError(f"wrk printed no result (exit {out.returncode}): {out.stdout[-500:]} {out.stderr[-500:]}")
 
     def close(self) -> None:
+        """Release what the generator holds."""
         self._dir.cleanup()
 
 
@@ -124,6 +127,8 @@ class PythonLoad:
         )
 
     def run(self, base: str, path: str, body: Path | None, seconds: float, keys: int = 1) -> LoadResult:
+        """Load ``base`` for ``seconds``: ``GET path``, or (``body``) ``POST`` it, to ``path-0`` to ``path-N`` in turn
+        when ``keys`` is N + 1 > 1."""
         return asyncio.run(self._run(base, path, body.read_bytes() if body else None, seconds, keys))
 
     async def _run(self, base: str, path: str, body: bytes | None, seconds: float, keys: int) -> LoadResult:
@@ -174,6 +179,7 @@ class PythonLoad:
         )
 
     def close(self) -> None:
+        """Release what the generator holds."""
         pass
 
 

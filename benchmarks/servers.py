@@ -41,6 +41,7 @@ def serve_child(argv: Sequence[str]) -> None:
     parser.add_argument("--store", help="baseline: memory, sqlite, postgresql or redis")
     parser.add_argument("--url", help="baseline: where it keeps its data")
     parser.add_argument("--conversations", type=int, help="listing: conversations stored before it serves")
+    parser.add_argument("--namespaced", type=int, default=0, help="listing: namespaced conversations beside them")
     args = parser.parse_args(argv)
     import uvicorn
 
@@ -60,21 +61,24 @@ def serve_child(argv: Sequence[str]) -> None:
     else:
         from chatlab.service import create_app
 
-        app = create_app(asyncio.run(filled_store(args.conversations)))
+        app = create_app(asyncio.run(filled_store(args.conversations, args.namespaced)))
     options = server_stack().uvicorn_options()
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False, **options)
 
 
-async def filled_store(conversations: int) -> ChatHistoryStore:
-    """An in-memory store holding ``conversations`` conversations of one turn each (the store's own API)."""
+async def filled_store(conversations: int, namespaced: int = 0) -> ChatHistoryStore:
+    """An in-memory store holding ``conversations`` conversations of one turn each and ``namespaced`` more in
+    namespaces (the store's own API)."""
     from chatlab.stores import open_store
 
-    from .workload import compact, sample_turn
+    from .workload import compact, conversation_key, namespaced_key, sample_turn
 
     store = open_store("memory://")
     turn = [compact(m) for m in sample_turn(0)]
     for i in range(conversations):
-        await store.append(f"user-{i:07d}", turn)
+        await store.append(conversation_key(i), turn)
+    for n in range(namespaced):
+        await store.append(namespaced_key(n, conversations), turn)
     return store
 
 
@@ -128,6 +132,7 @@ class ServerProcess:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
 
     def stop(self) -> None:
+        """End the child (terminate, then kill after 10 s); stopping twice is harmless."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -139,9 +144,11 @@ class ServerProcess:
             self.process.stderr.close()
 
     def __enter__(self) -> ServerProcess:
+        """The server, already answering."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop the server."""
         self.stop()
 
 

@@ -30,7 +30,8 @@ _PROBE_INTERVAL = 0.005
 
 def worst_body(max_body_bytes: int = MAX_BODY_BYTES) -> tuple[bytes, int]:
     """The largest body within ``max_body_bytes``: one message of as many content items as fit, and how many."""
-    head, tail = b'{"messages":[{"role":"user","contents":[', b"]}]}"
+    head = b'{"messages":[{"role":"user","contents":['
+    tail = b"]}]}"
     count = (max_body_bytes - len(head) - len(tail) + 1) // (len(_ITEM) + 1)
     return head + b",".join([_ITEM] * count) + tail, count
 
@@ -49,6 +50,7 @@ class Latencies:
         return statistics.median(ms), ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))], ms[-1]
 
     def row(self, label: str, note: str = "") -> str:
+        """A line of the stall table: ``label``, p50, p99, the longest and the number of round trips, ``note``."""
         p50, p99, top = self.ms()
         return f"  {label:<28}{p50:>8.2f}{p99:>9.2f}{top:>9.2f}{len(self.seconds):>10,}  {note}".rstrip()
 
@@ -62,6 +64,11 @@ class StallRow:
     loaded: Latencies
     took: list[float]
     size: int
+
+    @property
+    def longest_wait_ms(self) -> float:
+        """The longest a ``GET /`` waited while the job repeated, in milliseconds (what the stall goal bounds)."""
+        return self.loaded.ms()[2]
 
 
 def probe(client: httpx.Client, until: threading.Event | None, count: int) -> Latencies:
@@ -109,12 +116,14 @@ def under(
 
 
 def put_worst_body(client: httpx.Client) -> int:
+    """One ``PUT`` of :func:`worst_body`; its size."""
     raw, _ = worst_body()
     client.put("/chat-history/stall", content=raw, headers={"content-type": "application/json"}).raise_for_status()
     return len(raw)
 
 
 def list_conversations(client: httpx.Client) -> int:
+    """One unpaged ``GET /chat-history``, read as it streams; its size."""
     size = 0
     with client.stream("GET", "/chat-history") as response:
         response.raise_for_status()
@@ -123,10 +132,25 @@ def list_conversations(client: httpx.Client) -> int:
     return size
 
 
+def print_stall_header(conversations: int) -> None:
+    """What the stall table measures, and its column heads."""
+    print(
+        "\nStalls: GET / alone, then while a client repeats a large job (each on a service of its own): PUT of the "
+        f"worst body the default limits allow; GET /chat-history of {conversations:,} conversations (in-memory)"
+    )
+    print(f"  {'GET / ...':<28}{'p50 ms':>8}{'p99 ms':>9}{'max ms':>9}{'requests':>10}", flush=True)
+
+
+def print_stall_rows(row: StallRow) -> None:
+    """``GET /`` alone and during the job, with the job's time and size."""
+    print(row.alone.row(f"alone ({row.job})"))
+    each = f"{statistics.median(row.took):.3f} s" if row.took else "n/a"
+    note = f"({len(row.took)} jobs of {each} each, {row.size:,} bytes)"
+    print(row.loaded.row(f"during {row.job}", note), flush=True)
+
+
 def bench_stall(config: BenchConfig) -> list[StallRow]:
     """Both jobs, measured and printed."""
-    from .report import print_stall_header, print_stall_rows
-
     print_stall_header(config.conversations)
     rows: list[StallRow] = []
     probes = 100 if config.quick else 500

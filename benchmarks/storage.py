@@ -31,6 +31,7 @@ class StorageRow:
 
     @property
     def ratio(self) -> float:
+        """RSS growth over the JSON's size."""
         return self.per_message / self.json_per_message
 
 
@@ -41,8 +42,6 @@ def traffic(messages: int) -> list[bytes]:
 
 def bench_storage(config: BenchConfig) -> StorageRow:
     """The in-memory service's RSS growth per message under the traffic; prints it."""
-    from .report import print_storage_row
-
     bodies = traffic(config.memory_messages)
     n = len(bodies) * APPEND_MESSAGES
     with ServerProcess("service", config.stack) as service:
@@ -53,6 +52,16 @@ def bench_storage(config: BenchConfig) -> StorageRow:
     row = StorageRow(n, grown / n, json_size(bodies) / n)
     print_storage_row(row)
     return row
+
+
+def print_storage_row(row: StorageRow) -> None:
+    """The memory figure, as a sentence."""
+    print(
+        f"\nMemory: {row.messages:,} messages sent as the provider sends them ({APPEND_MESSAGES} per append, each "
+        f"with an Idempotency-Key) to `chatlab serve` on the in-memory store: RSS growth {row.per_message:,.0f} bytes "
+        f"per message, {row.json_per_message:,.0f} bytes of JSON: {row.ratio:.2f}x",
+        flush=True,
+    )
 
 
 async def send(url: str, bodies: list[bytes], prefix: str) -> None:

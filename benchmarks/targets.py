@@ -51,7 +51,8 @@ def store_targets(config: BenchConfig, tmp: Path) -> Iterator[list[StoreTarget]]
         elif store == "sqlite":
             targets.append(StoreTarget("sqlite", f"sqlite:///{tmp / 'chatlab.db'}", f"sqlite:///{tmp / 'baseline.db'}"))
         elif store == "postgresql" and config.postgres_url:
-            ours, theirs = name, name + "_baseline"
+            ours = name
+            theirs = name + "_baseline"
             target = StoreTarget(
                 "postgresql",
                 with_query(config.postgres_url, schema=ours),

@@ -13,6 +13,7 @@ import gc
 import statistics
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,15 +133,29 @@ async def _turns(store: str, url: str, lengths: tuple[int, ...], turns: int) -> 
                     ratios[length].append(seconds / took[sessions[0].length])
             for s in sessions:
                 await s.provider.aclose()
-                ms, size = statistics.median(s.times) * 1000, int(statistics.median(s.sizes))
+                ms = statistics.median(s.times) * 1000
+                size = int(statistics.median(s.sizes))
                 rows.append(TurnRow(store, s.length, mode, ms, size, statistics.median(ratios[s.length])))
     return rows
 
 
+def print_turn_rows(rows: Sequence[TurnRow], *, first: bool) -> None:
+    """The rows of one store's turns, after the column heads when ``first``."""
+    lines: list[str] = []
+    if first and rows:
+        shortest = min(row.length for row in rows)
+        lines.append(
+            f"{'store':<11} {'history':>8} {'mode':<12} {'ms/turn':>9} {'bytes/turn':>11} {f'vs {shortest:,}':>8}"
+        )
+    for row in rows:
+        lines.append(
+            f"{row.store:<11} {row.length:>8,} {row.mode:<12} {row.ms:>9.2f} {row.bytes:>11,} {row.vs_shortest:>7.2f}x"
+        )
+    print("\n".join(lines), flush=True)
+
+
 def bench_provider(config: BenchConfig, targets: list[StoreTarget]) -> list[TurnRow]:
     """Each store's turns at every length of ``config.lengths``; prints the table."""
-    from .report import print_turn_rows
-
     print(
         f"\nProvider: one turn = load the history before the run + append {APPEND_MESSAGES} messages after it "
         f"({config.turns * INCREMENTAL_TURNS_FACTOR} incremental / {config.turns} full turns per length after the "

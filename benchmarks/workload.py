@@ -15,7 +15,9 @@ __all__ = [
     "append_body",
     "body",
     "compact",
+    "conversation_key",
     "json_size",
+    "namespaced_key",
     "read_answer",
     "sample_messages",
     "sample_turn",
@@ -52,3 +54,14 @@ def read_answer() -> bytes:
 def json_size(bodies: Sequence[bytes]) -> int:
     """The messages' own compact JSON bytes (what the service stores), over all the bodies."""
     return sum(len(compact(m)) for b in bodies for m in json.loads(b)["messages"])
+
+
+def conversation_key(i: int) -> str:
+    """The ``i``-th conversation's key in the listing's stores: key order is ``i``'s order."""
+    return f"user-{i:07d}"
+
+
+def namespaced_key(n: int, plain: int) -> str:
+    """The ``n``-th namespaced conversation beside ``plain`` conversations: right after the plain key ``n % plain``
+    (its namespace is that key), so the namespaced ones lie between every two plain ones, where a page skips them."""
+    return f"{conversation_key(n % plain)}/c{n // plain:07d}"

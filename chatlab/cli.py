@@ -16,7 +16,7 @@ from .operations.commands import add_commands
 from .serverstack import server_stack
 from .service import create_app
 from .service.security.auth import NAMESPACE_PATTERN, new_api_key
-from .service.server_protocol import server_options
+from .service.server_options import server_options
 from .service.settings import ServiceSettings, add_flags, describe_error, format_duration, settings_from_flags
 from .stores import describe_url
 
@@ -30,7 +30,8 @@ def _settings(args: argparse.Namespace) -> ServiceSettings:
 
 def _serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    if (taken := _port_taken(args.host, args.port)) is not None:  # said before any banner, without uvicorn's traceback
+    taken = _port_taken(args.host, args.port)
+    if taken is not None:  # said before any banner, without uvicorn's traceback
         print(f"error: {taken}", file=sys.stderr)
         return 1
     if args.host not in settings.allowed_hosts:  # the name it is started with is one it serves
@@ -118,6 +119,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``chatlab`` command line: its subcommands and their flags."""
     parser = argparse.ArgumentParser(prog="python -m chatlab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
@@ -159,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``chatlab`` command ``argv`` (by default the process's arguments); its exit status."""
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
     try:

@@ -21,7 +21,10 @@ log = logging.getLogger(__name__)
 
 class BackgroundServer:
     """One uvicorn server on a socket of its own, in a daemon thread: :meth:`start` and :meth:`stop`, or ``with``.
-    ``server_options`` go to :class:`uvicorn.Config` (timeouts, limits, the HTTP protocol)."""
+
+    ``ssl_certfile`` and ``ssl_keyfile`` (with ``ssl_keyfile_password`` for an encrypted key) serve TLS;
+    ``server_options`` go to :class:`uvicorn.Config` as they are (timeouts, limits, the HTTP protocol).
+    """
 
     _running: ClassVar[list[BackgroundServer]] = []
     _registry_lock: ClassVar[threading.RLock] = threading.RLock()
@@ -37,14 +40,25 @@ class BackgroundServer:
         startup_timeout: float = 15.0,
         ssl_certfile: str | os.PathLike[str] | None = None,
         ssl_keyfile: str | os.PathLike[str] | None = None,
+        ssl_keyfile_password: str | None = None,
         access_log: bool = False,
         server_options: Mapping[str, Any] | None = None,
     ) -> None:
         if (ssl_certfile is None) != (ssl_keyfile is None):
             raise ValueError("TLS needs both a certificate and its key (ssl_certfile and ssl_keyfile)")
-        self.app, self.name, self.host, self.requested_port = app, name, host, port
-        self.startup_timeout, self.access_log = startup_timeout, access_log
-        self.options = {"log_level": log_level, "ssl_certfile": ssl_certfile, "ssl_keyfile": ssl_keyfile}
+        self.app = app
+        self.name = name
+        self.host = host
+        self.requested_port = port
+        self.startup_timeout = startup_timeout
+        self.access_log = access_log
+        #: what :meth:`start` gives :class:`uvicorn.Config` besides the app
+        self.options: dict[str, Any] = {
+            "log_level": log_level,
+            "ssl_certfile": ssl_certfile,
+            "ssl_keyfile": ssl_keyfile,
+            "ssl_keyfile_password": ssl_keyfile_password,
+        }
         self.options.update(server_options or {})
         self.arguments: object = None  # what ensure() compares to decide whether this server is the one asked for
         self.port: int | None = None
@@ -85,9 +99,10 @@ class BackgroundServer:
 
     @property
     def is_running(self) -> bool:
-        return (
-            self._thread is not None and self._thread.is_alive() and self._server is not None and self._server.started
-        )
+        """Whether the server thread is alive and uvicorn has started serving."""
+        if self._thread is None or self._server is None:
+            return False
+        return self._thread.is_alive() and self._server.started
 
     @property
     def url(self) -> str:
@@ -95,7 +110,8 @@ class BackgroundServer:
         if self.port is None:
             raise RuntimeError(f"{self.name} is not running: call start() first")
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{'https' if self.options['ssl_certfile'] else 'http'}://{host}:{self.port}"
+        scheme = "https" if self.options["ssl_certfile"] else "http"
+        return f"{scheme}://{host}:{self.port}"
 
     def start(self) -> BackgroundServer:
         """Bind, start serving in a daemon thread and wait until requests are answered."""
@@ -105,7 +121,8 @@ class BackgroundServer:
         self.port = sock.getsockname()[1]
         options = {**server_stack().uvicorn_options(), **self.options}
         config = uvicorn.Config(self.app, log_config=None, access_log=self.access_log, lifespan="on", **options)
-        server = self._server = uvicorn.Server(config)
+        server = uvicorn.Server(config)
+        self._server = server
         if self.access_log:  # a quiet server before this one switched the process's access logger off
             logging.getLogger("uvicorn.access").propagate = True
         self._error = None
@@ -139,12 +156,15 @@ class BackgroundServer:
         self._thread = None
 
     def __enter__(self) -> BackgroundServer:
+        """Start the server (see :meth:`start`)."""
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
+        """Stop the server (see :meth:`stop`)."""
         self.stop()
 
     def __repr__(self) -> str:
+        """The server's name and URL, or that it is stopped."""
         return f"<{type(self).__name__} {self.name} {self.url if self.is_running else 'stopped'}>"
 
     def _bind(self) -> socket.socket:

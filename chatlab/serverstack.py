@@ -25,9 +25,11 @@ class ServerStack:
     http: str
 
     def __str__(self) -> str:
+        """The parser and the loop, as the benchmark and ``serve`` print them."""
         return f"{self.http}, {self.loop} loop"
 
     def uvicorn_options(self) -> dict[str, Any]:
+        """The :class:`uvicorn.Config` options that choose this stack."""
         return {"loop": self.loop, "http": self.http}
 
 

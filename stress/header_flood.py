@@ -3,12 +3,17 @@
 Run from a clone's root: ``python -m stress.header_flood`` (``--stack asyncio`` for asyncio + h11;
 ``--help`` for the bounds). Loopback only; every phase is bounded in time and in bytes or connections.
 
+The service does not bound a request head's time, nor its size on httptools (docs/protections.md, "Connections
+and the store are bounded": a reverse proxy in front does); this probe shows what a service without one does.
+
 1. **Huge heads**: ``--connections`` sockets each stream a header that never ends, up to ``--head-mib``
    MiB, while ``/healthz`` is probed. Printed: how many were cut off (and the status they got), the bytes
-   each sent before that, the service's memory before and at its peak, and the probes' latency.
+   each sent before that, the service's memory before and at its peak, and the probes' latency. On h11
+   (``--stack asyncio``) each head is cut at 64 KiB; on httptools the service holds each head as it grows.
 2. **Slow connections**: ``--slow`` sockets send a head a byte at a time and reconnect when closed, for
    ``--seconds``, while a probe client opens a fresh connection for ``GET /chat-history`` every 0.1 s.
-   Printed: probes sent, answered 200, answered 503 and failed.
+   Printed: probes sent, answered 200, answered 503 and failed. With more slow connections than
+   ``--max-connections``, the probes get ``503``: what a proxy's per-client limit and header timeout prevent.
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ async def huge_head(port: int, limit: int) -> tuple[int, int]:
     """Stream one endless header up to ``limit`` bytes: (bytes sent, status answered; 0 if none, -1 if not cut)."""
     reader, writer = await asyncio.open_connection(HOST, port)
     writer.write(REQUEST_LINE)
-    chunk, sent = b"a" * 65536, 0
+    chunk = b"a" * 65536
+    sent = 0
     try:
         while sent < limit:
             writer.write(chunk)
@@ -62,6 +68,7 @@ async def huge_head(port: int, limit: int) -> tuple[int, int]:
 
 
 async def flood_heads(service: Service, connections: int, head_mib: int) -> None:
+    """Phase 1: ``connections`` endless heads of up to ``head_mib`` MiB each while ``/healthz`` is probed; prints."""
     before = service.rss_mib()
     peak = before or 0.0
     latencies: list[float] = []
@@ -108,6 +115,7 @@ async def slow_client(port: int, stop: float, opened: list[int]) -> None:
 
 
 async def flood_slow(service: Service, slow: int, seconds: float) -> None:
+    """Phase 2: ``slow`` connections trickling heads for ``seconds`` while a client probes; prints."""
     stop = time.monotonic() + seconds
     opened = [0]
     clients = [asyncio.ensure_future(slow_client(service.port, stop, opened)) for _ in range(slow)]
@@ -127,14 +135,15 @@ async def flood_slow(service: Service, slow: int, seconds: float) -> None:
 
 
 def main() -> None:
+    """Both phases against a service of their own."""
     parser = argparse.ArgumentParser(prog="python -m stress.header_flood", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", choices=["fast", "asyncio"], default=None, help="the server stack (default fast)")
     parser.add_argument("--connections", type=int, default=8, help="huge-head connections (default 8)")
-    parser.add_argument("--head-mib", type=int, default=64, help="MiB each tries to send (default 64)")
+    parser.add_argument("--head-mib", type=int, default=8, help="MiB each tries to send (default 8)")
     parser.add_argument("--slow", type=int, default=600, help="slow connections (default 600)")
     parser.add_argument("--seconds", type=float, default=15.0, help="how long the slow phase lasts (default 15)")
     args = parser.parse_args()
-    flags = ["--max-connections", str(max(2, args.slow - 100)), "--header-timeout", "10"]
+    flags = ["--max-connections", str(max(2, args.slow - 100))]
     with running_service(flags, args.stack) as service:
         asyncio.run(flood_heads(service, args.connections, args.head_mib))
         asyncio.run(flood_slow(service, args.slow, args.seconds))

@@ -90,6 +90,7 @@ def _import(path: Path, where: list[str], *flags: str) -> tuple[int, int, str]:
 
 
 def probe(huge_mib: int) -> list[Tally]:
+    """Every hostile file into a store and into a service, twice; a tally per import."""
     tallies = []
     with tempfile.TemporaryDirectory() as workdir:
         files = _files(Path(workdir), huge_mib)
@@ -130,6 +131,7 @@ def probe(huge_mib: int) -> list[Tally]:
 
 
 def main() -> int:
+    """The probe from the command line; 1 when an import went against the documented behaviour."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--huge-mib", type=int, default=64, help="size of the huge line in MiB (default 64)")
     args = parser.parse_args()

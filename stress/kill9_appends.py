@@ -31,7 +31,8 @@ async def _client(
     async with httpx.AsyncClient(timeout=5) as http:
         n = 0
         while time.monotonic() < until:
-            text, key = f"c{number}-{n}", random.choice(keys)
+            text = f"c{number}-{n}"
+            key = random.choice(keys)
             n += 1
             body = b'{"messages":[' + message(text) + b"]}"
             headers = {"Content-Type": "application/json", "Idempotency-Key": f'"{uuid.uuid4()}"'}
@@ -68,6 +69,7 @@ async def _killer(services: list[Service], until: float, every: float, tally: Ta
 
 
 async def probe(store: str, replicas: int, seconds: float, clients: int, conversations: int, every: float) -> Tally:
+    """Appends while services on ``store`` are killed every ``every`` s and restarted; what was lost or duplicated."""
     with tempfile.TemporaryDirectory() as workdir:
         url = store_url(store, Path(workdir))
         check_loopback(url)
@@ -97,6 +99,7 @@ async def probe(store: str, replicas: int, seconds: float, clients: int, convers
 
 
 def main() -> int:
+    """The probe from the command line; 1 when anything was lost or duplicated."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stores", default="sqlite,postgres,redis", help="comma-separated: sqlite, postgres, redis")
     parser.add_argument("--replicas", default="1,2", help="comma-separated replica counts (default 1,2)")

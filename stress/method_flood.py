@@ -46,10 +46,13 @@ async def scrape(service: Service) -> tuple[int, int, float]:
 
 
 async def flood(service: Service, count: int, seconds: float, workers: int) -> None:
+    """``count`` requests of made-up methods from ``workers`` clients, for at most ``seconds``; prints the metrics
+    series, ``/metrics``' size and the service's memory before and after."""
     before_series, before_bytes, _ = await scrape(service)
     before_rss = service.rss_mib()
     statuses: dict[int, int] = {}
-    stop, sent = time.monotonic() + seconds, 0
+    stop = time.monotonic() + seconds
+    sent = 0
 
     async def worker() -> None:
         nonlocal sent
@@ -73,6 +76,7 @@ async def flood(service: Service, count: int, seconds: float, workers: int) -> N
 
 
 def main() -> None:
+    """The probe from the command line."""
     parser = argparse.ArgumentParser(prog="python -m stress.method_flood", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", choices=["fast", "asyncio"], default=None, help="the server stack (default fast)")
     parser.add_argument("--requests", type=int, default=20_000, help="requests to send (default 20,000)")

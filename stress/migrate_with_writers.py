@@ -107,15 +107,18 @@ def _migrate(source: str, target: str, kill_at: int | None, service: str) -> tup
 
 
 async def probe(kind: str, conversations: int, writers: int, kill_at: float) -> Tally:
+    """A migration into ``kind`` with writers on the target, killed once at ``kill_at`` of the copy and run again."""
     with tempfile.TemporaryDirectory() as workdir:
-        source, target = store_url("sqlite", Path(workdir)), store_url(kind, Path(workdir))
+        source = store_url("sqlite", Path(workdir))
+        target = store_url(kind, Path(workdir))
         check_loopback(target)
         tally = Tally(f"migration with writers on the target (sqlite -> {kind})")
         held = await _fill(source, conversations)
         service = Service(target)
         try:
             await asyncio.to_thread(service.start)
-            stop, acked = asyncio.Event(), list[tuple[str, str]]()
+            stop = asyncio.Event()
+            acked: list[tuple[str, str]] = []
             tasks: list[asyncio.Task[None]] = []
             runs: list[str] = []
             kill: int | None = int(conversations * kill_at)
@@ -152,6 +155,7 @@ async def probe(kind: str, conversations: int, writers: int, kill_at: float) -> 
 
 
 def main() -> int:
+    """The probe from the command line; 1 when anything was lost or went against the documented behaviour."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--to", default="sqlite,postgres,redis", help="comma-separated target stores")
     parser.add_argument("--conversations", type=int, default=600, help="conversations in the source (default 600)")

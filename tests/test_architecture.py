@@ -14,7 +14,16 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "chatlab"
 
 #: mechanisms that went around a library and were removed; none may come back
-REMOVED = ("send_query_prepared", "pgconn", "gc.disable", "build_middleware_stack", "chatlab_gate", "IDLE_LAYERS")
+REMOVED = (
+    "send_query_prepared",
+    "pgconn",
+    "gc.disable",
+    "build_middleware_stack",
+    "chatlab_gate",
+    "IDLE_LAYERS",
+    "HTTP_PROTOCOLS",  # uvicorn's table of its protocol classes, for subclassing them
+    "uvicorn.importer",
+)
 #: underscore names that are documented public API (namedtuple's methods)
 PUBLIC_UNDERSCORED = frozenset({"_replace", "_asdict", "_fields", "_make"})
 
@@ -24,7 +33,12 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+def _modules(folder: Path) -> dict[str, Path]:
+    """Every module under ``folder`` by its dotted name."""
+    return {_module_name(path): path for path in sorted(folder.rglob("*.py"))}
+
+
+MODULES = _modules(PACKAGE)
 
 
 def _outside_type_checking(tree: ast.AST) -> Iterator[ast.AST]:
@@ -55,12 +69,13 @@ def _imported(module: str, path: Path) -> Iterator[tuple[str, str]]:
                 yield base, alias.name
 
 
-def _edges(module: str, path: Path) -> set[str]:
-    """The chatlab modules a module imports: ``from pkg import sub`` is an edge to ``pkg.sub`` when that is a module."""
+def _edges(module: str, path: Path, modules: dict[str, Path] = MODULES) -> set[str]:
+    """The modules of ``modules`` (chatlab's by default) a module imports: ``from pkg import sub`` is an edge to
+    ``pkg.sub`` when that is a module."""
     found = set()
     for base, name in _imported(module, path):
-        target = f"{base}.{name}" if f"{base}.{name}" in MODULES else base
-        if target in MODULES and target != module:
+        target = f"{base}.{name}" if f"{base}.{name}" in modules else base
+        if target in modules and target != module:
             found.add(target)
     return found
 
@@ -104,6 +119,14 @@ def test_the_package_has_no_import_circles() -> None:
     graph = {module: _edges(module, path) for module, path in MODULES.items()}
     assert sum(map(len, graph.values())) > 50  # the graph was read
     assert not _cycles(graph)
+
+
+def test_the_benchmark_and_the_stress_probes_have_no_import_circles() -> None:
+    for folder in ("benchmarks", "stress"):
+        modules = _modules(ROOT / folder)
+        graph = {module: _edges(module, path, modules) for module, path in modules.items()}
+        assert sum(map(len, graph.values())) >= 5, folder  # the graph was read
+        assert not _cycles(graph), folder
 
 
 def test_the_cycle_finder_finds_a_circle() -> None:

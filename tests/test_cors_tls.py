@@ -131,6 +131,31 @@ def test_a_client_that_verifies_refuses_an_unknown_certificate(tls_service: Back
         client.get("/chat-history")
 
 
+def test_a_background_server_serves_tls_with_an_encrypted_key(pki: dict[str, Path], tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(pki["key"].read_bytes(), password=None)
+    encrypted = tmp_path / "encrypted-key.pem"
+    encrypted.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"open sesame"),
+        )
+    )
+    app = create_app(InMemoryChatHistoryStore())
+    context = ssl.create_default_context(cafile=str(pki["ca"]))
+    tls = {"ssl_certfile": pki["cert"], "ssl_keyfile": encrypted}
+    with (
+        BackgroundServer(app, name="tls-password", ssl_keyfile_password="open sesame", **tls) as server,
+        httpx.Client(base_url=server.url, verify=context, timeout=10) as client,
+    ):
+        assert server.url.startswith("https://") and client.get("/chat-history").json() == []
+    wrong = BackgroundServer(app, name="tls-wrong-password", ssl_keyfile_password="not it", **tls)
+    with pytest.raises(RuntimeError, match="failed to start"):
+        wrong.start()
+
+
 def test_plain_http_to_the_tls_port_gets_no_history(tls_service: BackgroundServer) -> None:
     with httpx.Client(base_url=tls_service.url.replace("https://", "http://"), timeout=10) as client:
         try:

@@ -318,15 +318,17 @@ def test_a_router_of_the_callers_own_is_served_beside_the_service() -> None:
 
 def test_a_conversations_endpoints_are_called_with_the_request_alone() -> None:
     """The route class (chatlab/service/request_route.py) hands the request straight to the endpoints that take
-    only it; an endpoint with parameters for FastAPI to solve keeps FastAPI's handler."""
+    only it (every endpoint of the API); an endpoint with dependencies or parameters keeps FastAPI's handler."""
     from fastapi.routing import APIRoute
 
     from chatlab.service import create_app
     from chatlab.service.request_route import RequestRoute, takes_only_the_request
 
     routes = [r for r in create_app("memory://").routes if isinstance(r, APIRoute)]
-    conversation = [r for r in routes if r.path.startswith("/chat-history/{conversationKey}")]
-    assert len(conversation) == 8 and all(isinstance(r, RequestRoute) for r in routes)
-    assert all(takes_only_the_request(r) and r.get_route_handler() == r.endpoint for r in conversation)
-    listing = next(r for r in routes if r.path == "/chat-history")
-    assert not takes_only_the_request(listing) and listing.get_route_handler() != listing.endpoint
+    api = [r for r in routes if r.path.startswith("/chat-history") and r.path != "/chat-history/"]
+    assert len(api) == 9 and all(isinstance(r, RequestRoute) for r in routes)
+    assert all(takes_only_the_request(r.endpoint) and r.get_route_handler() == r.endpoint for r in api)
+    info = next(r for r in routes if r.path == "/")  # the caller is a dependency there: FastAPI solves it
+    assert takes_only_the_request(info.endpoint) and info.get_route_handler() != info.endpoint
+    empty = next(r for r in routes if r.path == "/chat-history/")
+    assert not takes_only_the_request(empty.endpoint) and empty.get_route_handler() != empty.endpoint

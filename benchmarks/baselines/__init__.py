@@ -15,18 +15,9 @@ limits or problem answers: everything chatlab adds is extra work the baseline do
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import FastAPI
-from pydantic import BaseModel
 
 STORES = ("memory", "sqlite", "postgresql", "redis")
-
-
-class Messages(BaseModel):
-    """The request body: MEAI ``ChatMessage`` objects, kept as they came."""
-
-    messages: list[dict[str, Any]]
 
 
 def baseline_app(store: str, url: str) -> FastAPI:

@@ -6,10 +6,11 @@ from typing import Any
 
 from fastapi import FastAPI, Response
 
-from . import Messages
+from .body import Messages
 
 
 def create_app(url: str) -> FastAPI:
+    """The baseline on a ``dict`` of lists (``url`` is ``memory://``; nothing is kept elsewhere)."""
     app = FastAPI()
     history: dict[str, list[dict[str, Any]]] = {}
 

@@ -16,7 +16,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from . import Messages
+from .body import Messages
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -38,6 +38,8 @@ def split_schema(url: str) -> tuple[str, str | None]:
 
 
 def create_app(url: str) -> FastAPI:
+    """The baseline on PostgreSQL at ``url`` (its ``schema`` parameter: where the table lives), through psycopg's
+    async pool."""
     conninfo, schema = split_schema(url)
     kwargs: dict[str, Any] = {"autocommit": True}
     if schema:

@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import redis.asyncio as redis
 from fastapi import FastAPI, Response
 
-from . import Messages
+from .body import Messages
 
 
 def split_prefix(url: str) -> tuple[str, str]:
@@ -28,6 +28,7 @@ def split_prefix(url: str) -> tuple[str, str]:
 
 
 def create_app(url: str) -> FastAPI:
+    """The baseline on Redis at ``url`` (its ``prefix`` parameter: the keys' prefix), one list per conversation."""
     server, prefix = split_prefix(url)
     client = redis.Redis.from_url(server)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI, Response
 
-from . import Messages
+from .body import Messages
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (

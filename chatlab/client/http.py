@@ -94,9 +94,19 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
         """Who took part: each author of the conversation's messages and how many it signed, most first."""
         return await self._send(self.operations.participants(key))
 
-    async def fork(self, key: str, through: int | None = None) -> str:
-        """A new conversation holding the first ``through`` messages of ``key`` (all by default); its key."""
-        return await self._send(self.operations.fork(key, through))
+    async def fork(
+        self,
+        key: str,
+        through: int | None = None,
+        *,
+        new_key: str | None = None,
+        if_match: IfMatch = None,
+        idempotency_key: str | None = None,
+    ) -> str:
+        """A new conversation holding the first ``through`` messages of ``key`` (all by default); its key.
+        ``new_key`` names it (else the service does); ``if_match``: only if ``key`` is at that version;
+        ``idempotency_key`` (default: new per call) makes the retries answer the same fork."""
+        return await self._send(self.operations.fork(key, through, new_key, if_match, idempotency_key))
 
     async def head(self, key: str) -> Version:
         """The conversation's version without its messages: ``.count`` messages, ``.generation`` ``None`` if absent."""
@@ -196,8 +206,17 @@ class ChatHistoryClient(_Client[httpx.Client]):
     def participants(self, key: str) -> dict[str, int]:
         return self._send(self.operations.participants(key))
 
-    def fork(self, key: str, through: int | None = None) -> str:
-        return self._send(self.operations.fork(key, through))
+    def fork(
+        self,
+        key: str,
+        through: int | None = None,
+        *,
+        new_key: str | None = None,
+        if_match: IfMatch = None,
+        idempotency_key: str | None = None,
+    ) -> str:
+        """As :meth:`AsyncChatHistoryClient.fork`: the new conversation's key (one ``Idempotency-Key`` per call)."""
+        return self._send(self.operations.fork(key, through, new_key, if_match, idempotency_key))
 
     def head(self, key: str) -> Version:
         return self._send(self.operations.head(key))

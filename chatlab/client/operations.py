@@ -122,9 +122,21 @@ class Operations:
         url = self.conversation_url(key) + "/participants"
         return Request("GET", url, lambda response: _participants(response, url))
 
-    def fork(self, key: str, through: int | None) -> Request[str]:
-        url = _query(self.conversation_url(key) + "/fork", [("through", _count("through", through))])
-        return Request("POST", url, lambda response: _forked_key(response, url))
+    def fork(
+        self,
+        key: str,
+        through: int | None,
+        new_key: str | None = None,
+        if_match: IfMatch = None,
+        idempotency_key: str | None = None,
+    ) -> Request[str]:
+        """``POST .../fork``, with an ``Idempotency-Key`` (a new one unless given) that the retries keep, so a
+        retried fork never makes two; ``new_key`` names the fork, ``if_match`` is the source's version."""
+        query = [("through", _count("through", through)), ("key", new_key)]
+        url = _query(self.conversation_url(key) + "/fork", query)
+        headers = _condition(if_match)
+        headers["Idempotency-Key"] = f'"{idempotency_key or uuid.uuid4()}"'
+        return Request("POST", url, lambda response: _forked_key(response, url), headers)
 
     def head(self, key: str) -> Request[Version]:
         url = self.conversation_url(key)

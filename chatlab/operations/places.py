@@ -17,7 +17,7 @@ import httpx
 
 from ..client.errors import ChatHistoryServiceProtocolError
 from ..client.operations import summary_from_json
-from ..service.parameters import conversation_key_check
+from ..service.keys import KeyRule
 from ..service.security.auth import NAMESPACE_PATTERN, SEPARATOR, Caller
 from ..service.settings import ServiceSettings
 from ..stores import ChatHistoryStore, open_store
@@ -54,7 +54,7 @@ class StorePlace:
             raise ValueError(f"--namespace {namespace!r}: a namespace is 1 to 64 letters, digits, '_' or '-'")
         self.store = store
         self.caller = Caller(namespace, "chatlab operations")
-        self._check = conversation_key_check(ServiceSettings())  # the service's own (and settings), never copied
+        self._check = KeyRule(ServiceSettings()).check  # the service's own (and settings), never copied
 
     def check_key(self, key: str) -> None:
         """Refuse a key the service would refuse, so that what is imported can be reached through it."""

@@ -2,8 +2,8 @@
 
 The article's plain requests work unchanged; what it leaves out are options of :class:`ServiceSettings`, all off by
 default. One module per idea: :func:`create_app` (:mod:`.app`) puts them together; the endpoints' table is in
-:mod:`.routes`; :mod:`.heads` and :mod:`.server_protocol` bound every request's head; :mod:`.background` starts the
-service for notebooks and scripts."""
+:mod:`.routes`; :mod:`.heads` bounds every request's head; :mod:`.server_options` gives uvicorn the connection
+bounds; :mod:`.background` starts the service for notebooks and scripts."""
 
 from .app import create_app
 from .background import ExternalService, ensure_service, start_service

@@ -11,7 +11,7 @@ from ..stores import ChatHistoryStore
 from ..vocabulary import SERVICE_URL_VARIABLE
 from .app import create_app
 from .routes import SERVICE_NAME
-from .server_protocol import server_options
+from .server_options import server_options
 from .settings import ServiceSettings
 
 

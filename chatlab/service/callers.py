@@ -71,7 +71,8 @@ def _rate_limit(settings: ServiceSettings) -> Callable[[str], None]:
     limiter = RateLimiter(settings.rate_limit)
 
     def limit(identity: str) -> None:
-        if wait := limiter.take(identity):
+        wait = limiter.take(identity)
+        if wait:
             raise Refused(
                 429,
                 f"too many requests: the limit is {limiter.limit}; retry after the Retry-After seconds",

@@ -17,12 +17,16 @@ READY_TIMEOUT = 2.0  # seconds /readyz waits for the store's ping
 
 
 def add_health_routes(app: FastAPI, store: ChatHistoryStore) -> None:
+    """``/healthz`` (the process answers) and ``/readyz`` (the store answers too), outside the API's description."""
+
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> Response:
+        """Alive: the process answers."""
         return json_response({"status": "ok"})
 
     @app.get("/readyz", include_in_schema=False)
     async def readyz() -> Response:
+        """Ready: the store answers a ping within :data:`READY_TIMEOUT`; else 503."""
         try:
             await asyncio.wait_for(store.ping(), READY_TIMEOUT)
         except TimeoutError:

@@ -81,6 +81,7 @@ def add_metrics(app: FastAPI, store: ChatHistoryStore, keys: ApiKeys | None) -> 
 
     @app.get("/metrics", include_in_schema=False)
     async def scrape(request: Request) -> Response:
+        """The Prometheus text of the metrics; with API keys, only for a caller with a valid one."""
         if keys is not None:
             scheme, _, key = request.headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or keys.namespace_of(key.strip()) is None:
@@ -132,4 +133,5 @@ class MeteredStore(ChatHistoryStore):
     sweep = _timed("sweep", "sweep")
 
     async def close(self) -> None:
+        """Close the inner store."""
         await self.inner.close()

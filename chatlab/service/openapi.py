@@ -17,6 +17,7 @@ Responses = dict[int | str, dict[str, Any]]
 
 
 def header_doc(description: str, required: bool = True) -> dict[str, Any]:
+    """A response header, and what it says."""
     return {"description": description, "required": required, "schema": {"type": "string"}}
 
 
@@ -69,7 +70,7 @@ def error_docs(settings: ServiceSettings) -> ErrorDocs:
         common[429] = problem_doc(
             "Over the rate limit.", headers={"Retry-After": header_doc("Seconds until a request is allowed again.")}
         )
-    keyed = {**common, 400: problem_doc("An invalid conversation key or header.")}
+    keyed = {**common, 400: problem_doc("An invalid conversation key or header, or an unknown query parameter.")}
     conditional = {
         **keyed,
         412: problem_doc(
@@ -78,7 +79,7 @@ def error_docs(settings: ServiceSettings) -> ErrorDocs:
     }
     writes = {
         **conditional,
-        400: problem_doc("An invalid body, conversation key or header."),
+        400: problem_doc("An invalid body, conversation key or header, or an unknown query parameter."),
         408: problem_doc("The body did not arrive within `body_timeout` (the connection is closed)."),
         413: problem_doc("Over a size limit (body, messages per request, message size)."),
         415: problem_doc("The body is not JSON: send `Content-Type: application/json`."),
@@ -106,8 +107,8 @@ def complete_openapi(app: FastAPI, settings: ServiceSettings) -> None:
             components[name]["properties"]["messages"]["maxItems"] = settings.max_messages
         for operation in (op for path in schema["paths"].values() for op in path.values()):
             responses = operation["responses"]
-            # no 422 but a reused Idempotency-Key's (an invalid parameter is a 400), every error as problem JSON
-            if "422" in responses and "Idempotency" not in responses["422"].get("description", ""):
+            # no FastAPI validation 422 (an invalid parameter is a 400), every error as problem JSON
+            if "HTTPValidationError" in str(responses.get("422", "")):
                 responses.pop("422")
             for status, response in responses.items():
                 if status >= "400" and JSON in response.get("content", {}):

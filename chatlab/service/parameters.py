@@ -1,184 +1,250 @@
-"""What a request names besides its body (the conversation key, ``If-Match``, ``Idempotency-Key``, the query), read by
-a conversation's endpoints themselves (FastAPI solving parameters is the dearest part of serving one), so described
-here for OpenAPI. A bad one, or an unknown query parameter, is a 400."""
+"""What a request names in its query, declared once per endpoint: a frozen dataclass whose fields each carry a
+:class:`Parameter` (its name, how its text is read, its OpenAPI description). From that one declaration come the
+parsing (:func:`read_query`), the 400 answers and the OpenAPI parameters (:func:`documented`); ``HEAD`` reads
+``GET``'s. An unknown parameter, a single-valued one given twice and a value that does not parse are each a 400 that
+names them. Endpoints read the query themselves: FastAPI solving parameters is the dearest part of serving one."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl
 
 from fastapi import Request
 
+from ..stores.metadata import MAX_TAG_NAME, MAX_TAG_VALUE, TAG_NAME_PATTERN, TEXT_PATTERN
 from ..vocabulary import Refused
-from .security.conditions import IDEMPOTENCY_KEY_PATTERN
-from .settings import KEY_PATTERN, ServiceSettings
+from .keys import KeyRule
 
-
-def _parameter(
-    where: str, name: str, text: str, schema: dict[str, Any], example: Any, required: bool = False
-) -> dict[str, Any]:
-    """An OpenAPI Parameter Object."""
-    return {"name": name, "in": where, "required": required, "description": text, "schema": schema, "example": example}
-
-
-IF_MATCH = _parameter(
-    "header",
-    "If-Match",
-    "Write (or delete) only if the conversation is still at one of these ETags (from a GET or an earlier write); "
-    '`*`: only if it exists; `"0"`: only if it does not. Otherwise 412 and nothing changes (a weak or malformed tag '
-    "never matches).",
-    {"type": "string"},
-    '"5f0c9a7e2b4d1e83.4"',
-)
-IDEMPOTENCY_KEY = _parameter(
-    "header",
-    "Idempotency-Key",
-    "A unique key per append (for example a UUID), of 1 to 255 printable ASCII characters: a quoted string (an RFC "
-    '8941 String, as the IETF draft defines the header) or the same characters unquoted (`"abc"` and `abc` are one '
-    "key; unquoted, no spaces, quotes or backslashes); anything else gets 400. Retrying with the same key and "
-    "messages appends once and answers as the first time; the same key with other messages gets 422.",
-    {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
-    '"8e03978e-40d5-43e8-bc93-6894a57f9324"',
-)
 #: ``after`` and ``limit`` are positions; this bound keeps them within every store's integers.
 MAX_POSITION = 2**53
 _DIGITS = len(str(MAX_POSITION))
+#: The largest page of ``GET /chat-history?limit=L``.
+MAX_PAGE = 1000
+
+Reader = Callable[[str, str, KeyRule], Any]
 
 
-def _position(name: str, minimum: int, example: int, text: str) -> dict[str, Any]:
-    """A query parameter that is a position or a count (:func:`read_position`)."""
-    return _parameter("query", name, text, {"type": "integer", "minimum": minimum, "maximum": MAX_POSITION}, example)
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    """One query parameter: how one value's text is read (``read(name, text, keys)``, a 400 when it does not
+    parse), whether it may be repeated (then its values come as a tuple), and its OpenAPI description."""
+
+    name: str
+    description: str
+    read: Reader
+    schema: dict[str, Any]
+    example: Any
+    repeatable: bool = False
+    #: A conversation key: documented with the configured key rule's schema (:meth:`KeyRule.schema`).
+    is_key: bool = False
 
 
-AFTER = _position(
-    "after",
-    0,
-    20,
-    "Skip the first N messages: only the ones after them. A client that holds the first N messages of the version "
-    "in its `ETag` fetches just the new ones; past the end: `[]`.",
-)
-LIMIT = _position("limit", 1, 50, "At most this many messages (a page); a `Link` header names the next one.")
+def declared(parameter: Parameter) -> Any:
+    """A field of a query declaration: absent, ``None`` (or ``()`` when repeatable); ``parameter`` reads it."""
+    default: Any = () if parameter.repeatable else None
+    return dataclasses.field(default=default, metadata={"parameter": parameter})
 
 
-def conversation_key_check(settings: ServiceSettings) -> Callable[[str], str]:
-    """The check of a conversation key against the configured pattern and length (a 400 saying what a key is)."""
-    pattern, max_length, rule = re.compile(settings.key_pattern), settings.key_max_length, _key_rule(settings)
-
-    def check(key: str) -> str:
-        if not (1 <= len(key) <= max_length and pattern.fullmatch(key)):
-            raise Refused(400, f"invalid conversationKey: {rule}")
-        if _CONTROL.search(key):  # whatever the pattern allows: no store keeps them all (PostgreSQL refuses NUL)
-            raise Refused(400, "invalid conversationKey: it holds a control character (such as NUL); remove it")
-        return key
-
-    return check
+_DECLARED: dict[type[Any], dict[str, Parameter]] = {}
 
 
-def conversation_key_parameter(settings: ServiceSettings) -> dict[str, Any]:
-    """The OpenAPI description of the ``conversationKey`` path parameter, as the settings make it."""
-    schema = {"type": "string", "pattern": settings.key_pattern, "minLength": 1, "maxLength": settings.key_max_length}
-    text = f"The conversation; {_key_rule(settings)}."
-    return _parameter("path", "conversationKey", text, schema, "286d2f0b7b7a43688ad32556e3610f54", required=True)
+def _parameters(declaration: type[Any]) -> dict[str, Parameter]:
+    """The declaration's parameters, by the name of the field each fills (read once per declaration)."""
+    declared = _DECLARED.get(declaration)
+    if declared is None:
+        declared = {field.name: field.metadata["parameter"] for field in dataclasses.fields(declaration)}
+        _DECLARED[declaration] = declared
+    return declared
 
 
-#: Control characters (C0, DEL, C1) and lone surrogates, refused in any key: a store may not keep them.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+Query = TypeVar("Query")
 
 
-def _key_rule(settings: ServiceSettings) -> str:
-    """What a valid key is, in words for people when the pattern is the default one."""
-    if settings.key_pattern == KEY_PATTERN:
-        return f"use 1 to {settings.key_max_length} letters, digits, '_' or '-' (for example a GUID without dashes)"
-    return f"use 1 to {settings.key_max_length} characters matching {settings.key_pattern}"
-
-
-def refuse_unknown_query(request: Request, known: tuple[str, ...]) -> None:
-    """A 400 for a query parameter the endpoint does not take (``?afer=3`` would read everything)."""
-    unknown = [name for name in request.query_params if name not in known]
+def read_query(declaration: type[Query], request: Request, keys: KeyRule) -> Query:
+    """The request's query as ``declaration`` declares it; a 400 naming an unknown or repeated parameter."""
+    text = request.scope["query_string"]
+    if not text:  # the common request: nothing to parse
+        return declaration()
+    given: dict[str, list[str]] = {}
+    for name, value in parse_qsl(text.decode("latin-1"), keep_blank_values=True, encoding="utf-8"):
+        given.setdefault(name, []).append(value)
+    by_field = _parameters(declaration)
+    known = [parameter.name for parameter in by_field.values()]
+    unknown = [name for name in given if name not in known]
     if unknown:
-        takes = f"{' and '.join(known)} only" if known else "no query parameters"
+        takes = " and ".join(known) if known else "no query parameters"
         raise Refused(400, f"unknown query parameter {unknown[0]!r}: this endpoint takes {takes}")
+    values: dict[str, Any] = {}
+    for field, parameter in by_field.items():
+        texts = given.get(parameter.name)
+        if texts is None:
+            continue
+        if len(texts) > 1 and not parameter.repeatable:
+            raise Refused(400, f"query parameter {parameter.name} is given {len(texts)} times: give it once")
+        read = [parameter.read(parameter.name, value, keys) for value in texts]
+        values[field] = tuple(read) if parameter.repeatable else read[0]
+    return declaration(**values)
 
 
-def read_position(request: Request, name: str, minimum: int) -> int | None:
-    """A query parameter that is a position or a count, checked as its OpenAPI says."""
-    value = request.query_params.get(name)
-    if value is None:
-        return None
-    digits = value[1:] if value.startswith("-") else value
-    # at most as many digits as MAX_POSITION has (int() of thousands of them raises)
-    number = int(value) if value.isascii() and digits.isdigit() and len(digits) <= _DIGITS else None
-    if number is None or not minimum <= number <= MAX_POSITION:
-        raise Refused(400, f"query parameter {name}={value!r}: use a whole number from {minimum} to {MAX_POSITION}")
-    return number
+def documented(declaration: type[Any], keys: KeyRule) -> list[dict[str, Any]]:
+    """The OpenAPI Parameter Objects of ``declaration`` (a key's schema is the configured rule's)."""
+    return [_openapi(parameter, keys) for parameter in _parameters(declaration).values()]
 
 
-def parse_header(parse: Any, value: str | None) -> Any:
-    """``parse(value)``, its ``ValueError`` (which says what is wrong with the header) made a 400."""
-    try:
-        return parse(value)
-    except ValueError as exc:
-        raise Refused(400, str(exc)) from None
+def _openapi(parameter: Parameter, keys: KeyRule) -> dict[str, Any]:
+    schema = keys.schema() if parameter.is_key else parameter.schema
+    example = parameter.example
+    if parameter.repeatable:
+        schema = {"type": "array", "items": schema, "minItems": 1}
+        example = [example]
+    return {
+        "name": parameter.name,
+        "in": "query",
+        "required": False,
+        "description": parameter.description,
+        "schema": schema,
+        "example": example,
+    }
 
 
-VIEW = _parameter(
-    "query",
-    "view",
-    "`summary`: the latest summary checkpoint and every message after the ones it summarizes, instead of the whole "
-    "conversation (docs/conversations.md); `after` and `limit` then page through the view.",
-    {"type": "string", "enum": ["summary"]},
-    "summary",
+def position(name: str, minimum: int, maximum: int, example: int, description: str) -> Parameter:
+    """A whole number from ``minimum`` to ``maximum``, in plain ASCII digits (no sign, space, point or exponent)."""
+
+    def read(name: str, text: str, keys: KeyRule) -> int:
+        # at most as many digits as MAX_POSITION has (int() of thousands of them raises)
+        if text.isascii() and text.isdigit() and len(text) <= _DIGITS and minimum <= int(text) <= maximum:
+            return int(text)
+        raise Refused(400, f"query parameter {name}={text!r}: use a whole number from {minimum} to {maximum}")
+
+    schema = {"type": "integer", "minimum": minimum, "maximum": maximum}
+    return Parameter(name, description, read, schema, example)
+
+
+def choice(name: str, values: tuple[str, ...], example: str, description: str) -> Parameter:
+    """One of ``values``."""
+
+    def read(name: str, text: str, keys: KeyRule) -> str:
+        if text not in values:
+            raise Refused(400, f"query parameter {name}={text!r}: use one of {', '.join(values)} (or leave it out)")
+        return text
+
+    return Parameter(name, description, read, {"type": "string", "enum": list(values)}, example)
+
+
+def conversation_key(name: str, example: str, description: str) -> Parameter:
+    """A conversation key, checked by the one key rule."""
+
+    def read(name: str, text: str, keys: KeyRule) -> str:
+        return keys.check(text, what=f"query parameter {name}")
+
+    return Parameter(name, description, read, {"type": "string"}, example, is_key=True)
+
+
+#: What ``?tag=`` holds: a tag name (the metadata rule's), ``:``, and a value.
+_TAG_FILTER = re.compile(f"(?={TAG_NAME_PATTERN}:)[^:]{{1,{MAX_TAG_NAME}}}:{TEXT_PATTERN}")
+
+
+def _read_tag(name: str, text: str, keys: KeyRule) -> tuple[str, str]:
+    tag_name, _, value = text.partition(":")
+    if not _TAG_FILTER.fullmatch(text) or len(value) > MAX_TAG_VALUE:
+        raise Refused(400, f"query parameter {name}={text[:80]!r}: use name:value, a tag name and its value")
+    return tag_name, value
+
+
+TAG = Parameter(
+    "tag",
+    "`name:value`: only conversations carrying this tag (repeat for several).",
+    _read_tag,
+    {"type": "string", "pattern": f"^{TAG_NAME_PATTERN}:{TEXT_PATTERN}$"},
+    "user:u42",
+    repeatable=True,
 )
-THROUGH = _position("through", 1, 4, "How many of the first messages the fork holds (default: all of them).")
 
 
 #: The longest ``?author=`` (an agent's name).
 MAX_AUTHOR = 256
-AUTHOR = _parameter(
-    "query",
+
+
+def _read_author(name: str, text: str, keys: KeyRule) -> str:
+    if not 1 <= len(text) <= MAX_AUTHOR:
+        raise Refused(400, f"query parameter {name}: name an author in 1 to {MAX_AUTHOR} characters")
+    return text
+
+
+AUTHOR = Parameter(
     "author",
     "Only the messages this author signed (their `authorName`, docs/agents.md), in order; `after` and `limit` then "
     "page through them.",
+    _read_author,
     {"type": "string", "minLength": 1, "maxLength": MAX_AUTHOR},
     "Planner",
 )
 
 
-def read_author(request: Request) -> str | None:
-    """The ``author`` a read is filtered by, ``None`` when absent; empty, too long or repeated is a 400."""
-    if not request.scope["query_string"]:
-        return None
-    values = request.query_params.getlist("author")
-    if not values:
-        return None
-    if len(values) > 1:
-        raise Refused(400, "query parameter author is repeated: name one author (read once per author)")
-    if not 1 <= len(values[0]) <= MAX_AUTHOR:
-        raise Refused(400, f"query parameter author: name an author in 1 to {MAX_AUTHOR} characters")
-    return values[0]
+@dataclass(frozen=True, slots=True)
+class MessagesQuery:
+    """``GET`` and ``HEAD /chat-history/{conversationKey}``."""
+
+    after: int | None = declared(
+        position(
+            "after",
+            0,
+            MAX_POSITION,
+            20,
+            "Skip the first N messages: only the ones after them. A client that holds the first N messages of the "
+            "version in its `ETag` fetches just the new ones; past the end: `[]`.",
+        )
+    )
+    limit: int | None = declared(
+        position("limit", 1, MAX_POSITION, 50, "At most this many messages (a page); a `Link` header names the next.")
+    )
+    view: str | None = declared(
+        choice(
+            "view",
+            ("summary",),
+            "summary",
+            "`summary`: the latest summary checkpoint and every message after the ones it summarizes, instead of the "
+            "whole conversation (docs/conversations.md); `after` and `limit` then page through the view.",
+        )
+    )
+    author: str | None = declared(AUTHOR)
 
 
-def read_query(request: Request) -> tuple[int | None, int | None, bool]:
-    """``after`` and ``limit`` of a read (``None`` when absent), and whether it asks for ``view=summary``."""
-    if not request.scope["query_string"]:  # the common read: no query to parse
-        return None, None, False
-    refuse_unknown_query(request, ("after", "limit", "view", "author"))
-    after, limit = read_position(request, "after", 0), read_position(request, "limit", 1)
-    view = request.query_params.get("view")
-    if view not in (None, "summary"):
-        raise Refused(400, f"query parameter view={view!r}: the only view is 'summary' (or leave view out)")
-    return after, limit, view == "summary"
+@dataclass(frozen=True, slots=True)
+class ListingQuery:
+    """``GET /chat-history``."""
+
+    limit: int | None = declared(position("limit", 1, MAX_PAGE, 50, "At most this many (a page)."))
+    after: str | None = declared(
+        conversation_key(
+            "after", "286d2f0b", "Only the conversations whose keys sort after this one (the last key of a page)."
+        )
+    )
+    tag: tuple[tuple[str, str], ...] = declared(TAG)
 
 
-def condition_headers(request: Request) -> tuple[str | None, str | None]:
-    """The first ``If-Match`` and the ``Idempotency-Key``, in one pass over the raw headers. Several
-    ``Idempotency-Key`` lines are one list (RFC 9110 section 5.3), so joined they are refused as malformed."""
-    if_match, keys = None, []
-    for name, value in request.scope["headers"]:
-        if name == b"if-match":
-            if if_match is None:
-                if_match = value.decode("latin-1")
-        elif name == b"idempotency-key":
-            keys.append(value.decode("latin-1"))
-    return if_match, ", ".join(keys) if keys else None
+@dataclass(frozen=True, slots=True)
+class ForkQuery:
+    """``POST /chat-history/{conversationKey}/fork``."""
+
+    through: int | None = declared(
+        position("through", 1, MAX_POSITION, 4, "How many of the first messages the fork holds (default: all).")
+    )
+    key: str | None = declared(
+        conversation_key(
+            "key",
+            "plan_b",
+            "The new conversation's key (checked as any key). Without it the service makes one (32 hex digits, "
+            "fixed by the `Idempotency-Key` when one is sent); if such a key does not fit the service's key "
+            "settings, the fork is a 400 asking for this parameter.",
+        )
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NoQuery:
+    """An endpoint that takes no query parameters."""

@@ -13,6 +13,7 @@ from starlette.routing import Match
 
 from ..stores import StoreError
 from ..stores.base import IdempotencyKeyReused, VersionMismatch
+from ..stores.metadata import MetadataError, TooManyTags
 from ..vocabulary import Refused
 from .responses import json_response
 from .security.conditions import etag
@@ -50,11 +51,21 @@ async def _precondition_failed(request: Request, exc: VersionMismatch) -> Respon
 
 
 async def _idempotency_key_reused(request: Request, exc: IdempotencyKeyReused) -> Response:
-    detail = (
+    detail = (  # a fork's reuse is answered by the fork (chatlab/service/forks.py): this is an append's
         "this Idempotency-Key was already used for an append of other messages to this conversation: "
         "use a new key for each new append; nothing was written"
     )
     return problem_response(422, detail)
+
+
+async def _too_many_tags(request: Request, exc: TooManyTags) -> Response:
+    """422 wherever a write would leave a conversation with more tags than it may carry."""
+    return problem_response(422, f"{exc}: remove some with null; nothing was written")
+
+
+async def _invalid_metadata(request: Request, exc: MetadataError) -> Response:
+    """400 for a title or tag the metadata rule refuses, whichever write carried it."""
+    return problem_response(400, f"{exc}; nothing was written")
 
 
 async def _invalid_parameter(request: Request, exc: RequestValidationError) -> Response:
@@ -92,6 +103,8 @@ ERROR_HANDLERS: dict[Any, Any] = {
     Refused: _refused,
     VersionMismatch: _precondition_failed,
     IdempotencyKeyReused: _idempotency_key_reused,
+    TooManyTags: _too_many_tags,
+    MetadataError: _invalid_metadata,
     RequestValidationError: _invalid_parameter,
     StoreError: _store_unavailable,
     HTTPException: _http_error,

@@ -1,9 +1,12 @@
-"""The service's route class: an endpoint that takes only the ``Request`` is its own handler, with no dependencies
-solved and nothing serialized (https://fastapi.tiangolo.com/how-to/custom-request-and-route/)."""
+"""The service's route class: an endpoint written as ``async def endpoint(request: Request) -> Response`` is its own
+request handler, with nothing for FastAPI to solve or serialize. ``get_route_handler`` is the hook FastAPI documents
+for custom route classes (https://fastapi.tiangolo.com/how-to/custom-request-and-route/); whether an endpoint takes
+only the request is read from its signature, never from FastAPI's internals."""
 
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
@@ -14,21 +17,20 @@ Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 
 class RequestRoute(APIRoute):
+    """An :class:`APIRoute` whose request-only endpoints handle their requests themselves."""
+
     def get_route_handler(self) -> Handler:
-        if takes_only_the_request(self):
+        """The endpoint itself when it takes only the request and the route has no dependencies; else FastAPI's."""
+        if not self.dependencies and takes_only_the_request(self.endpoint):
             return cast(Handler, self.endpoint)
         return super().get_route_handler()
 
 
-def takes_only_the_request(route: APIRoute) -> bool:
-    """Whether FastAPI has nothing to solve for the route's endpoint: an ``async def f(request: Request)``."""
-    wants = route.dependant
-    solved = (wants.path_params, wants.query_params, wants.header_params, wants.cookie_params, wants.body_params)
-    return (
-        wants.request_param_name is not None
-        and not any(solved)
-        and not wants.dependencies
-        and not route.dependencies
-        and inspect.iscoroutinefunction(route.endpoint)
-        and len(inspect.signature(route.endpoint).parameters) == 1
-    )
+def takes_only_the_request(endpoint: Callable[..., Any]) -> bool:
+    """Whether ``endpoint`` is an ``async def f(request: Request)``."""
+    if not inspect.iscoroutinefunction(endpoint):
+        return False
+    parameters = list(inspect.signature(endpoint).parameters)
+    if len(parameters) != 1:
+        return False
+    return typing.get_type_hints(endpoint).get(parameters[0]) is Request

@@ -1,151 +1,83 @@
 """The endpoints: the article's API (a list of messages per conversation key), with paging, ``HEAD``, conditional
-and idempotent writes, fork and metadata. Stored messages are answered as the bytes the store holds: reads never
-re-encode. A conversation's ``ETag`` is its version, which ``If-Match`` and ``?after=N`` rely on (docs/protections.md).
-"""
+and idempotent writes, fork and metadata. Each is a module-level function of the request that finds the store and
+settings in its :class:`~.context.ServiceContext`, reads its query with its one declaration (:mod:`.parameters`)
+and its conditions in one place (:mod:`.conditions`). Stored messages are answered as the bytes the store holds:
+reads never re-encode. A conversation's ``ETag`` is its version, which ``If-Match`` and ``?after=N`` rely on
+(docs/protections.md). :func:`add_routes` puts them on the app's ``APIRouter``, whose
+route class is :class:`~.request_route.RequestRoute`, with the OpenAPI description the settings make."""
 
 from __future__ import annotations
 
-import hashlib
-import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import anyio
 import msgspec
-from fastapi import Depends, FastAPI, Query, Request, Response
-from pydantic import StringConstraints
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
 
 from ..stores import ChatHistoryStore
-from ..stores.base import ConversationSummary, Idempotency
-from ..stores.metadata import MAX_TAG_NAME, MAX_TAG_VALUE, MetadataChange, TooManyTags
-from ..vocabulary import ABSENT, FORK_OF, FORK_THROUGH, Refused
-from . import jsontext, parameters
+from ..stores.base import ConversationSummary
+from ..vocabulary import Refused
+from . import conditions as headers_of
+from . import jsontext
 from . import schema as wire
 from .authors import by_author, participants
-from .bodies import BodyReader
-from .callers import caller_functions
 from .checkpoints import summary_view
+from .conditions import IDEMPOTENCY_KEY, IF_MATCH, Conditions, read_conditions
+from .context import ServiceContext, context_of
+from .forks import fork
 from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_docs, header_doc, problem_doc
+from .parameters import ForkQuery, ListingQuery, MessagesQuery, NoQuery, documented, read_query
+from .patches import decode_metadata_patch
 from .responses import Answer, json_answer, json_response
 from .security.auth import Caller
-from .security.conditions import etag, fingerprint, parse_idempotency_key, parse_if_match
+from .security.conditions import etag, fingerprint
 from .settings import ServiceSettings
 
 SERVICE_NAME = "chat-history-service"
 _encode = msgspec.json.Encoder().encode
 
-
-class Arguments:
-    """Who calls and which conversation: ``caller`` as a FastAPI dependency, or both read by a conversation's
-    endpoints from the request itself (:meth:`of`, described in OpenAPI by :meth:`documented`)."""
-
-    def __init__(self, settings: ServiceSettings) -> None:
-        dependency, self._resolve = caller_functions(settings)
-        self.caller = Depends(dependency)
-        self.check_key = parameters.conversation_key_check(settings)
-        self._key = parameters.conversation_key_parameter(settings)
-        self._security: dict[str, Any] = {"security": [{"ApiKey": []}]} if settings.api_keys else {}
-
-    async def of(self, request: Request) -> tuple[Caller, str]:
-        """Who calls, then which conversation (so no valid API key is a 401 whatever the key)."""
-        caller = await self._resolve(request)
-        return caller, self.check_key(request.path_params["conversationKey"])
-
-    def documented(self, *read: dict[str, Any]) -> dict[str, Any]:
-        """The ``openapi_extra`` of a conversation's route: the key, the other parameters it reads, the API keys."""
-        return {"parameters": [self._key, *read], **self._security}
+#: The condition headers each write honours (and OpenAPI lists).
+APPEND_CONDITIONS = (IF_MATCH, IDEMPOTENCY_KEY)
+REPLACE_CONDITIONS = (IF_MATCH,)
+DELETE_CONDITIONS = (IF_MATCH,)
+FORK_CONDITIONS = (IF_MATCH, IDEMPOTENCY_KEY)
+PATCH_CONDITIONS = (IF_MATCH,)
 
 
-def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
-    """Add every endpoint."""
-    arguments = Arguments(settings)
-    errors = error_docs(settings)
-    # a conversation's routes first: the router tries routes in order, and they serve nearly every request
-    _add_reading_routes(app, store, arguments, errors)
-    _add_writing_routes(app, store, settings, arguments, errors)
-    _add_listing_routes(app, store, settings, arguments, errors)
-
-    @app.api_route("/chat-history/", methods=["GET", "HEAD", "POST", "PUT", "DELETE"], include_in_schema=False)
-    async def empty_key() -> Response:
-        """``/chat-history/`` (an empty key) is a bad request, not the listing nor a 404."""
-        raise Refused(
-            400,
-            "the conversation key is empty: use /chat-history/{conversationKey}, or GET /chat-history (no "
-            "trailing slash) for the list of conversations",
-        )
+async def service_info(request: Request) -> Response:
+    """``GET /``: the service's name and where it keeps the history."""
+    return json_response({"service": SERVICE_NAME, "description": context_of(request).store.description})
 
 
-#: The largest page of ``GET /chat-history?limit=L``.
-MAX_PAGE = 1000
-#: What ``?tag=`` holds: a tag name, ``:``, and its value.
-TAG_FILTER_PATTERN = rf"^[A-Za-z0-9_.-]{{1,{MAX_TAG_NAME}}}:[^\x00-\x1f]{{0,{MAX_TAG_VALUE}}}$"
-TagFilter = Annotated[str, StringConstraints(pattern=TAG_FILTER_PATTERN)]
+async def list_conversations(request: Request) -> Response:
+    """``GET /chat-history``: every conversation (the article's request), or a page of them."""
+    context = context_of(request)
+    caller = await context.caller(request)
+    query = read_query(ListingQuery, request, context.keys)
+    wanted = _tag_filter(query.tag)
+    if wanted is None:
+        return json_answer(b"[]", [])
+    if query.limit is None and query.after is None and not wanted:  # the article's request
+        summaries = await context.store.summaries(caller.prefix)
+        # sifted, formatted and encoded in a worker thread, a piece at a time: a long list must not hold the loop
+        return json_answer(await anyio.to_thread.run_sync(_listing, summaries, caller), [])
+    cursor = None if query.after is None else caller.stored_key(query.after)
+    page, more = await _page(context.store, caller, cursor, query.limit, wanted)
+    headers = []
+    if more:
+        last = page[-1].conversation_key[len(caller.prefix) :]
+        tags = [("tag", f"{name}:{value}") for name, value in query.tag]
+        link = urlencode([("limit", query.limit), ("after", last), *tags])
+        headers.append((b"link", f'</chat-history?{link}>; rel="next"'.encode("ascii")))
+    return json_answer(_listing(page, caller), headers)  # a page: already the caller's
 
 
-def _add_listing_routes(
-    app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings, arguments: Arguments, errors: ErrorDocs
-) -> None:
-
-    @app.get("/", response_model=wire.ServiceInfo, responses=errors.common, summary="Service name and description")
-    async def service_info(caller: Caller = arguments.caller) -> Response:
-        return json_response({"service": SERVICE_NAME, "description": store.description})
-
-    after_query = Query(
-        None,
-        min_length=1,
-        max_length=settings.key_max_length,
-        pattern=settings.key_pattern,
-        description="Only the conversations whose keys sort after this one (the last key of a page).",
-    )
-
-    @app.get(
-        "/chat-history",
-        response_model=list[wire.ChatHistorySummary],
-        responses={
-            200: {"headers": {"Link": LINK_DOC}},
-            **errors.common,
-            400: problem_doc("An invalid `limit`, `after` or `tag`."),
-        },
-        summary="Stored conversations and their message counts, ordered by key; ?limit=L&after=KEY for a page",
-        description="Without parameters, every conversation (the article's request). `limit=L` answers at most L, "
-        "with a `Link` header naming the next page while more remain; `after=KEY` starts after that key; "
-        "`tag=name:value` (repeatable) keeps the conversations carrying every such tag.",
-    )
-    async def list_conversations(
-        request: Request,
-        caller: Caller = arguments.caller,
-        limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE, description="At most this many (a page).")] = None,
-        after: str | None = after_query,
-        tag: Annotated[
-            list[TagFilter] | None,
-            Query(description="`name:value`: only conversations carrying this tag (repeat for several)."),
-        ] = None,
-    ) -> Response:
-        if request.scope["query_string"]:  # ``?limt=10`` would otherwise answer every conversation
-            parameters.refuse_unknown_query(request, ("limit", "after", "tag"))
-        wanted = _tag_filter(tag or [])
-        cursor = caller.stored_key(arguments.check_key(after)) if after is not None else None
-        if wanted is None:
-            return json_answer(b"[]", [])
-        if limit is None and cursor is None and not wanted:  # the article's request
-            summaries = await store.summaries(caller.prefix)
-            # sifted, formatted and encoded in a worker thread, a piece at a time: a long list must not hold the loop
-            return json_answer(await anyio.to_thread.run_sync(_listing, summaries, caller), [])
-        page, more = await _page(store, caller, cursor, limit, wanted)
-        headers = []
-        if more:
-            last = page[-1].conversation_key[len(caller.prefix) :]
-            query = urlencode([("limit", limit), ("after", last), *(("tag", t) for t in tag or [])])
-            headers.append((b"link", f'</chat-history?{query}>; rel="next"'.encode("ascii")))
-        return json_answer(_listing(page, caller), headers)  # a page: already the caller's
-
-
-def _tag_filter(tags: list[str]) -> dict[str, str] | None:
-    """``["name:value", ...]`` as a dict; ``None`` when one name is asked for two values (nothing matches)."""
+def _tag_filter(tags: tuple[tuple[str, str], ...]) -> dict[str, str] | None:
+    """The asked tags as a dict; ``None`` when one name is asked for two values (nothing matches)."""
     wanted: dict[str, str] = {}
-    for text in tags:
-        name, _, value = text.partition(":")
+    for name, value in tags:
         if wanted.setdefault(name, value) != value:
             return None
     return wanted
@@ -192,94 +124,77 @@ def _summary_row(summary: ConversationSummary, prefix: str) -> dict[str, Any]:
     return row
 
 
-def _add_reading_routes(app: FastAPI, store: ChatHistoryStore, arguments: Arguments, errors: ErrorDocs) -> None:
-
-    @app.get(
-        "/chat-history/{conversationKey}",
-        response_model=list[wire.ChatMessage],
-        responses={
-            200: {"headers": {"ETag": ETAG_DOC, "X-Message-Count": COUNT_DOC, "Link": LINK_DOC}},
-            **errors.keyed,
-            400: problem_doc("An invalid conversation key, header, `after` or `limit`."),
-        },
-        summary="The messages of a conversation ([] for an unknown key); ?after=N&limit=L for part of it, "
-        "?view=summary for the latest summary checkpoint and what follows it",
-        description="Without parameters, every message in order (the article's request). `after=N` skips the "
-        "first N, `limit=L` returns at most L; the `ETag` and `X-Message-Count` describe the whole conversation "
-        "in the same snapshot as the messages returned.",
-        openapi_extra=arguments.documented(parameters.AFTER, parameters.LIMIT, parameters.VIEW, parameters.AUTHOR),
-    )
-    async def get_messages(request: Request) -> Response:
-        caller, key = await arguments.of(request)
-        after, limit, summary = parameters.read_query(request)
-        author = parameters.read_author(request)
-        stored = caller.stored_key(key)
-        if after is None and limit is None and not summary and author is None:  # the article's read
-            whole = await store.read_array(stored)
-            return json_answer(whole.array, _version_headers(whole.version, whole.count))
-        start = after or 0
-        if summary or author is not None:  # a view of the conversation, paged by after and limit
-            snapshot = await store.read(stored)
-            view = summary_view(snapshot.messages) if summary else snapshot.messages
-            if author is not None:
-                view = by_author(view, author)
-            messages = view[start : None if limit is None else start + limit]
-            total, query = len(view), _view_query(summary, author)
-            headers = _version_headers(snapshot.version, len(snapshot.messages))
-        else:
-            part = await store.read_slice(stored, start, limit)
-            messages, total, query = part.messages, part.count, ""
-            headers = _version_headers(part.version, part.count)
-        end = start + len(messages)
-        if limit is not None and end < total:
-            link = f'<{conversation_path(key)}?{query}after={end}&limit={limit}>; rel="next"'
-            headers.append((b"link", link.encode("ascii")))
-        return json_answer(b"[" + b",".join(messages) + b"]", headers)
-
-    @app.head(
-        "/chat-history/{conversationKey}",
-        status_code=200,
-        response_class=Response,
-        responses={
-            200: {
-                "description": "No body: how many messages the conversation holds and its version "
-                '(`X-Message-Count: 0` and `ETag: "0"` when it does not exist).',
-                "headers": {"ETag": ETAG_DOC, "X-Message-Count": COUNT_DOC},
-            },
-            **errors.keyed,
-        },
-        summary="Whether a conversation exists and how many messages it holds, without reading them",
-        openapi_extra=arguments.documented(),
-    )
-    async def count_messages(request: Request) -> Response:
-        caller, key = await arguments.of(request)
-        part = await store.read_slice(caller.stored_key(key), 0, 0)
-        return Answer(200, _version_headers(part.version, part.count))  # no Content-Length: a GET's is not 0
-
-    @app.get(
-        "/chat-history/{conversationKey}/participants",
-        response_model=wire.ConversationParticipants,
-        responses={200: {"headers": {"ETag": ETAG_DOC}}, **errors.keyed},
-        summary="Who took part: each author of the conversation's messages and how many it signed",
-        description="Counted from the stored messages' `authorName` (docs/agents.md); an unknown key has none.",
-        openapi_extra=arguments.documented(),
-    )
-    async def list_participants(request: Request) -> Response:
-        caller, key = await arguments.of(request)
-        if request.scope["query_string"]:
-            parameters.refuse_unknown_query(request, ())
-        snapshot = await store.read(caller.stored_key(key))
-        authors = [{"authorName": name, "messageCount": count} for name, count in participants(snapshot.messages)]
-        body = {"conversationKey": key, "messageCount": len(snapshot.messages), "participants": authors}
-        return json_answer(_encode(body), _version_headers(snapshot.version, len(snapshot.messages)))
+async def get_messages(request: Request) -> Response:
+    """``GET /chat-history/{conversationKey}``: the messages, or part of them."""
+    return await _read_messages(request, with_body=True)
 
 
-def _view_query(summary: bool, author: str | None) -> str:
+async def count_messages(request: Request) -> Response:
+    """``HEAD /chat-history/{conversationKey}``: what ``GET`` answers, its checks and 400s included, without the
+    body (and without ``Content-Length``, which only the body decides)."""
+    return await _read_messages(request, with_body=False)
+
+
+async def _read_messages(request: Request, with_body: bool) -> Response:
+    """The answer of ``GET`` (``with_body``) or ``HEAD``: one function, so ``HEAD`` answers exactly as ``GET``."""
+    context = context_of(request)
+    caller, key = await context.conversation(request)
+    query = read_query(MessagesQuery, request, context.keys)
+    stored = caller.stored_key(key)
+    store = context.store
+    if query == _ARTICLES_READ:  # the article's read: no query
+        if not with_body:  # the count and version alone, without reading the messages
+            part = await store.read_slice(stored, 0, 0)
+            return Answer(200, _version_headers(part.version, part.count))
+        whole = await store.read_array(stored)
+        return json_answer(whole.array, _version_headers(whole.version, whole.count))
+    start = query.after or 0
+    limit = query.limit
+    if query.view == "summary" or query.author is not None:  # a view of the conversation, paged by after and limit
+        snapshot = await store.read(stored)
+        view = summary_view(snapshot.messages) if query.view == "summary" else snapshot.messages
+        if query.author is not None:
+            view = by_author(view, query.author)
+        messages = view[start : None if limit is None else start + limit]
+        total = len(view)
+        link_query = _view_query(query)
+        headers = _version_headers(snapshot.version, len(snapshot.messages))
+    else:
+        part = await store.read_slice(stored, start, limit)
+        messages = part.messages
+        total = part.count
+        link_query = ""
+        headers = _version_headers(part.version, part.count)
+    end = start + len(messages)
+    if limit is not None and end < total:
+        link = f'<{conversation_path(key)}?{link_query}after={end}&limit={limit}>; rel="next"'
+        headers.append((b"link", link.encode("ascii")))
+    if not with_body:
+        return Answer(200, headers)
+    return json_answer(b"[" + b",".join(messages) + b"]", headers)
+
+
+#: A read without a query: the article's, answered from the stored array as it is.
+_ARTICLES_READ = MessagesQuery()
+
+
+def _view_query(query: MessagesQuery) -> str:
     """The query naming a read's view, for its ``Link`` (``view=summary&author=...&``; empty for the plain read)."""
-    names = [("view", "summary")] if summary else []
-    if author is not None:
-        names.append(("author", author))
+    names = [("view", query.view)] if query.view is not None else []
+    if query.author is not None:
+        names.append(("author", query.author))
     return urlencode(names, quote_via=quote) + "&" if names else ""
+
+
+async def list_participants(request: Request) -> Response:
+    """``GET /chat-history/{conversationKey}/participants``: each author and how many messages it signed."""
+    context = context_of(request)
+    caller, key = await context.conversation(request)
+    read_query(NoQuery, request, context.keys)
+    snapshot = await context.store.read(caller.stored_key(key))
+    authors = [{"authorName": name, "messageCount": count} for name, count in participants(snapshot.messages)]
+    body = {"conversationKey": key, "messageCount": len(snapshot.messages), "participants": authors}
+    return json_answer(_encode(body), _version_headers(snapshot.version, len(snapshot.messages)))
 
 
 def conversation_path(key: str) -> str:
@@ -299,15 +214,211 @@ def _version_headers(version: str, count: int) -> list[tuple[bytes, bytes]]:
     return [(b"etag", etag(version).encode()), (b"x-message-count", str(count).encode())]
 
 
-def _add_writing_routes(
-    app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings, arguments: Arguments, errors: ErrorDocs
-) -> None:
-    """``POST``, ``PUT``, ``DELETE``, fork and ``PATCH`` of one conversation."""
-    read_messages = BodyReader(settings)
-    ttl = settings.idempotency_ttl  # an Idempotency-Key's record, so that a retry is answered as the first time
+async def _conversation_write(
+    request: Request, honoured: tuple[str, ...]
+) -> tuple[ServiceContext, Caller, str, Conditions]:
+    """What a write with a body or none reads first: who calls, which conversation, no query, its conditions."""
+    context = context_of(request)
+    caller, key = await context.conversation(request)
+    read_query(NoQuery, request, context.keys)
+    return context, caller, key, read_conditions(request, honoured)
 
-    @app.post(
+
+async def append_messages(request: Request) -> Response:
+    """``POST /chat-history/{conversationKey}``: append the body's messages."""
+    context, caller, key, conditions = await _conversation_write(request, APPEND_CONDITIONS)
+    messages = await context.bodies(request)
+    idempotency = conditions.idempotency(fingerprint("append", messages), context.idempotency_ttl)
+    result = await context.store.append(
+        caller.stored_key(key), messages, if_match=conditions.if_match, idempotency=idempotency
+    )
+    return Answer(202, [*_created_headers(key, result.version, result.replayed), (b"content-length", b"0")])
+
+
+async def replace_messages(request: Request) -> Response:
+    """``PUT /chat-history/{conversationKey}``: make the conversation hold the body's messages."""
+    context, caller, key, conditions = await _conversation_write(request, REPLACE_CONDITIONS)
+    messages = await context.bodies(request)
+    result = await context.store.replace(caller.stored_key(key), messages, if_match=conditions.if_match)
+    return Answer(204, [(b"etag", etag(result.version).encode())])
+
+
+async def delete_conversation(request: Request) -> Response:
+    """``DELETE /chat-history/{conversationKey}``: forget the conversation."""
+    context, caller, key, conditions = await _conversation_write(request, DELETE_CONDITIONS)
+    await context.store.delete(caller.stored_key(key), if_match=conditions.if_match)
+    return Answer(204, [])
+
+
+async def fork_conversation(request: Request) -> Response:
+    """``POST /chat-history/{conversationKey}/fork``: a new conversation holding its first messages (:mod:`.forks`)."""
+    context = context_of(request)
+    caller, key = await context.conversation(request)
+    query = read_query(ForkQuery, request, context.keys)
+    conditions = read_conditions(request, FORK_CONDITIONS)
+    new_key, result = await fork(context, caller, key, query, conditions)
+    return Answer(201, [*_created_headers(new_key, result.version, result.replayed), (b"content-length", b"0")])
+
+
+async def patch_metadata(request: Request) -> Response:
+    """``PATCH /chat-history/{conversationKey}``: set the title and tags (a JSON merge patch)."""
+    context, caller, key, conditions = await _conversation_write(request, PATCH_CONDITIONS)
+    change = decode_metadata_patch(await context.bodies.json_bytes(request))
+    stored = caller.stored_key(key)
+    if conditions.if_match is not None:
+        conditions.check(await context.store.version(stored))
+    summary = await context.store.set_metadata(stored, change)
+    if summary is None:
+        raise Refused(404, "there is no such conversation: write its messages first, then set its title and tags")
+    return json_response(_summary_row(summary, caller.prefix))
+
+
+async def empty_key() -> Response:
+    """``/chat-history/`` (an empty key) is a bad request, not the listing nor a 404."""
+    raise Refused(
+        400,
+        "the conversation key is empty: use /chat-history/{conversationKey}, or GET /chat-history (no "
+        "trailing slash) for the list of conversations",
+    )
+
+
+def _created_headers(key: str, version: str, replayed: bool) -> list[tuple[bytes, bytes]]:
+    """``Location`` and ``ETag`` of a write that made or grew a conversation; ``Idempotent-Replayed`` for a retry."""
+    headers = [(b"location", conversation_path(key).encode("ascii")), (b"etag", etag(version).encode())]
+    if replayed:
+        headers.append((b"idempotent-replayed", b"true"))
+    return headers
+
+
+def add_routes(app: FastAPI, store: ChatHistoryStore, settings: ServiceSettings) -> None:
+    """Register every endpoint on ``app``, around ``store``, with the OpenAPI description ``settings`` make."""
+    context = ServiceContext(store, settings)
+    context.install(app)
+    docs = _Docs(context, error_docs(settings))
+    # the app's own router (its route class: RequestRoute): an included router would be matched as one more level
+    router = app.router
+    # a conversation's routes first: the router tries routes in order, and they serve nearly every request
+    _add_reading_routes(router, docs)
+    _add_writing_routes(router, docs)
+    router.add_api_route(
+        "/",
+        service_info,
+        methods=["GET"],
+        response_model=wire.ServiceInfo,
+        responses=docs.errors.common,
+        summary="Service name and description",
+        dependencies=[Depends(context.caller_dependency)],  # shows the API key scheme in OpenAPI
+    )
+    router.add_api_route(
+        "/chat-history",
+        list_conversations,
+        methods=["GET"],
+        response_model=list[wire.ChatHistorySummary],
+        responses={
+            200: {"headers": {"Link": LINK_DOC}},
+            **docs.errors.common,
+            400: problem_doc("An invalid, unknown or repeated `limit`, `after` or `tag`."),
+        },
+        summary="Stored conversations and their message counts, ordered by key; ?limit=L&after=KEY for a page",
+        description="Without parameters, every conversation (the article's request). `limit=L` answers at most L, "
+        "with a `Link` header naming the next page while more remain; `after=KEY` starts after that key; "
+        "`tag=name:value` (repeatable) keeps the conversations carrying every such tag.",
+        openapi_extra=docs.of(ListingQuery, keyed=False),
+    )
+    router.add_api_route(
+        "/chat-history/",
+        empty_key,
+        methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
+        include_in_schema=False,
+    )
+
+
+class _Docs:
+    """The OpenAPI pieces the settings decide: the key's rule, the API key scheme, the error answers."""
+
+    def __init__(self, context: ServiceContext, errors: ErrorDocs) -> None:
+        self.errors = errors
+        self._keys = context.keys
+        self._security: dict[str, Any] = {"security": [{"ApiKey": []}]} if context.settings.api_keys else {}
+
+    def of(
+        self, query: type[Any], headers: tuple[str, ...] = (), writes: str = "", keyed: bool = True
+    ) -> dict[str, Any]:
+        """The ``openapi_extra`` of a route: its path key, query and condition headers, and the API key scheme."""
+        parameters = [*documented(query, self._keys), *headers_of.documented(headers, writes)]
+        if keyed:
+            key = {
+                "name": "conversationKey",
+                "in": "path",
+                "required": True,
+                "description": f"The conversation; {self._keys.words()}.",
+                "schema": self._keys.schema(),
+                "example": "286d2f0b7b7a43688ad32556e3610f54",
+            }
+            parameters.insert(0, key)
+        return {"parameters": parameters, **self._security}
+
+
+def _add_reading_routes(router: APIRouter, docs: _Docs) -> None:
+    """``GET`` and ``HEAD`` of one conversation, and who took part in it."""
+    router.add_api_route(
         "/chat-history/{conversationKey}",
+        get_messages,
+        methods=["GET"],
+        response_model=list[wire.ChatMessage],
+        responses={
+            200: {"headers": {"ETag": ETAG_DOC, "X-Message-Count": COUNT_DOC, "Link": LINK_DOC}},
+            **docs.errors.keyed,
+            400: problem_doc("An invalid conversation key, or an invalid, unknown or repeated query parameter."),
+        },
+        summary="The messages of a conversation ([] for an unknown key); ?after=N&limit=L for part of it, "
+        "?view=summary for the latest summary checkpoint and what follows it, ?author=NAME for one author's",
+        description="Without parameters, every message in order (the article's request). `after=N` skips the "
+        "first N, `limit=L` returns at most L; the `ETag` and `X-Message-Count` describe the whole conversation "
+        "in the same snapshot as the messages returned.",
+        openapi_extra=docs.of(MessagesQuery),
+    )
+    router.add_api_route(
+        "/chat-history/{conversationKey}",
+        count_messages,
+        methods=["HEAD"],
+        status_code=200,
+        response_class=Response,
+        responses={
+            200: {
+                "description": "No body: what `GET` with the same query answers, without it "
+                '(`X-Message-Count: 0` and `ETag: "0"` when the conversation does not exist).',
+                "headers": {"ETag": ETAG_DOC, "X-Message-Count": COUNT_DOC, "Link": LINK_DOC},
+            },
+            **docs.errors.keyed,
+            400: problem_doc("What `GET` refuses with the same query."),
+        },
+        summary="Whether a conversation exists and how many messages it holds, without reading them",
+        openapi_extra=docs.of(MessagesQuery),
+    )
+    router.add_api_route(
+        "/chat-history/{conversationKey}/participants",
+        list_participants,
+        methods=["GET"],
+        response_model=wire.ConversationParticipants,
+        responses={
+            200: {"headers": {"ETag": ETAG_DOC}},
+            **docs.errors.keyed,
+            400: problem_doc("An invalid conversation key, or any query parameter (this endpoint takes none)."),
+        },
+        summary="Who took part: each author of the conversation's messages and how many it signed",
+        description="Counted from the stored messages' `authorName` (docs/agents.md); an unknown key has none.",
+        openapi_extra=docs.of(NoQuery),
+    )
+
+
+def _add_writing_routes(router: APIRouter, docs: _Docs) -> None:
+    """``POST``, ``PUT``, ``DELETE``, fork and ``PATCH`` of one conversation."""
+    errors = docs.errors
+    router.add_api_route(
+        "/chat-history/{conversationKey}",
+        append_messages,
+        methods=["POST"],
         status_code=202,
         response_class=Response,
         responses={
@@ -327,39 +438,23 @@ def _add_writing_routes(
         summary="Append messages to a conversation",
         openapi_extra={
             **body_doc("AppendChatMessagesRequest"),
-            **arguments.documented(parameters.IF_MATCH, parameters.IDEMPOTENCY_KEY),
+            **docs.of(NoQuery, APPEND_CONDITIONS, "Append"),
         },
     )
-    async def append_messages(request: Request) -> Response:
-        caller, key = await arguments.of(request)
-        if_match, idempotency_key = parameters.condition_headers(request)
-        condition = parameters.parse_header(parse_if_match, if_match)
-        idem_key = parameters.parse_header(parse_idempotency_key, idempotency_key)
-        messages = await read_messages(request)
-        idempotency = None if idem_key is None else Idempotency(idem_key, fingerprint("append", messages), ttl)
-        result = await store.append(caller.stored_key(key), messages, if_match=condition, idempotency=idempotency)
-        headers = _created_headers(key, result.version)
-        if result.replayed:
-            headers.append((b"idempotent-replayed", b"true"))
-        return Answer(202, [*headers, (b"content-length", b"0")])
-
-    @app.put(
+    router.add_api_route(
         "/chat-history/{conversationKey}",
+        replace_messages,
+        methods=["PUT"],
         status_code=204,
         response_class=Response,
         responses={204: {"description": "Replaced.", "headers": {"ETag": ETAG_DOC}}, **errors.writes},
         summary="Replace a conversation's messages",
-        openapi_extra={**body_doc("ReplaceChatMessagesRequest"), **arguments.documented(parameters.IF_MATCH)},
+        openapi_extra={**body_doc("ReplaceChatMessagesRequest"), **docs.of(NoQuery, REPLACE_CONDITIONS, "Replace")},
     )
-    async def replace_messages(request: Request) -> Response:
-        caller, key = await arguments.of(request)
-        condition = parameters.parse_header(parse_if_match, parameters.condition_headers(request)[0])
-        messages = await read_messages(request)
-        result = await store.replace(caller.stored_key(key), messages, if_match=condition)
-        return Answer(204, [(b"etag", etag(result.version).encode())])
-
-    @app.delete(
+    router.add_api_route(
         "/chat-history/{conversationKey}",
+        delete_conversation,
+        methods=["DELETE"],
         status_code=204,
         response_class=Response,
         responses={
@@ -369,57 +464,44 @@ def _add_writing_routes(
         summary="Delete a conversation",
         description="Without `If-Match`, as in the article. With the `ETag` of a GET, only if nobody wrote "
         "meanwhile: a client that read a conversation and decided to delete it never wipes an append it did not see.",
-        openapi_extra=arguments.documented(parameters.IF_MATCH),
+        openapi_extra=docs.of(NoQuery, DELETE_CONDITIONS, "Delete"),
     )
-    async def delete_conversation(request: Request) -> Response:
-        caller, key = await arguments.of(request)
-        condition = parameters.parse_header(parse_if_match, parameters.condition_headers(request)[0])
-        await store.delete(caller.stored_key(key), if_match=condition)
-        return Answer(204, [])
-
-    @app.post(
+    router.add_api_route(
         "/chat-history/{conversationKey}/fork",
+        fork_conversation,
+        methods=["POST"],
         status_code=201,
         response_class=Response,
         responses={
             201: {
                 "description": "Forked; `Location` names the new conversation.",
-                "headers": {"Location": header_doc("`/chat-history/{newConversationKey}`"), "ETag": ETAG_DOC},
+                "headers": {
+                    "Location": header_doc("`/chat-history/{newConversationKey}`"),
+                    "ETag": ETAG_DOC,
+                    "Idempotent-Replayed": header_doc(
+                        "`true` when this answers a retry of a fork already made.", required=False
+                    ),
+                },
             },
-            **errors.writes,
+            **errors.conditional,
+            400: problem_doc(
+                "An invalid conversation key, header or query parameter, or a made key the key settings refuse "
+                "(name the fork's key with `key`)."
+            ),
             404: problem_doc("No conversation to fork."),
+            409: problem_doc("The fork's key is taken by another conversation (nothing was written)."),
             422: problem_doc("`through` beyond the conversation's messages, or an `Idempotency-Key` used before."),
         },
         summary="Fork a conversation: a new one holding its first N messages (all by default)",
-        description="The new conversation's key is chosen by the service. With an `Idempotency-Key`, a retry answers "
-        "the same new conversation and copies nothing twice.",
-        openapi_extra=arguments.documented(parameters.THROUGH, parameters.IDEMPOTENCY_KEY),
+        description="The new conversation's key is the `key` parameter, or chosen by the service. `If-Match` is "
+        "the source's version. With an `Idempotency-Key`, a retry answers the same new conversation, whatever "
+        "happened since, and copies nothing twice.",
+        openapi_extra=docs.of(ForkQuery, FORK_CONDITIONS, "Fork"),
     )
-    async def fork_conversation(request: Request) -> Response:
-        caller, key = await arguments.of(request)
-        parameters.refuse_unknown_query(request, ("through",))
-        through = parameters.read_position(request, "through", 1)
-        idem_key = parameters.parse_header(parse_idempotency_key, parameters.condition_headers(request)[1])
-        source = await store.read(caller.stored_key(key))
-        if not source.messages:
-            raise Refused(404, f"there is no conversation {key!r} to fork")
-        if through is not None and through > len(source.messages):
-            raise Refused(
-                422, f"through={through}: the conversation holds {len(source.messages)} messages; fork at most those"
-            )
-        messages = source.messages[:through]
-        # a new key (32 hex digits): random, or fixed by the idempotency key so that a retry finds its fork
-        seed = f"fork\n{key}\n{idem_key}".encode()
-        new_key = arguments.check_key(uuid.uuid4().hex if idem_key is None else hashlib.sha256(seed).hexdigest()[:32])
-        stored = caller.stored_key(new_key)
-        idempotency = None if idem_key is None else Idempotency(idem_key, fingerprint("fork", messages), ttl)
-        result = await store.append(stored, messages, if_match=[ABSENT], idempotency=idempotency)
-        # after the append (a retry of it sets the same tags again): where the fork came from
-        await store.set_metadata(stored, MetadataChange(tags={FORK_OF: key, FORK_THROUGH: str(len(messages))}))
-        return Answer(201, [*_created_headers(new_key, result.version), (b"content-length", b"0")])
-
-    @app.patch(
+    router.add_api_route(
         "/chat-history/{conversationKey}",
+        patch_metadata,
+        methods=["PATCH"],
         response_model=wire.ChatHistorySummary,
         responses={
             200: {"description": "The conversation's summary after the change."},
@@ -429,20 +511,6 @@ def _add_writing_routes(
         },
         summary="Set a conversation's title and tags (a JSON merge patch: null removes, what is not named stays)",
         description="Metadata is not part of the conversation's version: its `ETag` stays, and no cached history "
-        "is invalidated. `replace` keeps it; `delete` drops it.",
-        openapi_extra={**body_doc("ConversationMetadataPatch"), **arguments.documented()},
+        "is invalidated. `replace` keeps it; `delete` drops it. `If-Match` is the conversation's version.",
+        openapi_extra={**body_doc("ConversationMetadataPatch"), **docs.of(NoQuery, PATCH_CONDITIONS, "Change")},
     )
-    async def patch_metadata(request: Request) -> Response:
-        caller, key = await arguments.of(request)
-        change = wire.decode_metadata_patch(await read_messages.json_bytes(request))
-        try:
-            summary = await store.set_metadata(caller.stored_key(key), change)
-        except TooManyTags as exc:
-            raise Refused(422, f"{exc}: remove some with null; nothing was written") from None
-        if summary is None:
-            raise Refused(404, "there is no such conversation: write its messages first, then set its title and tags")
-        return json_response(_summary_row(summary, caller.prefix))
-
-
-def _created_headers(key: str, version: str) -> list[tuple[bytes, bytes]]:
-    return [(b"location", conversation_path(key).encode("ascii")), (b"etag", etag(version).encode())]

@@ -214,21 +214,22 @@ class ConversationParticipants(BaseModel):
     )
 
 
-TagName = Annotated[str, Field(pattern=metadata.TAG_NAME_PATTERN, min_length=1, max_length=metadata.MAX_TAG_NAME)]
-TagValue = Annotated[StrictStr, Field(max_length=metadata.MAX_TAG_VALUE, pattern=metadata.TEXT_PATTERN)]
+#: The metadata rule's patterns (:mod:`chatlab.stores.metadata`), anchored as JSON Schema wants them.
+_TAG_NAME_SCHEMA = {"pattern": f"^{metadata.TAG_NAME_PATTERN}$", "minLength": 1, "maxLength": metadata.MAX_TAG_NAME}
+_TEXT_SCHEMA = f"^{metadata.TEXT_PATTERN}$"
+_TAG_VALUE = Field(max_length=metadata.MAX_TAG_VALUE, json_schema_extra={"pattern": _TEXT_SCHEMA})
 
 
 def _tag_names_schema(schema: dict[str, Any]) -> None:
-    """``propertyNames``: pydantic's ``patternProperties`` would let names that do not match through, unchecked."""
-    (value,) = schema.pop("patternProperties").values()
-    schema["additionalProperties"] = value
-    schema["propertyNames"] = {"pattern": metadata.TAG_NAME_PATTERN, "minLength": 1, "maxLength": metadata.MAX_TAG_NAME}
+    """``propertyNames``: the tag names' rule, which a ``dict`` of plain strings does not describe."""
+    schema["propertyNames"] = _TAG_NAME_SCHEMA
 
 
 class ConversationMetadataPatch(BaseModel):
     """Body of ``PATCH /chat-history/{conversationKey}``: a JSON merge patch (RFC 7396) of the title and tags.
 
-    A string sets, ``null`` removes, and what the body does not name stays."""
+    A string sets, ``null`` removes, and what the body does not name stays. This model describes the body in
+    OpenAPI; :mod:`.patches` reads it with the one metadata rule."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -237,26 +238,15 @@ class ConversationMetadataPatch(BaseModel):
     title: StrictStr | None = Field(
         default=None,
         max_length=metadata.MAX_TITLE,
-        pattern=metadata.TEXT_PATTERN,
+        json_schema_extra={"pattern": _TEXT_SCHEMA},
         description="`null` removes the title.",
     )
-    tags: dict[TagName, TagValue | None] = Field(
+    tags: dict[str, Annotated[StrictStr, _TAG_VALUE] | None] = Field(
         default_factory=dict,
         max_length=metadata.MAX_TAGS,
         description=f"Tags to set, or remove with `null`; a conversation carries at most {metadata.MAX_TAGS}.",
         json_schema_extra=_tag_names_schema,
     )
-
-
-def decode_metadata_patch(body: bytes) -> metadata.MetadataChange:
-    """The change a ``PATCH`` body asks for; a 400 that says what is wrong with a body that is not one."""
-    try:
-        patch = ConversationMetadataPatch.model_validate_json(body)
-    except ValidationError as exc:
-        errors = [{"path": _path(tuple(e["loc"])) or "(body)", "message": e["msg"]} for e in exc.errors()]
-        first, shape = errors[0], '{"title": ..., "tags": {...}}'
-        raise Refused(400, f"{first['path']}: {first['message']} (send {shape})", errors[:MAX_ERRORS]) from None
-    return metadata.MetadataChange(patch.title, "title" in patch.model_fields_set, patch.tags)
 
 
 class ServiceInfo(BaseModel):

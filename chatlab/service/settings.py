@@ -149,15 +149,6 @@ class ServiceSettings(BaseSettings):
         Field(gt=0, description="seconds an idle keep-alive connection stays open"),
         Flag(group="bounds", metavar="SECONDS", default="5"),
     ] = 5.0
-    header_timeout: Annotated[
-        float,
-        Field(
-            gt=0,
-            description="seconds from a connection's opening (or its previous answer) to the end of a request's "
-            "headers; the connection is closed after it (`408` if part of a request came)",
-        ),
-        Flag(group="bounds", metavar="SECONDS", default="10"),
-    ] = 10.0
     body_timeout: Annotated[
         float,
         Field(gt=0, description="seconds for a write's whole body to arrive; `408` + `Connection: close` after it"),
@@ -165,7 +156,11 @@ class ServiceSettings(BaseSettings):
     ] = 30.0
     max_connections: Annotated[
         int,
-        Field(ge=1, description="open connections (idle ones and requests in progress included); `503` over it"),
+        Field(
+            ge=1,
+            description="open connections served (idle ones and requests in progress included); a request on a "
+            "connection over it gets `503`",
+        ),
         Flag(group="bounds", default="500"),
     ] = 500
 

@@ -35,6 +35,7 @@ def add_viewer(app: FastAPI) -> None:
 
 def _add_file(app: FastAPI, path: str, content: bytes, media_type: str) -> None:
     async def serve_file() -> Response:
+        """The file's bytes, read once at startup."""
         return Response(content, media_type=media_type, headers=_HEADERS)
 
     app.add_api_route(path, serve_file, methods=["GET"], include_in_schema=False, name=f"viewer:{path}")

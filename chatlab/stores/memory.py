@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import hashlib
 import struct
@@ -184,6 +185,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             if len(chunk) < _CHUNK:
                 return result
             start, inclusive = chunk[-1][0], False
+            await asyncio.sleep(0)  # a long listing lets the event loop serve other requests between chunks
 
     async def set_metadata(self, conversation_key: str, change: MetadataChange) -> ConversationSummary | None:
         with self._bucket(conversation_key) as bucket:

@@ -16,15 +16,26 @@ MAX_TAGS = 32  # tags a conversation may carry
 MAX_TAG_NAME = 64  # characters
 MAX_TAG_VALUE = 200  # characters
 
-TAG_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+TAG_NAME_PATTERN = r"[A-Za-z0-9_.-]+"
 """What a tag name may hold: letters, digits, ``_``, ``.`` and ``-`` (so ``?tag=name:value`` splits at the
-first ``:``, and the service's own tags, ``chatlab.forkOf``, read as namespaced)."""
+first ``:``, and the service's own tags, ``chatlab.forkOf``, read as namespaced). Matched whole (``fullmatch``): a
+final newline is not let through as ``$`` would."""
 
-TEXT_PATTERN = r"^[^\x00-\x1f\x7f]*$"
-"""What a title or a tag value may hold: any text but control characters (no store keeps NUL in JSON)."""
+TEXT_PATTERN = r"[^\x00-\x1f\x7f-\x9f]*"
+"""What a title or a tag value may hold: any text but control characters (C0, DEL and C1, such as NUL, a newline or
+U+0085), which a conversation key refuses too; nor a lone surrogate (:func:`unstorable`)."""
+
+#: Control characters (C0, DEL, C1) and lone surrogates: no store keeps them all (PostgreSQL refuses NUL, UTF-8 a
+#: lone surrogate), so neither a key nor a title or tag may hold one.
+_UNSTORABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def unstorable(text: str) -> bool:
+    """Whether ``text`` holds a character no store keeps: a control character or a lone surrogate."""
+    return _UNSTORABLE.search(text) is not None
+
 
 _TAG_NAME = re.compile(TAG_NAME_PATTERN)
-_TEXT = re.compile(TEXT_PATTERN)
 
 
 class MetadataError(ValueError):
@@ -38,8 +49,10 @@ class TooManyTags(MetadataError):
 def _check_text(what: str, text: str, limit: int) -> None:
     if len(text) > limit:
         raise MetadataError(f"{what} is {len(text)} characters long; keep it to {limit}")
-    if not _TEXT.match(text):
-        raise MetadataError(f"{what} holds a control character (such as a newline or NUL); remove it")
+    if unstorable(text):
+        raise MetadataError(
+            f"{what} holds a control character (such as a newline, NUL or U+0085) or a lone surrogate; remove it"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +68,7 @@ class MetadataChange:
         if self.title is not None:
             _check_text("the title", self.title, MAX_TITLE)
         for name, value in self.tags.items():
-            if not 0 < len(name) <= MAX_TAG_NAME or not _TAG_NAME.match(name):
+            if not 0 < len(name) <= MAX_TAG_NAME or not _TAG_NAME.fullmatch(name):
                 raise MetadataError(f"tag name {name[:80]!r}: use 1 to {MAX_TAG_NAME} letters, digits, '_', '.' or '-'")
             if value is not None:
                 _check_text(f"the value of tag {name!r}", value, MAX_TAG_VALUE)

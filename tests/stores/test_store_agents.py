@@ -97,7 +97,8 @@ def test_the_service_lists_the_participants_by_count(service: BackgroundServer) 
             "participants": [{"authorName": "Planner", "messageCount": 2}, {"authorName": "Worker", "messageCount": 1}],
         }
         assert http.get("/chat-history/nobody/participants").json()["participants"] == []
-        assert http.get("/chat-history/party/participants?author=x").status_code == 400
+        refused = http.get("/chat-history/party/participants?author=x")
+        assert refused.status_code == 400 and "'author'" in refused.json()["detail"]
 
 
 def test_a_read_filtered_by_author_is_paged_like_any_read(service: BackgroundServer) -> None:
@@ -116,6 +117,13 @@ def test_a_read_filtered_by_author_is_paged_like_any_read(service: BackgroundSer
             answer = http.get(f"/chat-history/party?{query}")
             assert answer.status_code == 400, query
             assert "author" in answer.json()["detail"]
+            assert http.head(f"/chat-history/party?{query}").status_code == 400, query
+        get = http.get("/chat-history/party?author=Planner&limit=1")
+        head = http.head("/chat-history/party?author=Planner&limit=1")
+        assert (head.status_code, head.content) == (200, b"")
+        assert [head.headers[name] for name in ("etag", "x-message-count", "link")] == [
+            get.headers[name] for name in ("etag", "x-message-count", "link")
+        ]
 
 
 def test_the_export_keeps_each_messages_author(service: BackgroundServer, tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ class Caller:
     identity: str
 
     def stored_key(self, conversation_key: str) -> str:
+        """The key the store keeps the caller's conversation under: its namespace's prefix, then the key."""
         return self.prefix + conversation_key
 
     @property
@@ -72,6 +73,7 @@ class ApiKeys:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> ApiKeys:
+        """The keys of a file of ``NAMESPACE:KEY`` lines (:meth:`parse`); a ``ValueError`` that names the file."""
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
@@ -80,6 +82,7 @@ class ApiKeys:
 
     @classmethod
     def combine(cls, *sets: ApiKeys) -> ApiKeys:
+        """Every key of ``sets``; refused if one key comes with two namespaces."""
         combined = cls.__new__(cls)
         combined._entries = _one_namespace_each(entry for keys in sets for entry in keys._entries)
         return combined
@@ -95,6 +98,7 @@ class ApiKeys:
 
     @property
     def namespaces(self) -> list[str]:
+        """The namespaces the keys open, sorted."""
         return sorted({namespace for _, namespace in self._entries})
 
     def __len__(self) -> int:
@@ -119,7 +123,8 @@ def _one_namespace_each(entries: Iterable[tuple[bytes, str]]) -> list[tuple[byte
     """The entries, each key once; refused if a key comes with two namespaces, or if there is none."""
     found: dict[bytes, str] = {}
     for digest, namespace in entries:
-        if (first := found.setdefault(digest, namespace)) != namespace:
+        first = found.setdefault(digest, namespace)
+        if first != namespace:
             raise ValueError(f"one key is given for namespaces {first!r} and {namespace!r}: a key has one namespace")
     if not found:
         raise ValueError("no API keys given: give at least one NAMESPACE:KEY entry")
