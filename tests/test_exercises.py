@@ -1,4 +1,4 @@
-"""Each "On your own" check (notebooks 1-5 and 8) passes with the reference solution and fails, in plain words,
+"""Each "On your own" check (notebooks 1-5, 8 and 9) passes with the reference solution and fails, in plain words,
 without it.
 
 A notebook runs in a real kernel up to its check cell, with the exercise cell as committed (it loads the reference
@@ -78,6 +78,13 @@ WRONG_ANSWERS = {
             return messages[marks[-1] + 1 :] if marks else messages
         """,
         "summary_view gave 6 messages for 'long-conversation', but the service's summary view holds 7",
+    ),
+    "09_several_agents.ipynb": (
+        """
+        def my_own_turns(messages, agent):  # wrong: every message, the other agents' too
+            return list(messages)
+        """,
+        "my_own_turns gave 3 messages for Planner on 'planner-and-worker', but its own turns are 2",
     ),
 }
 

@@ -153,3 +153,26 @@ def test_models_and_bad_requests(model: BackgroundServer) -> None:
     assert [m["id"] for m in listed["data"]] == [OFFLINE_MODEL_ID]
     bad = httpx.post(f"{model.url}/v1/chat/completions", json={"messages": "hi"})
     assert bad.status_code == 400 and "messages" in bad.json()["error"]["message"]
+
+
+PLANNER = {"role": "system", "content": "You are the planner: write a short plan."}
+WORKER = {"role": "system", "content": "You are the worker: follow the newest plan."}
+
+
+def test_a_planner_plans_the_users_newest_question_numbered_by_the_plans_it_was_sent(client: OpenAI) -> None:
+    first = [PLANNER, {"role": "user", "content": "What time is it?"}]
+    text, calls, _ = ask(client, first, tools=[TIME_TOOL])
+    assert (text, calls) == ('Plan for "What time is it?" (plan 1): 1. look it up 2. answer in one line', [])
+    later = [*first, {"role": "assistant", "content": text}, {"role": "user", "content": "[Worker] Done."}]
+    assert ask(client, [*later, {"role": "user", "content": "Next?"}])[0].startswith('Plan for "Next?" (plan 2)')
+    assert ask(client, later)[0].startswith('Plan for "What time is it?" (plan 2)')  # "[Worker] ..." is not the user
+
+
+def test_a_worker_says_where_the_plan_it_follows_came_from(client: OpenAI) -> None:
+    question = {"role": "user", "content": "Q?"}
+    plan = 'Plan for "Q?" (plan 1): 1. look it up'
+    attributed = ask(client, [WORKER, question, {"role": "user", "content": f"[Planner] {plan}"}])[0]
+    assert attributed == 'Done: "Q?", following the plan Planner gave me.'
+    as_own = ask(client, [WORKER, question, {"role": "assistant", "content": plan}])[0]
+    assert as_own == 'Done: "Q?", following a plan I was sent as an assistant turn (my own?).'
+    assert ask(client, [WORKER, question])[0] == 'Done: "Q?", without a plan: none was in what I was sent.'

@@ -264,10 +264,11 @@ def test_openapi_documents_real_schemas_and_examples(http: httpx.Client) -> None
         "/chat-history",
         "/chat-history/{conversationKey}",
         "/chat-history/{conversationKey}/fork",
+        "/chat-history/{conversationKey}/participants",
     }
     assert set(paths["/chat-history/{conversationKey}"]) == {"get", "head", "post", "put", "patch", "delete"}
     get = paths["/chat-history/{conversationKey}"]["get"]
-    assert {p["name"] for p in get["parameters"] if p["in"] == "query"} == {"after", "limit", "view"}
+    assert {p["name"] for p in get["parameters"] if p["in"] == "query"} == {"after", "limit", "view", "author"}
     assert {"ETag", "X-Message-Count", "Link"} <= set(get["responses"]["200"]["headers"])
     head = paths["/chat-history/{conversationKey}"]["head"]
     assert {"ETag", "X-Message-Count"} <= set(head["responses"]["200"]["headers"])
@@ -325,7 +326,7 @@ def test_a_conversations_endpoints_are_called_with_the_request_alone() -> None:
 
     routes = [r for r in create_app("memory://").routes if isinstance(r, APIRoute)]
     api = [r for r in routes if r.path.startswith("/chat-history") and r.path != "/chat-history/"]
-    assert len(api) == 8 and all(isinstance(r, RequestRoute) for r in routes)
+    assert len(api) == 9 and all(isinstance(r, RequestRoute) for r in routes)
     assert all(takes_only_the_request(r.endpoint) and r.get_route_handler() == r.endpoint for r in api)
     info = next(r for r in routes if r.path == "/")  # the caller is a dependency there: FastAPI solves it
     assert takes_only_the_request(info.endpoint) and info.get_route_handler() != info.endpoint

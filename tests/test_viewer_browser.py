@@ -379,3 +379,18 @@ def test_titles_tags_and_a_forks_origin_are_shown(
     assert meta.text == "fork of kyoto through message 4"
     assert not chromium.find_element(By.ID, "conversation-title").is_displayed()
     assert chromium.find_element(By.ID, "conversation-key").text == fork
+
+
+def test_each_message_shows_its_author(
+    chromium: webdriver.Chrome, service: BackgroundServer, http: httpx.Client
+) -> None:
+    signed = [
+        text_message("user", "What time is it?"),
+        {**text_message("assistant", "a plan"), "authorName": "Planner"},
+        {**text_message("assistant", "an answer"), "authorName": "Worker"},
+    ]
+    write(http, "two-agents", signed)
+    open_page(chromium, f"{service.url}/ui#/c/two-agents")
+    wait_for(chromium, lambda d: len(messages_shown(d)) == 3, "the 3 messages")
+    authors = [m.find_elements(By.CSS_SELECTOR, ".meta .author") for m in messages_shown(chromium)]
+    assert [[a.text for a in found] for found in authors] == [[], ["Planner"], ["Worker"]]

@@ -95,6 +95,14 @@ class AsyncChatHistoryClient(_Client[httpx.AsyncClient]):
         """The latest summary checkpoint and what follows it; ``version``, ``count``: the whole conversation's."""
         return await self._send(self.operations.read(key, view="summary"))
 
+    async def read_by_author(self, key: str, author: str, after: int = 0, limit: int | None = None) -> MessagesPage:
+        """The messages ``author`` signed (``?author=``), after the first ``after`` of them, at most ``limit``."""
+        return await self._send(self.operations.read(key, after or None, limit, author=author))
+
+    async def participants(self, key: str) -> dict[str, int]:
+        """Who took part: each author of the conversation's messages and how many it signed, most first."""
+        return await self._send(self.operations.participants(key))
+
     async def fork(
         self,
         key: str,
@@ -209,6 +217,12 @@ class ChatHistoryClient(_Client[httpx.Client]):
     def read_summary(self, key: str) -> MessagesPage:
         """The latest summary checkpoint and what follows it; ``version``, ``count``: the whole conversation's."""
         return self._send(self.operations.read(key, view="summary"))
+
+    def read_by_author(self, key: str, author: str, after: int = 0, limit: int | None = None) -> MessagesPage:
+        return self._send(self.operations.read(key, after or None, limit, author=author))
+
+    def participants(self, key: str) -> dict[str, int]:
+        return self._send(self.operations.participants(key))
 
     def fork(
         self,

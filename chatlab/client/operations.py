@@ -115,9 +115,15 @@ class Operations:
         return self.url + conversation_path(key)
 
     def read(
-        self, key: str, after: int | None = None, limit: int | None = None, view: str | None = None
+        self,
+        key: str,
+        after: int | None = None,
+        limit: int | None = None,
+        view: str | None = None,
+        author: str | None = None,
     ) -> Request[MessagesPage]:
-        query = [("view", view), ("after", _count("after", after)), ("limit", _count("limit", limit))]
+        query: list[tuple[str, str | int | None]] = [("view", view), ("author", author)]
+        query += [("after", _count("after", after)), ("limit", _count("limit", limit))]
         url = _query(self.conversation_url(key), query)
         return Request("GET", url, lambda response: _page(response, url, after or 0))
 
@@ -125,6 +131,11 @@ class Operations:
         """``GET``, the answer kept as the JSON array it came (never parsed: an export copies it byte for byte)."""
         url = self.conversation_url(key)
         return Request("GET", url, lambda response: MessagesBody(response.content, _version(response)))
+
+    def participants(self, key: str) -> Request[dict[str, int]]:
+        """Each author of the conversation's messages and how many it signed, the one with most first."""
+        url = self.conversation_url(key) + "/participants"
+        return Request("GET", url, lambda response: _participants(response, url))
 
     def fork(
         self,
@@ -247,6 +258,15 @@ def _forked_key(response: httpx.Response, url: str) -> str:
             url, "a fork's answer is 201 with Location /chat-history/{key}"
         )
     return unquote(key)
+
+
+def _participants(response: httpx.Response, url: str) -> dict[str, int]:
+    """``{authorName: messageCount}`` from the answer's ``participants``, in its order."""
+    data = _json(response, url)
+    rows = data.get("participants") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ChatHistoryServiceProtocolError.for_answer(url, "the answer has no list of participants")
+    return {str(row.get("authorName")): int(row.get("messageCount", 0)) for row in rows}
 
 
 def _head(response: httpx.Response, url: str) -> Version:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from functools import partial
 from typing import Any, Literal, TextIO
 
@@ -17,6 +18,7 @@ from agent_framework import AgentSession, HistoryProvider, Message
 
 from ..vocabulary import DEFAULT_SERVICE_URL, ConversationSummary, Version
 from .cache import HistoryCache
+from .claims import claim_inputs
 from .codec import messages_from_meai
 from .compaction import Compaction
 from .errors import (
@@ -31,6 +33,7 @@ from .resend import align
 from .retry import RetryPolicy
 from .runs import RunRecord, current_run, run_of, running, start_run
 from .tracing import MESSAGES, history_span, mark_conversation, note_read
+from .views import View, agent_name, name_the_author, show_view, whole_transcript
 from .window import estimate_tokens, window_messages
 
 __all__ = [
@@ -94,6 +97,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
             (default) continues the session on a fork through message ``k - 1``, the original kept intact;
             ``"raise"`` raises :class:`~chatlab.client.errors.DivergentHistoryError` naming ``k``.
         compaction: opt in to summary checkpoints (:class:`~chatlab.client.compaction.Compaction`).
+        view: what of a conversation shared by several agents this agent's model is handed (:mod:`.views`).
         history_options: ``HistoryProvider`` flags (``load_messages``, ``store_inputs``, ``store_outputs``, ...).
     """
 
@@ -117,6 +121,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         skip_replayed: bool = True,
         on_divergence: Literal["fork", "raise"] = "fork",
         compaction: Compaction | None = None,
+        view: View = whole_transcript,
         **history_options: Any,
     ) -> None:
         super().__init__(state_key or STATE_KEY, **history_options)
@@ -140,6 +145,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
         self.skip_replayed = skip_replayed
         self.on_divergence = on_divergence
         self.compaction = compaction
+        self.view = view
 
     @property
     def url(self) -> str:
@@ -188,6 +194,7 @@ class RemoteChatHistoryProvider(HistoryProvider):
             await super().before_run(agent=agent, session=session, context=context, state=state)
             if self.skip_replayed:
                 await self._read_resend(key, context, state, record)
+            show_view(context, self.source_id, self.view, agent_name(agent))
             span.set_attribute(MESSAGES, len(context.context_messages.get(self.source_id, [])))
 
     async def _read_resend(self, key: str, context: Any, state: dict[str, Any], record: RunRecord) -> None:
@@ -223,9 +230,12 @@ class RemoteChatHistoryProvider(HistoryProvider):
             response = context.response.messages
             log.info("ResponseMessages Count: %d", len(response))
             log.info("First ResponseMessage: %s", _describe(response[0] if response else None))
+            name_the_author(response, agent_name(agent))
         record = run_of(context.metadata, self.source_id)
+        claims = claim_inputs(context, f"{self.url} {self._key_in(state, session)}")
         with history_span("chatlab.history.save", self._key_in(state, session)) as span, running(record):
-            await super().after_run(agent=agent, session=session, context=context, state=state)
+            with claims if self.store_inputs else nullcontext():
+                await super().after_run(agent=agent, session=session, context=context, state=state)
             span.set_attribute(MESSAGES, len(record.appended))
         if self.compaction is not None:
             await self._compact(agent, self._key_in(state, session), self.compaction, record)

@@ -5,22 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgspec
-
 from ..vocabulary import SUMMARY_THROUGH
+from .jsontext import object_mentioning
 
 _MARK = SUMMARY_THROUGH.encode()
 
 
 def summarized_through(message: bytes) -> int | None:
     """The N of a checkpoint message (its ``chatlab.summaryThrough``), ``None`` for any other message."""
-    if _MARK not in message:
-        return None
-    try:
-        item = msgspec.json.decode(message)
-    except msgspec.DecodeError:
-        return None
-    extra = item.get("additionalProperties") if isinstance(item, dict) else None
+    item = object_mentioning(message, _MARK)
+    extra = item.get("additionalProperties") if item is not None else None
     through = extra.get(SUMMARY_THROUGH) if isinstance(extra, dict) else None
     return through if type(through) is int and through >= 0 else None  # not a bool
 

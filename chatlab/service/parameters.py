@@ -165,6 +165,26 @@ TAG = Parameter(
 )
 
 
+#: The longest ``?author=`` (an agent's name).
+MAX_AUTHOR = 256
+
+
+def _read_author(name: str, text: str, keys: KeyRule) -> str:
+    if not 1 <= len(text) <= MAX_AUTHOR:
+        raise Refused(400, f"query parameter {name}: name an author in 1 to {MAX_AUTHOR} characters")
+    return text
+
+
+AUTHOR = Parameter(
+    "author",
+    "Only the messages this author signed (their `authorName`, docs/agents.md), in order; `after` and `limit` then "
+    "page through them.",
+    _read_author,
+    {"type": "string", "minLength": 1, "maxLength": MAX_AUTHOR},
+    "Planner",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class MessagesQuery:
     """``GET`` and ``HEAD /chat-history/{conversationKey}``."""
@@ -191,6 +211,7 @@ class MessagesQuery:
             "whole conversation (docs/conversations.md); `after` and `limit` then page through the view.",
         )
     )
+    author: str | None = declared(AUTHOR)
 
 
 @dataclass(frozen=True, slots=True)

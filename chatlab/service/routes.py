@@ -22,6 +22,7 @@ from ..vocabulary import Refused
 from . import conditions as headers_of
 from . import jsontext
 from . import schema as wire
+from .authors import by_author, participants
 from .checkpoints import summary_view
 from .conditions import IDEMPOTENCY_KEY, IF_MATCH, Conditions, read_conditions
 from .context import ServiceContext, context_of
@@ -147,7 +148,7 @@ async def _read_messages(request: Request, with_body: bool) -> Response:
     query = read_query(MessagesQuery, request, context.keys)
     stored = caller.stored_key(key)
     store = context.store
-    if query.after is None and query.limit is None and query.view is None:  # the article's read
+    if query == _ARTICLES_READ:  # the article's read: no query
         if not with_body:  # the count and version alone, without reading the messages
             part = await store.read_slice(stored, 0, 0)
             return Answer(200, _version_headers(part.version, part.count))
@@ -155,12 +156,14 @@ async def _read_messages(request: Request, with_body: bool) -> Response:
         return json_answer(whole.array, _version_headers(whole.version, whole.count))
     start = query.after or 0
     limit = query.limit
-    if query.view == "summary":  # the latest checkpoint and what follows it, paged by after and limit
+    if query.view == "summary" or query.author is not None:  # a view of the conversation, paged by after and limit
         snapshot = await store.read(stored)
-        view = summary_view(snapshot.messages)
+        view = summary_view(snapshot.messages) if query.view == "summary" else snapshot.messages
+        if query.author is not None:
+            view = by_author(view, query.author)
         messages = view[start : None if limit is None else start + limit]
         total = len(view)
-        link_query = "view=summary&"
+        link_query = _view_query(query)
         headers = _version_headers(snapshot.version, len(snapshot.messages))
     else:
         part = await store.read_slice(stored, start, limit)
@@ -175,6 +178,29 @@ async def _read_messages(request: Request, with_body: bool) -> Response:
     if not with_body:
         return Answer(200, headers)
     return json_answer(b"[" + b",".join(messages) + b"]", headers)
+
+
+#: A read without a query: the article's, answered from the stored array as it is.
+_ARTICLES_READ = MessagesQuery()
+
+
+def _view_query(query: MessagesQuery) -> str:
+    """The query naming a read's view, for its ``Link`` (``view=summary&author=...&``; empty for the plain read)."""
+    names = [("view", query.view)] if query.view is not None else []
+    if query.author is not None:
+        names.append(("author", query.author))
+    return urlencode(names, quote_via=quote) + "&" if names else ""
+
+
+async def list_participants(request: Request) -> Response:
+    """``GET /chat-history/{conversationKey}/participants``: each author and how many messages it signed."""
+    context = context_of(request)
+    caller, key = await context.conversation(request)
+    read_query(NoQuery, request, context.keys)
+    snapshot = await context.store.read(caller.stored_key(key))
+    authors = [{"authorName": name, "messageCount": count} for name, count in participants(snapshot.messages)]
+    body = {"conversationKey": key, "messageCount": len(snapshot.messages), "participants": authors}
+    return json_answer(_encode(body), _version_headers(snapshot.version, len(snapshot.messages)))
 
 
 def conversation_path(key: str) -> str:
@@ -340,7 +366,7 @@ class _Docs:
 
 
 def _add_reading_routes(router: APIRouter, docs: _Docs) -> None:
-    """``GET`` and ``HEAD`` of one conversation."""
+    """``GET`` and ``HEAD`` of one conversation, and who took part in it."""
     router.add_api_route(
         "/chat-history/{conversationKey}",
         get_messages,
@@ -352,7 +378,7 @@ def _add_reading_routes(router: APIRouter, docs: _Docs) -> None:
             400: problem_doc("An invalid conversation key, or an invalid, unknown or repeated query parameter."),
         },
         summary="The messages of a conversation ([] for an unknown key); ?after=N&limit=L for part of it, "
-        "?view=summary for the latest summary checkpoint and what follows it",
+        "?view=summary for the latest summary checkpoint and what follows it, ?author=NAME for one author's",
         description="Without parameters, every message in order (the article's request). `after=N` skips the "
         "first N, `limit=L` returns at most L; the `ETag` and `X-Message-Count` describe the whole conversation "
         "in the same snapshot as the messages returned.",
@@ -375,6 +401,20 @@ def _add_reading_routes(router: APIRouter, docs: _Docs) -> None:
         },
         summary="Whether a conversation exists and how many messages it holds, without reading them",
         openapi_extra=docs.of(MessagesQuery),
+    )
+    router.add_api_route(
+        "/chat-history/{conversationKey}/participants",
+        list_participants,
+        methods=["GET"],
+        response_model=wire.ConversationParticipants,
+        responses={
+            200: {"headers": {"ETag": ETAG_DOC}},
+            **docs.errors.keyed,
+            400: problem_doc("An invalid conversation key, or any query parameter (this endpoint takes none)."),
+        },
+        summary="Who took part: each author of the conversation's messages and how many it signed",
+        description="Counted from the stored messages' `authorName` (docs/agents.md); an unknown key has none.",
+        openapi_extra=docs.of(NoQuery),
     )
 
 

@@ -182,6 +182,38 @@ class ChatHistorySummary(BaseModel):
     )
 
 
+class Participant(BaseModel):
+    """One author of a conversation's messages and how many it signed."""
+
+    authorName: str
+    messageCount: int
+
+
+class ConversationParticipants(BaseModel):
+    """Answer of ``GET /chat-history/{conversationKey}/participants``: who took part (docs/agents.md)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "conversationKey": "team-42",
+                    "messageCount": 6,
+                    "participants": [
+                        {"authorName": "Planner", "messageCount": 2},
+                        {"authorName": "Worker", "messageCount": 2},
+                    ],
+                }
+            ],
+        }
+    )
+    conversationKey: str
+    messageCount: int = Field(description="Every message of the conversation, signed or not.")
+    participants: list[Participant] = Field(
+        description="Each `authorName` and how many messages it signed, the one with most first; user messages "
+        "usually carry none."
+    )
+
+
 #: The metadata rule's patterns (:mod:`chatlab.stores.metadata`), anchored as JSON Schema wants them.
 _TAG_NAME_SCHEMA = {"pattern": f"^{metadata.TAG_NAME_PATTERN}$", "minLength": 1, "maxLength": metadata.MAX_TAG_NAME}
 _TEXT_SCHEMA = f"^{metadata.TEXT_PATTERN}$"

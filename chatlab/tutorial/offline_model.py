@@ -3,6 +3,8 @@
 It lets the tutorial run without LM Studio and says what it is. A date/time question calls the date/time tool offered;
 a tool result is answered in the user's language; "how long since the first time?" is computed from the times **found
 in the messages sent** (so a provider that loads nothing makes it visibly wrong); "summarize" keeps every tool time.
+An agent whose instructions name it a planner or a worker plays that part (:mod:`.team`'s agents): the planner plans
+the user's newest question, the worker says which plan it was sent and how (its own turn or another agent's words).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ _TIME_TOOL = re.compile(r"date|time|clock|日時|時刻|日付", re.IGNORECASE)
 _ASKS_SUMMARY = re.compile(r"要約|まとめて|\b(?:summari[sz]e|summary)\b", re.IGNORECASE)
 SUMMARY_LABEL_JA = "【これまでの会話の要約】"
 SUMMARY_LABEL_EN = "[Summary of the conversation so far]"
+_PART = re.compile(r"\b(planner|worker)\b", re.IGNORECASE)  # the part an agent's instructions give it
+_ATTRIBUTED = re.compile(r"^\[([^\]]+)\] ")  # another agent's words given as input: "[Planner] ..."
+PLAN_PREFIX = "Plan for"
 
 
 @dataclass
@@ -62,6 +67,10 @@ def decide(
         return Reply(text=f"{LABEL_EN} There is no user message to answer.")
     question = _text_of(messages[last_user])
     ja = bool(_JAPANESE.search(question))
+
+    part = _part(messages)
+    if part is not None:
+        return _planner_reply(messages) if part == "planner" else _worker_reply(messages)
 
     if _ASKS_SUMMARY.search(question):  # in the conversation's language, whatever the request's
         before = messages[:last_user]
@@ -92,6 +101,45 @@ def decide(
         text=f"{LABEL_EN} I only answer questions about the current date/time and the time elapsed "
         'since then. Try: "What time is it now?"'
     )
+
+
+def _part(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """``"planner"`` or ``"worker"`` when the instructions (system or developer messages) name one."""
+    for m in messages:
+        found = _PART.search(_text_of(m)) if m.get("role") in ("system", "developer") else None
+        if found:
+            return found.group(1).lower()
+    return None
+
+
+def _users_question(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The newest user message that is not another agent's words given as input."""
+    for m in reversed(messages):
+        if m.get("role") == "user" and not _ATTRIBUTED.match(_text_of(m)):
+            return _text_of(m)
+    return ""
+
+
+def _planner_reply(messages: Sequence[Mapping[str, Any]]) -> Reply:
+    """A plan for the user's newest question, numbered by the plans already in what it was sent."""
+    number = 1 + sum(PLAN_PREFIX in _text_of(m) for m in messages if m.get("role") in ("assistant", "user"))
+    return Reply(
+        text=f'{PLAN_PREFIX} "{_users_question(messages)}" (plan {number}): 1. look it up 2. answer in one line'
+    )
+
+
+def _worker_reply(messages: Sequence[Mapping[str, Any]]) -> Reply:
+    """The user's question done, saying where the newest plan came from: its view decides what the worker sees."""
+    question = _users_question(messages)
+    for m in reversed(messages):
+        text = _text_of(m)
+        if PLAN_PREFIX not in text:
+            continue
+        if m.get("role") == "user" and (author := _ATTRIBUTED.match(text)):
+            return Reply(text=f'Done: "{question}", following the plan {author.group(1)} gave me.')
+        if m.get("role") == "assistant":
+            return Reply(text=f'Done: "{question}", following a plan I was sent as an assistant turn (my own?).')
+    return Reply(text=f'Done: "{question}", without a plan: none was in what I was sent.')
 
 
 def _summary_reply(before: Sequence[Mapping[str, Any]], ja: bool) -> Reply:

@@ -351,7 +351,7 @@
         "div",
         "meta",
         el("span", "role", role),
-        message.authorName ? el("span", null, String(message.authorName)) : null,
+        message.authorName ? el("span", "author", String(message.authorName)) : null,
         message.createdAt ? el("span", null, formatTime(message.createdAt)) : null,
         el("span", null, `#${position + 1}`),
         through === null ? null : el("span", "badge", `summary of messages 1–${through}`),
