@@ -24,6 +24,7 @@ from fastapi import FastAPI
 
 from ..client.codec import messages_from_meai
 from ..client.http import AsyncChatHistoryClient
+from ..client.provider import KEY_FIELD
 from ..runner import BackgroundServer
 from ..service import create_app
 from ..vocabulary import SUMMARY_THROUGH
@@ -92,6 +93,10 @@ SECOND_RUN = tool_turn(
 )
 
 
+def _text(message: dict[str, Any]) -> str:
+    return "".join(content.get("text", "") for content in message["contents"])
+
+
 def _quoted_tail(output: str) -> str:
     return f"What it printed ends with:\n{output[-600:]}" if output.strip() else "It printed nothing."
 
@@ -155,7 +160,7 @@ async def check_skip_tool_results(provider_class: Callable[[str], Any]) -> None:
                 loaded = await provider.get_messages(session.session_id, state=state)  # the load hook
         finally:
             await provider.aclose()
-        key = state.get("externalConversationKey")
+        key = state.get(KEY_FIELD)
         stored = len((await http.get(f"/chat-history/{key}")).json()) if key else 0
     require(
         stored == 8,
@@ -174,10 +179,6 @@ async def check_skip_tool_results(provider_class: Callable[[str], Any]) -> None:
         [message.text for message in loaded] == answered,
         "The load hook should return each question and its answer with their texts as stored",
     )
-
-
-def _text(message: dict[str, Any]) -> str:
-    return "".join(content.get("text", "") for content in message["contents"])
 
 
 # --- notebook 3 ---------------------------------------------------------------------------------------------------
