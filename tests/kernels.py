@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,28 @@ class Kernel:
                     f"{reply.get('ename')}: {reply.get('evalue')}\n{_strip_ansi(printed)[-3000:]}"
                 )
 
+    def run_interrupted(self, code: str, after: float) -> tuple[dict[str, Any], float]:
+        """Run ``code``, press the stop button ``after`` seconds in: the cell's reply content and the seconds from the
+        interrupt to that reply (what the interrupted cell printed is drained, so the kernel is quiet afterwards)."""
+        message_id = self.client.execute(code, allow_stdin=False)
+        time.sleep(after)
+        self.manager.interrupt_kernel()
+        interrupted = time.monotonic()
+        while True:
+            try:
+                message = self.client.get_shell_msg(timeout=CELL_TIMEOUT)
+            except queue.Empty:
+                pytest.fail(f"no reply at all after the interrupt of:\n{code[:300]}")
+            if message["parent_header"].get("msg_id") == message_id:
+                break
+        took = time.monotonic() - interrupted
+        while True:
+            try:
+                self.client.get_iopub_msg(timeout=0.2)
+            except queue.Empty:
+                break
+        return message["content"], took
+
     def pid(self) -> int:
         printed, _ = self.run("import os as _os_for_the_test; print(_os_for_the_test.getpid())")
         return int(printed.strip())
@@ -69,11 +93,13 @@ def listening(pid: int) -> set[str]:
 
 
 @contextmanager
-def started_kernel(notebook: Path) -> Iterator[Kernel]:
-    """A fresh kernel in the notebook's folder, with the offline model and this checkout's chatlab."""
+def started_kernel(notebook: Path, environment: Mapping[str, str] | None = None) -> Iterator[Kernel]:
+    """A fresh kernel in the notebook's folder, with the offline model and this checkout's chatlab; ``environment``
+    adds variables (``CHAT_HISTORY_SERVICE_URL``, which is otherwise left out)."""
     env = {key: value for key, value in os.environ.items() if key != "CHAT_HISTORY_SERVICE_URL"}
     env["CHATLAB_LLM"] = "offline"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(environment or {})
     manager = KernelManager(kernel_name="python3")
     manager.start_kernel(env=env, cwd=str(notebook.parent))
     client = manager.blocking_client()

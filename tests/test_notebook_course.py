@@ -28,7 +28,31 @@ def test_a_notebook_opens_with_what_you_learn_and_need_and_ends_with_an_exercise
     assert any("## Recap" in t or "## まとめ" in t for t in text), "no recap"
     exercise = next(i for i, t in enumerate(text) if "## On your own" in t)
     follow = cells(path)[exercise + 1 : exercise + 3]
-    assert [c.cell_type for c in follow] == ["code", "code"] and "assert " in follow[1].source
+    assert [c.cell_type for c in follow] == ["code", "code"]
+    assert "from chatlab.tutorial.exercises import check_" in follow[1].source, "the check is one of the course's"
+    assert "## Differences from the article" in "\n".join(text), f"{path.name}: no list of the differences"
+
+
+def test_notebook_4_has_the_articles_explanation_and_summary() -> None:
+    text = "\n".join(cell.source for cell in cells(NOTEBOOKS / "04_second_run.ipynb"))
+    explanation = text[text.index("## 解説") : text.index("## まとめ")]
+    for point in (
+        "履歴の読み出し",
+        "履歴の保存",
+        "セッションには履歴本体を持たせない",
+        "別セッションは完全に分離される",
+        "保存先を差し替えやすい",
+    ):
+        assert point in explanation, f"解説 lacks {point}"
+    summary = text[text.index("## まとめ") : text.index("## Differences from the article")]
+    assert "セッションごとに別の会話キーが割り当てられるため、複数会話を分離して扱える" in summary
+    assert summary.count("\n- ") == 4, "まとめ has the article's four points"
+
+
+def test_notebook_3s_llm_cell_uses_the_articles_three_values() -> None:
+    code = "\n".join(c.source for c in cells(NOTEBOOKS / "03_running_the_agent.ipynb") if c.cell_type == "code")
+    for value in ('"http://localhost:1234/v1"', '"openai/gpt-oss-20b"', '"sk-dummy"', "python -m chatlab llm check"):
+        assert value in code
 
 
 @pytest.mark.parametrize("path", ARTICLE, ids=lambda p: p.name)

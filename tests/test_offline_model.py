@@ -10,7 +10,13 @@ import pytest
 from openai import OpenAI
 
 from chatlab.runner import BackgroundServer
-from chatlab.tutorial.offline_model import LABEL_EN, LABEL_JA, OFFLINE_MODEL_ID, create_offline_app
+from chatlab.tutorial.offline_model import (
+    LABEL_EN,
+    LABEL_JA,
+    NO_TOOLS_MODEL_ID,
+    OFFLINE_MODEL_ID,
+    create_offline_app,
+)
 
 TIME_TOOL = {
     "type": "function",
@@ -150,7 +156,7 @@ def test_anything_else_gets_a_labelled_deterministic_reply(client: OpenAI) -> No
 
 def test_models_and_bad_requests(model: BackgroundServer) -> None:
     listed = httpx.get(f"{model.url}/v1/models").json()
-    assert [m["id"] for m in listed["data"]] == [OFFLINE_MODEL_ID]
+    assert [m["id"] for m in listed["data"]] == [OFFLINE_MODEL_ID, NO_TOOLS_MODEL_ID]
     bad = httpx.post(f"{model.url}/v1/chat/completions", json={"messages": "hi"})
     assert bad.status_code == 400 and "messages" in bad.json()["error"]["message"]
 
@@ -176,3 +182,11 @@ def test_a_worker_says_where_the_plan_it_follows_came_from(client: OpenAI) -> No
     as_own = ask(client, [WORKER, question, {"role": "assistant", "content": plan}])[0]
     assert as_own == 'Done: "Q?", following a plan I was sent as an assistant turn (my own?).'
     assert ask(client, [WORKER, question])[0] == 'Done: "Q?", without a plan: none was in what I was sent.'
+
+
+def test_the_no_tools_model_answers_without_calling_a_tool(client: OpenAI) -> None:
+    """What a weak local model does with the article's request: a text answer, no tool call."""
+    asked = [{"role": "user", "content": "現在時刻を教えてください"}]
+    choice = client.chat.completions.create(model=NO_TOOLS_MODEL_ID, messages=asked, tools=[TIME_TOOL]).choices[0]  # type: ignore[arg-type, list-item]
+    assert choice.message.tool_calls is None and choice.finish_reason == "stop"
+    assert choice.message.content is not None and choice.message.content.startswith(LABEL_JA)

@@ -24,6 +24,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ..runner import BackgroundServer
 
 OFFLINE_MODEL_ID = "chatlab/offline-tutorial-model"
+NO_TOOLS_MODEL_ID = "chatlab-offline-notools"  # the same model asked never to call a tool, as weak local models do
+MODEL_IDS = (OFFLINE_MODEL_ID, NO_TOOLS_MODEL_ID)
 LABEL_JA = "（オフライン・チュートリアルモデル）"
 LABEL_EN = "(offline tutorial model)"
 
@@ -264,8 +266,8 @@ def create_offline_app() -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        model = {"id": OFFLINE_MODEL_ID, "object": "model", "created": 0, "owned_by": "chatlab"}
-        return {"object": "list", "data": [model]}
+        models = [{"id": name, "object": "model", "created": 0, "owned_by": "chatlab"} for name in MODEL_IDS]
+        return {"object": "list", "data": models}
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:
@@ -276,7 +278,8 @@ def create_offline_app() -> FastAPI:
         messages = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             return _error(400, "'messages' must be a list of message objects.")
-        reply = decide(messages, body.get("tools"), body.get("tool_choice"))
+        tool_choice = "none" if body.get("model") == NO_TOOLS_MODEL_ID else body.get("tool_choice")
+        reply = decide(messages, body.get("tools"), tool_choice)
         completion_id, created = f"chatcmpl-offline-{next(numbers)}", int(time.time())
         usage = _usage(messages, reply)
         if body.get("stream"):
