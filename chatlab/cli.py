@@ -117,6 +117,14 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _llm_check(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .tutorial.model_check import run_check
+
+    return asyncio.run(run_check(args.url, args.model))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m chatlab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -155,6 +163,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--runs", type=int, default=2, help="how many runs against the same service (default 2)")
     demo.set_defaults(run=_demo)
+
+    llm = commands.add_parser("llm", help="check the LLM the tutorial would use").add_subparsers(
+        dest="llm_command", required=True, metavar="COMMAND"
+    )
+    check = llm.add_parser(
+        "check",
+        help="can this model and server run the article? (docs/llm.md)",
+        description="Send the article's requests (a plain chat, the GetDateTime tool call and its result, a bounded "
+        "answer) to an OpenAI-compatible server and say whether the model can run the article; exit status 1 if not.",
+    )
+    check.add_argument("url", nargs="?", help="the server's base URL (default: OPENAI_BASE_URL, else LM Studio's)")
+    check.add_argument("--model", help="the model (default: OPENAI_CHAT_COMPLETION_MODEL, else the article's)")
+    check.set_defaults(run=_llm_check)
     return parser
 
 

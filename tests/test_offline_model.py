@@ -10,7 +10,7 @@ import pytest
 from openai import OpenAI
 
 from chatlab.runner import BackgroundServer
-from chatlab.tutorial.offline_model import LABEL_EN, LABEL_JA, OFFLINE_MODEL_ID, create_offline_app
+from chatlab.tutorial.offline_model import LABEL_EN, LABEL_JA, NO_TOOLS_MODEL_ID, OFFLINE_MODEL_ID, create_offline_app
 
 TIME_TOOL = {
     "type": "function",
@@ -142,6 +142,27 @@ def test_no_time_tool_offered_no_tool_call(client: OpenAI) -> None:
     assert calls == [] and text is not None and text.startswith(LABEL_JA)
 
 
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        (
+            "現在時刻を教えてください",
+            LABEL_JA + "このモデルはツールを呼び出せないため、GetDateTimeで現在の日時を取得できません。",
+        ),
+        (
+            "What time is it now?",
+            LABEL_EN + " This model cannot call tools, so it cannot ask GetDateTime for the time.",
+        ),
+    ],
+)
+def test_the_notools_model_never_calls_the_tool_offered(model: BackgroundServer, question: str, answer: str) -> None:
+    client = OpenAI(base_url=f"{model.url}/v1", api_key="sk-dummy")
+    messages: Any = [{"role": "user", "content": question}]
+    tools: Any = [TIME_TOOL]
+    choice = client.chat.completions.create(model=NO_TOOLS_MODEL_ID, messages=messages, tools=tools).choices[0]
+    assert (choice.message.content, choice.message.tool_calls, choice.finish_reason) == (answer, None, "stop")
+
+
 def test_anything_else_gets_a_labelled_deterministic_reply(client: OpenAI) -> None:
     first = ask(client, [{"role": "user", "content": "Tell me a joke"}], [TIME_TOOL])
     assert first == ask(client, [{"role": "user", "content": "Tell me a joke"}], [TIME_TOOL])
@@ -150,6 +171,6 @@ def test_anything_else_gets_a_labelled_deterministic_reply(client: OpenAI) -> No
 
 def test_models_and_bad_requests(model: BackgroundServer) -> None:
     listed = httpx.get(f"{model.url}/v1/models").json()
-    assert [m["id"] for m in listed["data"]] == [OFFLINE_MODEL_ID]
+    assert [m["id"] for m in listed["data"]] == [OFFLINE_MODEL_ID, NO_TOOLS_MODEL_ID]
     bad = httpx.post(f"{model.url}/v1/chat/completions", json={"messages": "hi"})
     assert bad.status_code == 400 and "messages" in bad.json()["error"]["message"]

@@ -6,6 +6,7 @@ from typing import Any
 
 from agent_framework import Agent, HistoryProvider
 
+from .llm import output_bound_options
 from .tools import GetDateTime
 
 AGENT_NAME = "SampleAgent"
@@ -18,13 +19,14 @@ MAX_OUTPUT_TOKENS = 5000
 
 
 def create_agent(client: Any, provider: HistoryProvider, **kwargs: Any) -> Agent:
-    """The article's ``chatClient.AsAIAgent(...)`` on a chat client (:func:`chatlab.connect_llm`)."""
+    """The article's ``chatClient.AsAIAgent(...)`` on a chat client (:func:`chatlab.connect_llm`); its output bound
+    reaches servers that read either name of it (:func:`~chatlab.tutorial.llm.output_bound_options`)."""
     agent: Agent = client.as_agent(
         name=AGENT_NAME,
         instructions=AGENT_INSTRUCTIONS,
         description=AGENT_DESCRIPTION,
         tools=[GetDateTime],
-        default_options={"max_tokens": MAX_OUTPUT_TOKENS},
+        default_options=output_bound_options(MAX_OUTPUT_TOKENS, client),
         context_providers=[provider],
         **kwargs,
     )
