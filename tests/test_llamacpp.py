@@ -9,7 +9,6 @@ one; docs/llm.md says how). Without it the test is skipped and says why.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import socket
@@ -22,7 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from chatlab.client.provider import RemoteChatHistoryProvider
+from chatlab.client import ChatHistoryClient
+from chatlab.client.codec import messages_from_meai
 from chatlab.runner import BackgroundServer
 from chatlab.tutorial.demo import ARTICLE_PROMPTS
 
@@ -125,16 +125,7 @@ def test_the_demo_on_llamacpp(llamacpp: str, service: BackgroundServer) -> None:
         assert (count, key) == ("1", "RemoteChatHistoryProvider")
         assert re.fullmatch(r'\{"externalConversationKey":"[0-9a-f]{32}"\}', value)
 
-    asked = asyncio.run(user_turns(service.url))
+    with ChatHistoryClient(service.url) as client:
+        stored = [messages_from_meai(client.read(summary.conversation_key).messages) for summary in client.summaries()]
+    asked = [[message.text for message in messages if message.role == "user"] for messages in stored]
     assert sorted(asked, key=len) == [[ARTICLE_PROMPTS[0]], list(ARTICLE_PROMPTS)]  # each turn stored once
-
-
-async def user_turns(service_url: str) -> list[list[str]]:
-    """Each stored conversation's user messages, read back from the service."""
-    turns = []
-    async with RemoteChatHistoryProvider(service_url) as provider:
-        for summary in await provider.get_conversation_summaries():
-            messages = await provider.get_messages(summary.conversation_key)
-            assert len(messages) == summary.message_count
-            turns.append([m.text for m in messages if m.role == "user"])
-    return turns
