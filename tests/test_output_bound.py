@@ -43,7 +43,8 @@ def test_openai_which_refuses_both_gets_max_completion_tokens_only(base_url: str
     assert output_bound_options(5000, client) == {"max_tokens": 5000}
 
 
-async def test_every_request_of_the_agent_carries_both(endpoint: str) -> None:
+@pytest.mark.parametrize("bound", [MAX_OUTPUT_TOKENS, 64])
+async def test_every_request_of_the_agent_carries_both(endpoint: str, bound: int) -> None:
     bodies: list[dict[str, Any]] = []
 
     async def record(request: httpx.Request) -> None:
@@ -52,13 +53,13 @@ async def test_every_request_of_the_agent_carries_both(endpoint: str) -> None:
     async with httpx.AsyncClient(event_hooks={"request": [record]}) as http:
         sdk = AsyncOpenAI(base_url=endpoint, api_key="sk-dummy", http_client=http)
         client = OpenAIChatCompletionClient(model=OFFLINE_MODEL_ID, async_client=sdk)
-        agent = create_agent(client, InMemoryHistoryProvider())
+        agent = create_agent(client, InMemoryHistoryProvider(), max_output_tokens=bound)
         response = await agent.run(ARTICLE_PROMPTS[0], session=agent.create_session())
 
     assert [c.type for m in response.messages for c in m.contents][:2] == ["function_call", "function_result"]
     assert len(bodies) == 2  # the tool call, then the answer after the tool result
     for body in bodies:
-        assert (body["max_completion_tokens"], body["max_tokens"]) == (MAX_OUTPUT_TOKENS, MAX_OUTPUT_TOKENS)
+        assert (body["max_completion_tokens"], body["max_tokens"]) == (bound, bound)
 
 
 @pytest.mark.parametrize("name", ["max_tokens", "max_completion_tokens"])

@@ -18,7 +18,7 @@ import httpx
 from agent_framework import AgentFrameworkException, AgentResponse, InMemoryHistoryProvider, Message
 from agent_framework.openai import OpenAIChatCompletionClient
 
-from .agent import create_agent
+from .agent import MAX_OUTPUT_TOKENS, create_agent
 from .demo import ARTICLE_PROMPTS
 from .llm import endpoint_settings, output_bound_options
 
@@ -54,8 +54,11 @@ class Finding:
         return lines
 
 
-async def check_model(base_url: str | None = None, model: str | None = None) -> list[Finding]:
-    """Ask the server at ``base_url`` (default: the tutorial's endpoint settings) what the article needs of it."""
+async def check_model(
+    base_url: str | None = None, model: str | None = None, max_output_tokens: int = MAX_OUTPUT_TOKENS
+) -> list[Finding]:
+    """Ask the server at ``base_url`` (default: the tutorial's endpoint settings) what the article needs of it, the
+    agent's calls bounded to ``max_output_tokens``."""
     url, name, key = endpoint_settings(base_url, model)
     listed = await _models(url, name)
     findings = [listed]
@@ -64,7 +67,7 @@ async def check_model(base_url: str | None = None, model: str | None = None) -> 
     client = OpenAIChatCompletionClient(model=name, base_url=url, api_key=key)
     try:
         findings.append(await _plain_chat(client))
-        findings.extend(_tool_findings(await _article_run(client)))
+        findings.extend(_tool_findings(await _article_run(client, max_output_tokens)))
         findings.append(await _output_bound(client))
     except AgentFrameworkException as exc:  # the server refused or broke off a request: said, and the check ends
         said = f"a request to the server failed ({exc})."
@@ -82,11 +85,13 @@ def verdict(findings: Sequence[Finding], model: str, base_url: str) -> str:
     return f"{model} at {base_url} can run the article: it called GetDateTime and answered with its result."
 
 
-async def run_check(base_url: str | None = None, model: str | None = None) -> int:
+async def run_check(
+    base_url: str | None = None, model: str | None = None, max_output_tokens: int = MAX_OUTPUT_TOKENS
+) -> int:
     """Print each finding and the verdict; 0 when nothing failed, else 1 (the command's exit status)."""
     url, name, _ = endpoint_settings(base_url, model)
     print(f"Checking {name} at {url} with the article's agent (this runs the model a few times).")
-    findings = await check_model(url, name)
+    findings = await check_model(url, name, max_output_tokens)
     for finding in findings:
         print("\n".join(finding.lines()))
     print(verdict(findings, name, url))
@@ -129,9 +134,9 @@ async def _plain_chat(client: OpenAIChatCompletionClient) -> Finding:
     return Finding(name, "pass", f"the model answered: {_quote(response.text)}")
 
 
-async def _article_run(client: OpenAIChatCompletionClient) -> AgentResponse[Any]:
+async def _article_run(client: OpenAIChatCompletionClient, max_output_tokens: int) -> AgentResponse[Any]:
     """The article's agent on its first prompt, its history kept in memory (the framework's own provider)."""
-    agent = create_agent(client, InMemoryHistoryProvider())
+    agent = create_agent(client, InMemoryHistoryProvider(), max_output_tokens=max_output_tokens)
     response: AgentResponse[Any] = await agent.run(ARTICLE_PROMPTS[0], session=agent.create_session())
     return response
 
