@@ -70,7 +70,7 @@ async def check_model(
         findings.extend(_tool_findings(await _article_run(client, max_output_tokens)))
         findings.append(await _output_bound(client))
     except AgentFrameworkException as exc:  # the server refused or broke off a request: said, and the check ends
-        said = f"a request to the server failed ({exc})."
+        said = f"a request to the server failed ({exc.__cause__ or exc})."  # the server's own words, when given
         findings.append(Finding("the server's answers", "fail", said, "read the server's log for why"))
     finally:
         await client.client.close()
