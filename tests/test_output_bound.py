@@ -43,6 +43,13 @@ def test_openai_which_refuses_both_gets_max_completion_tokens_only(base_url: str
     assert output_bound_options(5000, client) == {"max_tokens": 5000}
 
 
+@pytest.mark.parametrize("bound", [0, -5])
+def test_a_bound_below_one_token_is_refused(bound: int) -> None:
+    client = OpenAIChatCompletionClient(model="m", base_url="http://localhost:1234/v1", api_key="sk-dummy")
+    with pytest.raises(ValueError, match=f"at least 1 token, not {bound}: give a positive number"):
+        output_bound_options(bound, client)
+
+
 @pytest.mark.parametrize("bound", [MAX_OUTPUT_TOKENS, 64])
 async def test_every_request_of_the_agent_carries_both(endpoint: str, bound: int) -> None:
     bodies: list[dict[str, Any]] = []

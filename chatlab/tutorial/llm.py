@@ -143,6 +143,8 @@ def output_bound_options(max_tokens: int, client: OpenAIChatCompletionClient) ->
     servers written before that name) ignores; so any server but OpenAI's own also gets the same bound as
     ``max_tokens``. OpenAI refuses the two together, so it gets only the first.
     """
+    if max_tokens < 1:
+        raise ValueError(f"the output bound must be at least 1 token, not {max_tokens}: give a positive number")
     options: BoundedOutputOptions = {"max_tokens": max_tokens}
     if not _is_openai(str(client.client.base_url)):
         options["extra_body"] = {"max_tokens": max_tokens}
