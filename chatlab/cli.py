@@ -111,11 +111,30 @@ def _demo(args: argparse.Namespace) -> int:
     from .tutorial.demo import run_demo
 
     try:
-        asyncio.run(run_demo(pause=args.pause, service_url=args.service_url, llm_mode=args.llm, runs=args.runs))
+        demo = run_demo(args.pause, args.service_url, args.llm, args.runs, max_output_tokens=args.max_output_tokens)
+        asyncio.run(demo)
     except ChatlabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _llm_check(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .tutorial.model_check import run_check
+
+    return asyncio.run(run_check(args.url, args.model, args.max_output_tokens))
+
+
+def _max_output_tokens(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--max-output-tokens",
+        type=int,
+        default=5000,
+        metavar="N",
+        help="the most tokens one model call may generate (default: the article's 5000; less for a slow local model)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,7 +175,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--llm", choices=["auto", "offline", "endpoint"], help="which LLM (default: CHATLAB_LLM, else auto)"
     )
     demo.add_argument("--runs", type=int, default=2, help="how many runs against the same service (default 2)")
+    _max_output_tokens(demo)
     demo.set_defaults(run=_demo)
+
+    llm = commands.add_parser("llm", help="check the LLM the tutorial would use").add_subparsers(
+        dest="llm_command", required=True, metavar="COMMAND"
+    )
+    check = llm.add_parser(
+        "check",
+        help="can this model and server run the article? (docs/llm.md)",
+        description="Send the article's requests (a plain chat, the GetDateTime tool call and its result, a bounded "
+        "answer) to an OpenAI-compatible server and say whether the model can run the article; exit status 1 if not.",
+    )
+    check.add_argument("url", nargs="?", help="the server's base URL (default: OPENAI_BASE_URL, else LM Studio's)")
+    check.add_argument("--model", help="the model (default: OPENAI_CHAT_COMPLETION_MODEL, else the article's)")
+    _max_output_tokens(check)
+    check.set_defaults(run=_llm_check)
     return parser
 
 

@@ -148,6 +148,27 @@ def test_no_time_tool_offered_no_tool_call(client: OpenAI) -> None:
     assert calls == [] and text is not None and text.startswith(LABEL_JA)
 
 
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        (
+            "現在時刻を教えてください",
+            LABEL_JA + "このモデルはツールを呼び出せないため、GetDateTimeで現在の日時を取得できません。",
+        ),
+        (
+            "What time is it now?",
+            LABEL_EN + " This model cannot call tools, so it cannot ask GetDateTime for the time.",
+        ),
+    ],
+)
+def test_the_notools_model_never_calls_the_tool_offered(model: BackgroundServer, question: str, answer: str) -> None:
+    client = OpenAI(base_url=f"{model.url}/v1", api_key="sk-dummy")
+    messages: Any = [{"role": "user", "content": question}]
+    tools: Any = [TIME_TOOL]
+    choice = client.chat.completions.create(model=NO_TOOLS_MODEL_ID, messages=messages, tools=tools).choices[0]
+    assert (choice.message.content, choice.message.tool_calls, choice.finish_reason) == (answer, None, "stop")
+
+
 def test_anything_else_gets_a_labelled_deterministic_reply(client: OpenAI) -> None:
     first = ask(client, [{"role": "user", "content": "Tell me a joke"}], [TIME_TOOL])
     assert first == ask(client, [{"role": "user", "content": "Tell me a joke"}], [TIME_TOOL])
@@ -182,11 +203,3 @@ def test_a_worker_says_where_the_plan_it_follows_came_from(client: OpenAI) -> No
     as_own = ask(client, [WORKER, question, {"role": "assistant", "content": plan}])[0]
     assert as_own == 'Done: "Q?", following a plan I was sent as an assistant turn (my own?).'
     assert ask(client, [WORKER, question])[0] == 'Done: "Q?", without a plan: none was in what I was sent.'
-
-
-def test_the_no_tools_model_answers_without_calling_a_tool(client: OpenAI) -> None:
-    """What a weak local model does with the article's request: a text answer, no tool call."""
-    asked = [{"role": "user", "content": "現在時刻を教えてください"}]
-    choice = client.chat.completions.create(model=NO_TOOLS_MODEL_ID, messages=asked, tools=[TIME_TOOL]).choices[0]  # type: ignore[arg-type, list-item]
-    assert choice.message.tool_calls is None and choice.finish_reason == "stop"
-    assert choice.message.content is not None and choice.message.content.startswith(LABEL_JA)

@@ -17,7 +17,7 @@ from agent_framework import AgentSession, Message
 from ..client.errors import ChatlabError
 from ..client.provider import RemoteChatHistoryProvider, show_provider_calls
 from ..vocabulary import SERVICE_URL_VARIABLE
-from .agent import create_agent
+from .agent import MAX_OUTPUT_TOKENS, create_agent
 from .display import (
     create_or_resume_session,
     print_agent_response,
@@ -113,9 +113,11 @@ async def run_demo(
     llm_mode: str | None = None,
     runs: int = 2,
     http_client: httpx.AsyncClient | None = None,
+    max_output_tokens: int = MAX_OUTPUT_TOKENS,
 ) -> None:
     """Run the scenario ``runs`` times against one service (started in a thread unless ``service_url`` or
-    ``CHAT_HISTORY_SERVICE_URL`` names one); the providers send their requests with ``http_client``."""
+    ``CHAT_HISTORY_SERVICE_URL`` names one); the providers send their requests with ``http_client``, and no model
+    call generates more than ``max_output_tokens``."""
     from ..runner import BackgroundServer
     from ..service import create_app
 
@@ -139,7 +141,8 @@ async def run_demo(
             print(f"\n===== {_title(run, earlier)} =====")
             provider = CheckedProvider(url, http_client=http_client)
             async with provider:
-                await run_article_scenario(create_agent(llm.client, provider), provider, pause)
+                agent = create_agent(llm.client, provider, max_output_tokens=max_output_tokens)
+                await run_article_scenario(agent, provider, pause)
     finally:
         show_provider_calls(False)
         if llm is not None:

@@ -12,10 +12,10 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import httpx
-from agent_framework.openai import OpenAIChatCompletionClient
+from agent_framework.openai import OpenAIChatCompletionClient, OpenAIChatCompletionOptions
 
 from ..client.errors import LLMUnavailableError
 from ..runner import BackgroundServer
@@ -28,8 +28,16 @@ DEFAULT_BASE_URL = "http://localhost:1234/v1"
 DEFAULT_MODEL = "openai/gpt-oss-20b"
 DEFAULT_API_KEY = "sk-dummy"
 MODES = ("auto", "offline", "endpoint")
+OPENAI_HOSTS = ("api.openai.com", ".openai.azure.com")  # OpenAI's own APIs: max_completion_tokens only
 
 Mode = Literal["auto", "offline", "endpoint"]
+
+
+class BoundedOutputOptions(OpenAIChatCompletionOptions[Any], total=False):
+    """The framework's options for OpenAI chat completions, with the OpenAI SDK's ``extra_body`` (fields added to
+    the request as they are)."""
+
+    extra_body: dict[str, Any]
 
 
 @dataclass
@@ -72,9 +80,7 @@ async def connect_llm(
 ) -> LLMConnection:
     """Create the chat client for ``mode`` and say which LLM is in use."""
     chosen = llm_mode(mode)
-    url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-    name = model or os.environ.get("OPENAI_CHAT_COMPLETION_MODEL") or os.environ.get("OPENAI_MODEL") or DEFAULT_MODEL
-    key = api_key or os.environ.get("OPENAI_API_KEY") or DEFAULT_API_KEY
+    url, name, key = endpoint_settings(base_url, model, api_key)
 
     if chosen == "offline":
         connection = await _offline("CHATLAB_LLM=offline")
@@ -95,6 +101,16 @@ async def connect_llm(
     if announce:
         print(f"[LLM] {connection.description}")
     return connection
+
+
+def endpoint_settings(
+    base_url: str | None = None, model: str | None = None, api_key: str | None = None
+) -> tuple[str, str, str]:
+    """The endpoint's URL, model and API key: each argument, else MAF's variable, else LM Studio's default."""
+    url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    name = model or os.environ.get("OPENAI_CHAT_COMPLETION_MODEL") or os.environ.get("OPENAI_MODEL") or DEFAULT_MODEL
+    key = api_key or os.environ.get("OPENAI_API_KEY") or DEFAULT_API_KEY
+    return url, name, key
 
 
 async def probe_endpoint(base_url: str, *, timeout: float = 1.0) -> str | None:
@@ -118,3 +134,23 @@ async def _offline(reason: str) -> LLMConnection:
         f"{reason}. Set CHATLAB_LLM=endpoint and OPENAI_BASE_URL to use yours."
     )
     return LLMConnection(client, "offline", url, OFFLINE_MODEL_ID, description, server)
+
+
+def output_bound_options(max_tokens: int, client: OpenAIChatCompletionClient) -> BoundedOutputOptions:
+    """Options that bound each of ``client``'s model calls to ``max_tokens`` tokens of output, on the server it calls.
+
+    The framework sends its ``max_tokens`` as ``max_completion_tokens``, which llama.cpp's Python server (and other
+    servers written before that name) ignores; so any server but OpenAI's own also gets the same bound as
+    ``max_tokens``. OpenAI refuses the two together, so it gets only the first.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"the output bound must be at least 1 token, not {max_tokens}: give a positive number")
+    options: BoundedOutputOptions = {"max_tokens": max_tokens}
+    if not _is_openai(str(client.client.base_url)):
+        options["extra_body"] = {"max_tokens": max_tokens}
+    return options
+
+
+def _is_openai(base_url: str) -> bool:
+    host = httpx.URL(base_url).host
+    return any(host == name.lstrip(".") or host.endswith(name) for name in OPENAI_HOSTS)

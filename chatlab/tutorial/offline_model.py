@@ -5,6 +5,8 @@ a tool result is answered in the user's language; "how long since the first time
 in the messages sent** (so a provider that loads nothing makes it visibly wrong); "summarize" keeps every tool time.
 An agent whose instructions name it a planner or a worker plays that part (:mod:`.team`'s agents): the planner plans
 the user's newest question, the worker says which plan it was sent and how (its own turn or another agent's words).
+Asked for as ``chatlab-offline-notools`` it never calls a tool, like a model that cannot; either name honours the
+output bound (``max_completion_tokens`` or ``max_tokens``), ending a longer answer with ``finish_reason: "length"``.
 """
 
 from __future__ import annotations
@@ -24,8 +26,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ..runner import BackgroundServer
 
 OFFLINE_MODEL_ID = "chatlab/offline-tutorial-model"
-NO_TOOLS_MODEL_ID = "chatlab-offline-notools"  # the same model asked never to call a tool, as weak local models do
-MODEL_IDS = (OFFLINE_MODEL_ID, NO_TOOLS_MODEL_ID)
+NO_TOOLS_MODEL_ID = "chatlab-offline-notools"  # the same model, never calling a tool (a model that cannot)
 LABEL_JA = "（オフライン・チュートリアルモデル）"
 LABEL_EN = "(offline tutorial model)"
 
@@ -54,16 +55,30 @@ class Reply:
     text: str | None = None
     tool_name: str | None = None
     tool_call_id: str | None = None
+    cut: bool = False  #: the text was cut at the output bound
 
     @property
     def finish_reason(self) -> str:
-        return "tool_calls" if self.tool_name else "stop"
+        """OpenAI's reason: a tool call, the output bound reached, or a finished answer."""
+        if self.tool_name:
+            return "tool_calls"
+        return "length" if self.cut else "stop"
+
+    def bounded(self, max_tokens: int | None) -> Reply:
+        """This reply with its text cut to ``max_tokens`` tokens (as :func:`_tokens` counts them)."""
+        if max_tokens is None or self.text is None or _tokens(self.text) <= max_tokens:
+            return self
+        return Reply(self.text[: max_tokens * 4], self.tool_name, self.tool_call_id, cut=True)
 
 
 def decide(
-    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    tool_choice: Any = None,
+    calls_tools: bool = True,
 ) -> Reply:
-    """Decide the next assistant turn from an OpenAI ``messages`` list and the ``tools`` offered."""
+    """Decide the next assistant turn from an OpenAI ``messages`` list and the ``tools`` offered (never calling one
+    when ``calls_tools`` is false)."""
     last_user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
     if last_user is None:
         return Reply(text=f"{LABEL_EN} There is no user message to answer.")
@@ -88,9 +103,14 @@ def decide(
                 text=f"現在の日時は **{fresh[-1]}** です。" if ja else f"The current date and time is **{fresh[-1]}**."
             )
         time_tool = None if tool_choice == "none" else _find_time_tool(tools or [])
-        if time_tool:
+        if time_tool and calls_tools:
             calls = sum(len(m.get("tool_calls") or []) for m in messages)
             return Reply(tool_name=time_tool, tool_call_id=f"call_{calls + 1}")
+        if time_tool:
+            if ja:
+                cannot = f"このモデルはツールを呼び出せないため、{time_tool}で現在の日時を取得できません。"
+                return Reply(text=LABEL_JA + cannot)
+            return Reply(text=f"{LABEL_EN} This model cannot call tools, so it cannot ask {time_tool} for the time.")
         if ja:
             return Reply(text=f"{LABEL_JA}日時を取得するツールが渡されていないため、現在の日時はわかりません。")
         return Reply(text=f"{LABEL_EN} No date/time tool was offered, so I cannot tell the current time.")
@@ -266,8 +286,11 @@ def create_offline_app() -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        models = [{"id": name, "object": "model", "created": 0, "owned_by": "chatlab"} for name in MODEL_IDS]
-        return {"object": "list", "data": models}
+        listed = [
+            {"id": model_id, "object": "model", "created": 0, "owned_by": "chatlab"}
+            for model_id in (OFFLINE_MODEL_ID, NO_TOOLS_MODEL_ID)
+        ]
+        return {"object": "list", "data": listed}
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:
@@ -278,8 +301,9 @@ def create_offline_app() -> FastAPI:
         messages = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             return _error(400, "'messages' must be a list of message objects.")
-        tool_choice = "none" if body.get("model") == NO_TOOLS_MODEL_ID else body.get("tool_choice")
-        reply = decide(messages, body.get("tools"), tool_choice)
+        calls_tools = body.get("model") != NO_TOOLS_MODEL_ID
+        reply = decide(messages, body.get("tools"), body.get("tool_choice"), calls_tools)
+        reply = reply.bounded(_output_bound(body))
         completion_id, created = f"chatcmpl-offline-{next(numbers)}", int(time.time())
         usage = _usage(messages, reply)
         if body.get("stream"):
@@ -289,6 +313,13 @@ def create_offline_app() -> FastAPI:
         return completion_json(reply, completion_id, created, usage)
 
     return app
+
+
+def _output_bound(body: Mapping[str, Any]) -> int | None:
+    """The smaller of the request's ``max_completion_tokens`` and ``max_tokens``, or ``None`` when it sets neither."""
+    bounds = [body.get(name) for name in ("max_completion_tokens", "max_tokens")]
+    given = [bound for bound in bounds if isinstance(bound, int) and bound > 0]
+    return min(given) if given else None
 
 
 def _error(status: int, message: str) -> JSONResponse:
