@@ -44,6 +44,16 @@ def test_the_longest_overlap_of_the_history_end_and_the_batch_start_counts() -> 
     assert replayed_count([a, a], [user("a"), user("a"), user("a")]) == 2  # the longest one
 
 
+def test_one_message_is_read_against_the_history_end_alone() -> None:
+    call = Message("assistant", [Content.from_function_call("c1", "GetDateTime", arguments={})])
+    result = Message("tool", [Content.from_function_result("c1", result="2026-04-16")])
+    hi, answer = user("hi"), Message("assistant", ["hello"])
+    assert replayed_count([hi, answer, user("hi")], [user("hi")]) == 1  # the end again, though it was said before
+    assert replayed_count([hi, call, result], [user("hi")]) == 1  # tool steps after it are skipped
+    assert replayed_count([hi, answer], [user("hi")]) == 0  # asked again after the answer: a new turn
+    assert replayed_count([hi, call], [call]) == 1  # a tool step is compared with the end itself
+
+
 def test_messages_are_compared_by_value_an_id_only_when_both_carry_one() -> None:
     assert not same_message(user("x", "m1"), user("edited", "m1"))  # an edit keeping its id is still an edit
     assert not same_message(user("x", "m1"), user("x", "m2"))

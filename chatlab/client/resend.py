@@ -115,12 +115,15 @@ def _evidence_of_resend(walk: _Walk) -> bool:
 def align(history: Sequence[Message], batch: Sequence[Message]) -> Alignment:
     """How ``batch`` (a run's input) lines up with ``history`` (what the provider loaded).
 
-    Every start in the history is tried; the one where most messages match wins (the earliest on a tie). No match
+    A single message is read against the history's end alone (:func:`_align_one`). For more, every start in the
+    history is tried; the one where most messages match wins (the earliest on a tie). No match
     means an ordinary turn. A walk without a difference that covers the history's end is a replay. A walk that
     differs, or that stops before the history's end, is a divergence when the input has more than one message (a
     single repeated message is an ordinary turn) and :func:`_evidence_of_resend` holds."""
     if not history or not batch:
         return Alignment()
+    if len(batch) == 1:
+        return _align_one(history, batch[0])
     best = max((_walk(history, batch, start) for start in range(len(history))), key=lambda walk: walk.matches)
     if best.matches == 0:
         return Alignment()
@@ -132,3 +135,13 @@ def align(history: Sequence[Message], batch: Sequence[Message]) -> Alignment:
         first_input, first_history = best.first_difference
         return Alignment(replayed=first_input, diverges_at=first_history)
     return Alignment(replayed=best.input_end, diverges_at=best.history_end)
+
+
+def _align_one(history: Sequence[Message], message: Message) -> Alignment:
+    """One input message (an agent's ordinary turn): a replay when it repeats the history's last message, tool steps
+    after it skipped; anything else is an ordinary turn, since one message cannot tell an edit from a new question.
+    Only the end of the history is read, so a turn costs the same however long the conversation is."""
+    for stored in reversed(history):
+        if is_tool_step(message) or not is_tool_step(stored):
+            return Alignment(replayed=1) if same_message(message, stored) else Alignment()
+    return Alignment()
