@@ -18,7 +18,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request, Response
 
 from ..stores import ChatHistoryStore
 from ..stores.base import ConversationSummary, prefix_upper_bound
-from ..vocabulary import Refused
+from ..vocabulary import Refused, conversation_path
 from . import conditions as headers_of
 from . import jsontext
 from . import schema as wire
@@ -201,11 +201,6 @@ async def list_participants(request: Request) -> Response:
     authors = [{"authorName": name, "messageCount": count} for name, count in participants(snapshot.messages)]
     body = {"conversationKey": key, "messageCount": len(snapshot.messages), "participants": authors}
     return json_answer(_encode(body), _version_headers(snapshot.version, len(snapshot.messages)))
-
-
-def conversation_path(key: str) -> str:
-    """The path of a conversation as a ``Location`` or ``Link`` carries it: the key percent-encoded (RFC 3986)."""
-    return "/chat-history/" + quote(key, safe="")
 
 
 def iso_time(seconds: float | None) -> str | None:
