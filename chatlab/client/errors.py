@@ -58,6 +58,7 @@ class ChatHistoryServiceUnavailable(ChatHistoryServiceError):
 
     @classmethod
     def for_request(cls, method: str, url: str, reason: str) -> ChatHistoryServiceUnavailable:
+        """The error for a request that got no answer, with how to start the service."""
         return cls(f"The chat history service at {url} did not answer {method} ({reason}). {START_HINT}", url=url)
 
 
@@ -70,6 +71,7 @@ class ChatHistoryServiceStatusError(ChatHistoryServiceError):
 
     @classmethod
     def for_response(cls, method: str, url: str, status: int, detail: str) -> Self:
+        """The error for a refusal or failure, with what the service said and what to do about it."""
         if status >= 500:
             advice = "The service failed; check its log and try again."
         else:
@@ -91,6 +93,7 @@ class ChatHistoryServiceProtocolError(ChatHistoryServiceError):
 
     @classmethod
     def for_answer(cls, url: str, why: str) -> ChatHistoryServiceProtocolError:
+        """The error for an answer that is not a chat history service's, with where to point the client."""
         hint = f"Check {SERVICE_URL_VARIABLE}; start the service with `python -m chatlab serve --port 5000`."
         return cls(f"{url} did not answer like a chat history service ({why}). {hint}", url=url)
 

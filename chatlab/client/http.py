@@ -219,9 +219,11 @@ class ChatHistoryClient(_Client[httpx.Client]):
         return self._send(self.operations.read(key, view="summary"))
 
     def read_by_author(self, key: str, author: str, after: int = 0, limit: int | None = None) -> MessagesPage:
+        """As :meth:`AsyncChatHistoryClient.read_by_author`: the messages ``author`` signed, paged."""
         return self._send(self.operations.read(key, after or None, limit, author=author))
 
     def participants(self, key: str) -> dict[str, int]:
+        """As :meth:`AsyncChatHistoryClient.participants`: each author and how many messages it signed."""
         return self._send(self.operations.participants(key))
 
     def fork(

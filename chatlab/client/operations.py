@@ -81,6 +81,7 @@ class Request(Generic[T]):
 
     @property
     def what(self) -> str:
+        """``METHOD URL``, as errors name the request."""
         return f"{self.method} {self.url}"
 
     def answer(self, response: httpx.Response) -> T:
@@ -122,6 +123,8 @@ class Operations:
         view: str | None = None,
         author: str | None = None,
     ) -> Request[MessagesPage]:
+        """``GET``: the messages after the first ``after`` (at most ``limit``), optionally a ``view`` or one
+        ``author``'s; the page says where the next one starts."""
         query: list[tuple[str, str | int | None]] = [("view", view), ("author", author)]
         query += [("after", _count("after", after)), ("limit", _count("limit", limit))]
         url = _query(self.conversation_url(key), query)
@@ -149,11 +152,11 @@ class Operations:
         retried fork never makes two; ``new_key`` names the fork, ``if_match`` is the source's version."""
         query = [("through", _count("through", through)), ("key", new_key)]
         url = _query(self.conversation_url(key) + "/fork", query)
-        headers = _condition(if_match)
-        headers["Idempotency-Key"] = f'"{idempotency_key or uuid.uuid4()}"'
+        headers = _idempotent(_condition(if_match), idempotency_key)
         return Request("POST", url, lambda response: _forked_key(response, url), headers)
 
     def head(self, key: str) -> Request[Version]:
+        """``HEAD``: the conversation's version and count, no messages."""
         url = self.conversation_url(key)
         return Request("HEAD", url, lambda response: _head(response, url))
 
@@ -161,24 +164,26 @@ class Operations:
         self, key: str, messages: OutgoingMessages, if_match: IfMatch, idempotency_key: str | None
     ) -> Request[Version | None]:
         """``POST``, with an ``Idempotency-Key`` (a new one unless given) that the retries keep."""
-        headers = _condition(if_match)
-        headers["Idempotency-Key"] = f'"{idempotency_key or uuid.uuid4()}"'
-        return self._write("POST", key, messages, headers)
+        return self._write("POST", key, messages, _idempotent(_condition(if_match), idempotency_key))
 
     def replace(self, key: str, messages: OutgoingMessages, if_match: IfMatch) -> Request[Version | None]:
+        """``PUT``: the conversation's messages replaced (idempotent, so retried as it is)."""
         return self._write("PUT", key, messages, _condition(if_match))
 
     def delete(self, key: str, if_match: IfMatch) -> Request[None]:
+        """``DELETE``: the conversation removed."""
         return Request("DELETE", self.conversation_url(key), lambda _: None, _condition(if_match))
 
     def summaries(
         self, after: str | None = None, limit: int | None = None, tags: Mapping[str, str] | None = None
     ) -> Request[SummariesPage]:
+        """``GET /chat-history``: the conversations after ``after`` (at most ``limit``) carrying every tag asked."""
         tag_query = [("tag", f"{name}:{value}") for name, value in (tags or {}).items()]
         url = _query(f"{self.url}/chat-history", [("limit", _count("limit", limit)), ("after", after), *tag_query])
         return Request("GET", url, lambda response: _summaries(response, url))
 
     def patch(self, key: str, change: Mapping[str, Any]) -> Request[ConversationSummary]:
+        """``PATCH``: title and tags changed by a JSON merge patch; the answer is the conversation's summary."""
         url = self.conversation_url(key)
         body = json.dumps(dict(change), ensure_ascii=False).encode()
         headers = {"Content-Type": "application/json"}
@@ -210,6 +215,13 @@ def _query(url: str, query: list[tuple[str, str | int | None]]) -> str:
     """``url`` with the query's parameters that have a value."""
     given = [(name, value) for name, value in query if value is not None]
     return f"{url}?{urlencode(given)}" if given else url
+
+
+def _idempotent(headers: dict[str, str], idempotency_key: str | None) -> dict[str, str]:
+    """``headers`` with an ``Idempotency-Key`` (a new one unless given): the request's retries keep it, so a retried
+    append or fork is done once."""
+    headers["Idempotency-Key"] = f'"{idempotency_key or uuid.uuid4()}"'
+    return headers
 
 
 def _condition(if_match: IfMatch) -> dict[str, str]:

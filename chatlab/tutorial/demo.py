@@ -49,6 +49,7 @@ class CheckedProvider(RemoteChatHistoryProvider):
     async def get_messages(  # type: ignore[override]  # the provider's Sequence (its cache's view), not MAF's list
         self, session_id: AgentSession | str | None = None, *, state: dict[str, Any] | None = None, **kwargs: Any
     ) -> Sequence[Message]:
+        """The provider's messages, their count noted per conversation (the demo checks each run loaded them all)."""
         messages = await super().get_messages(session_id, state=state, **kwargs)
         key = state.get("externalConversationKey") if isinstance(state, dict) else None
         if isinstance(key, str):  # a load for a run (the framework passes the state), not a helper call

@@ -38,6 +38,7 @@ def print_state_bag(session: AgentSession) -> None:
 
 
 def print_agent_response(response: Any) -> None:
+    """Print a run's answer under ``[Response]``, as the article's Program.cs does."""
     print("[Response]")
     print(response.text if hasattr(response, "text") else response)
 
