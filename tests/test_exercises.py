@@ -324,6 +324,61 @@ async def test_08_summary_view() -> None:
     await refused_async(exercises.check_summary_view(lambda messages: messages), "summary_view gave")
 
 
+# --- notebook 9 ---------------------------------------------------------------------------------------------------
+
+
+def own_turns_by_owner(messages: list[Message], agent: str) -> list[Message]:
+    """A second correct answer: first find who made each call, then keep by role."""
+    callers = {c.call_id: m.author_name for m in messages for c in m.contents if c.type == "function_call"}
+
+    def owner(message: Message) -> str | None:
+        if message.role == "user":
+            return None
+        if message.role == "tool" and message.author_name is None:
+            return callers.get(message.contents[0].call_id)
+        return message.author_name
+
+    return [m for m in messages if owner(m) in (None, agent)]
+
+
+def own_turns_by_author(messages: list[Message], agent: str) -> list[Message]:
+    return [m for m in messages if m.author_name in (None, agent)]
+
+
+def own_turns_without_unsigned_results(messages: list[Message], agent: str) -> list[Message]:
+    return [m for m in messages if m.role == "user" or m.author_name == agent]
+
+
+def own_turns_without_the_user(messages: list[Message], agent: str) -> list[Message]:
+    return [m for m in messages if m.author_name == agent or m.role == "tool"]
+
+
+def test_09_own_turns() -> None:
+    from solutions.ex09_own_turns import my_own_turns
+
+    exercises.check_own_turns(my_own_turns)
+    exercises.check_own_turns(own_turns_by_owner)
+    refused(
+        lambda: exercises.check_own_turns(lambda messages, agent: list(messages)),
+        "my_own_turns gave 3 messages for Planner on 'planner-and-worker', but its own turns are 2: it keeps "
+        "message 3, Worker's answer, which is not Planner's",
+    )
+    refused(
+        lambda: exercises.check_own_turns(own_turns_by_author),
+        "for Planner on 'with-tool-steps', but its own turns are 4: it keeps message 6, the tool result of Worker's "
+        "call, which is not Planner's",
+    )
+    refused(
+        lambda: exercises.check_own_turns(own_turns_without_unsigned_results),
+        "it leaves out message 3, the tool result of Planner's call (a tool result belongs to the agent whose call",
+    )
+    refused(
+        lambda: exercises.check_own_turns(own_turns_without_the_user),
+        "it leaves out message 1, a user message (every agent sees the user's messages)",
+    )
+    refused(lambda: exercises.check_own_turns(lambda messages, agent: None), "my_own_turns raised TypeError")
+
+
 # --- in a real kernel: after Run All, after a wrong attempt --------------------------------------------------------
 
 # notebook -> (a wrong answer in the exercise cell's place, words the failing check must say)

@@ -22,13 +22,16 @@ import httpx
 from agent_framework import AgentSession, Message
 from fastapi import FastAPI
 
-from ..client.codec import messages_from_meai
+from ..client.codec import message_to_meai, messages_from_meai
 from ..client.http import AsyncChatHistoryClient
 from ..client.provider import KEY_FIELD
+from ..client.views import own_turns, owners
 from ..runner import BackgroundServer
 from ..service import create_app
 from ..vocabulary import SUMMARY_THROUGH
+from .agent import AGENT_NAME
 from .guards import NotebookStepError
+from .team import PLANNER_NAME, WORKER_NAME
 
 ELAPSED_QUESTION = "最初の時刻からどれくらい経過していますか?"
 
@@ -61,25 +64,26 @@ async def fresh_service(store: str = "memory://") -> AsyncIterator[str]:
         yield url
 
 
-def tool_turn(question: str, call_id: str, time: str, answer: str) -> list[dict[str, Any]]:
-    """One run with a ``GetDateTime`` call, as the article stores it: question, tool call, tool result, answer."""
+def tool_turn(question: str, call_id: str, time: str, answer: str, author: str = AGENT_NAME) -> list[dict[str, Any]]:
+    """One run with a ``GetDateTime`` call, as the article stores it: question, tool call, tool result (unsigned, as
+    a result the framework hands back), answer; the agent's messages signed by ``author``."""
     return [
         {"role": "user", "contents": [{"$type": "text", "text": question}]},
         {
-            "authorName": "SampleAgent",
+            "authorName": author,
             "role": "assistant",
             "contents": [{"$type": "functionCall", "callId": call_id, "name": "GetDateTime", "arguments": {}}],
         },
         {"role": "tool", "contents": [{"$type": "functionResult", "callId": call_id, "result": time}]},
-        {"authorName": "SampleAgent", "role": "assistant", "contents": [{"$type": "text", "text": answer}]},
+        {"authorName": author, "role": "assistant", "contents": [{"$type": "text", "text": answer}]},
     ]
 
 
-def text_turn(question: str, answer: str) -> list[dict[str, Any]]:
-    """One run the model answered without a tool: question, answer."""
+def text_turn(question: str, answer: str, author: str = AGENT_NAME) -> list[dict[str, Any]]:
+    """One run the model answered without a tool: question, answer (signed by ``author``)."""
     return [
         {"role": "user", "contents": [{"$type": "text", "text": question}]},
-        {"authorName": "SampleAgent", "role": "assistant", "contents": [{"$type": "text", "text": answer}]},
+        {"authorName": author, "role": "assistant", "contents": [{"$type": "text", "text": answer}]},
     ]
 
 
@@ -376,3 +380,85 @@ async def check_summary_view(summary_view: Callable[[list[dict[str, Any]]], Any]
                 f"{len(expected)}. It starts with the latest checkpoint, then the messages after its N; "
                 "a conversation with no checkpoint is its own view.",
             )
+
+
+# --- notebook 9 ---------------------------------------------------------------------------------------------------
+
+
+def team_turn(question: str, plan: str, answer: str) -> list[dict[str, Any]]:
+    """One turn of notebook 9's team: the user's question, the planner's plan, the worker's answer."""
+    return [*text_turn(question, plan, PLANNER_NAME), *text_turn(question, answer, WORKER_NAME)[1:]]
+
+
+def team_turn_with_tools(question: str, plan: str, answer: str) -> list[dict[str, Any]]:
+    """The same turn with both agents calling ``GetDateTime`` first; the tool results carry no author, so only the
+    call each answers (its id) says whose they are."""
+    planner = tool_turn(question, "call_planner", "2026-04-16 01:30:52", plan, PLANNER_NAME)
+    worker = tool_turn(question, "call_worker", "2026-04-16 01:31:05", answer, WORKER_NAME)
+    return [*planner, *worker[1:]]
+
+
+TOKYO = "What time is it in Tokyo?"
+PARIS = "And in Paris?"
+TEAM_CONVERSATIONS = {  # notebook 9's two conversations, then one with tool steps
+    "planner-and-worker": team_turn(TOKYO, "Plan 1: look it up, answer in one line", "It is 10:30 in Tokyo."),
+    "sequential-workflow": [
+        *team_turn(TOKYO, "Plan 1: look it up, answer in one line", "It is 10:30 in Tokyo."),
+        *team_turn(PARIS, "Plan 2: look it up, answer in one line", "It is 02:30 in Paris."),
+    ],
+    "with-tool-steps": team_turn_with_tools(TOKYO, "Plan 1: answer with the time", "It is 10:31 in Tokyo."),
+}
+
+
+def _described(message: Message, owner: str | None) -> str:
+    """A message as the check names it: its role and whose it is."""
+    if message.role == "tool":
+        return f"the tool result of {owner}'s call"
+    if message.role == "assistant":
+        steps = "tool call" if any(content.type == "function_call" for content in message.contents) else "answer"
+        return f"{owner}'s {steps}"
+    return f"a {message.role} message"
+
+
+def _own_turns_mistake(messages: list[Message], yours: list[dict[str, Any]], agent: str) -> str:
+    """What is wrong with ``yours`` as ``agent``'s own turns: the first message kept or left out wrongly."""
+    mine = {id(message) for message in own_turns(messages, agent)}
+    for position, (message, owner) in enumerate(zip(messages, owners(messages), strict=True), start=1):
+        kept = message_to_meai(message) in yours
+        if kept and id(message) not in mine:
+            return f"it keeps message {position}, {_described(message, owner)}, which is not {agent}'s"
+        if not kept and id(message) in mine:
+            return f"it leaves out message {position}, {_described(message, owner)}{_why_kept(message, owner)}"
+    return "return them once each, in the conversation's order"
+
+
+def _why_kept(message: Message, owner: str | None) -> str:
+    """Why a view keeps a message the answer left out, for the messages whose owner is not written on them."""
+    if owner is None:
+        return " (every agent sees the user's messages)"
+    if message.role == "tool" and message.author_name is None:
+        return " (a tool result belongs to the agent whose call it answers, by its call id)"
+    return ""
+
+
+def check_own_turns(my_own_turns: Callable[[list[Message], str], Sequence[Message]]) -> None:
+    """Notebook 9: ``my_own_turns(messages, agent)`` gives what chatlab's ``own_turns`` view gives, for both agents."""
+    for key, conversation in TEAM_CONVERSATIONS.items():
+        messages = messages_from_meai(conversation)
+        for agent in (PLANNER_NAME, WORKER_NAME):
+            expected = [message_to_meai(message) for message in own_turns(messages, agent)]
+            try:
+                yours = [message_to_meai(message) for message in my_own_turns(list(messages), agent)]
+            except Exception as error:  # the learner's code: say which conversation broke it
+                raise ExerciseNotDone(
+                    f"my_own_turns raised {type(error).__name__}: {error} for {agent} on {key!r}: it should return "
+                    "a list of the Message objects it was given"
+                ) from error
+            if yours == expected:
+                continue
+            counted = (
+                f"{len(yours)} messages for {agent} on {key!r}, but its own turns are {len(expected)}"
+                if len(yours) != len(expected)
+                else f"the wrong {len(yours)} messages for {agent} on {key!r}"
+            )
+            raise ExerciseNotDone(f"my_own_turns gave {counted}: {_own_turns_mistake(messages, yours, agent)}.")
