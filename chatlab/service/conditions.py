@@ -1,8 +1,8 @@
 """A write's conditions, read and evaluated in one place: ``If-Match`` (the version the client saw) and
 ``Idempotency-Key`` (a retry gets the first answer). Each endpoint declares the headers it honours; from that come
-what it reads and its OpenAPI parameters, so OpenAPI lists exactly the headers each write honours. Appends, ``PUT``
-and ``DELETE`` hand ``If-Match`` to the store, which checks it atomically with the write; a fork checks it against
-the source's version and ``PATCH`` against the conversation's, with :meth:`Conditions.check`."""
+what it reads and its OpenAPI parameters, so OpenAPI lists exactly the headers each write honours. Appends, ``PUT``,
+``DELETE`` and ``PATCH`` hand ``If-Match`` to the store, which checks it atomically with the write; a fork checks it
+against the source's version, with :meth:`Conditions.check`."""
 
 from __future__ import annotations
 

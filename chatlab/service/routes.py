@@ -265,10 +265,7 @@ async def patch_metadata(request: Request) -> Response:
     """``PATCH /chat-history/{conversationKey}``: set the title and tags (a JSON merge patch)."""
     context, caller, key, conditions = await _conversation_write(request, PATCH_CONDITIONS)
     change = decode_metadata_patch(await context.bodies.json_bytes(request))
-    stored = caller.stored_key(key)
-    if conditions.if_match is not None:
-        conditions.check(await context.store.version(stored))
-    summary = await context.store.set_metadata(stored, change)
+    summary = await context.store.set_metadata(caller.stored_key(key), change, if_match=conditions.if_match)
     if summary is None:
         raise Refused(404, "there is no such conversation: write its messages first, then set its title and tags")
     return json_response(_summary_row(summary, caller.prefix))

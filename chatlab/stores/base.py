@@ -260,11 +260,18 @@ class ChatHistoryStore(ABC):
 
     @abstractmethod
     async def set_metadata(
-        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+        self,
+        conversation_key: str,
+        change: MetadataChange,
+        *,
+        expected: Metadata | None = None,
+        if_match: Collection[str] | None = None,
     ) -> ConversationSummary | None:
         """Make ``change`` to a conversation's title and tags, atomically; its summary after, or ``None`` (and
-        nothing written) if there is no such conversation. Raises :class:`~chatlab.stores.metadata.TooManyTags`, and
-        :class:`MetadataChanged` if ``expected`` is given and the conversation carries other metadata."""
+        nothing written) if there is no such conversation. Raises :class:`VersionMismatch` unless it satisfies
+        ``if_match`` (checked in the same atomic step, so a ``PATCH`` never lands on a version its client did not
+        see), :class:`~chatlab.stores.metadata.TooManyTags`, and :class:`MetadataChanged` if ``expected`` is given
+        and the conversation carries other metadata."""
 
     @abstractmethod
     async def restore(self, records: Sequence[ConversationRecord]) -> None:

@@ -205,10 +205,17 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             await asyncio.sleep(0)  # a long listing lets the event loop serve other requests between chunks
 
     async def set_metadata(
-        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+        self,
+        conversation_key: str,
+        change: MetadataChange,
+        *,
+        expected: Metadata | None = None,
+        if_match: Collection[str] | None = None,
     ) -> ConversationSummary | None:
-        """Under the conversation's lock, over ``expected`` when given."""
+        """Under the conversation's lock, over ``if_match`` and ``expected`` when given."""
         with self._bucket(conversation_key) as bucket:
+            if not version_matches(bucket.version, if_match):
+                raise VersionMismatch(bucket.version)
             if bucket.version == ABSENT:
                 return None
             if expected is not None:

@@ -89,7 +89,10 @@ def test_fork_and_patch_honour_if_match(http: httpx.Client) -> None:
     done = http.patch("/chat-history/src", json={"title": "x"}, headers={"If-Match": current})
     assert done.status_code == 200 and done.json()["title"] == "x"
     assert http.patch("/chat-history/src", json={"title": "y"}, headers={"If-Match": "*"}).status_code == 200
-    assert http.patch("/chat-history/none", json={"title": "y"}, headers={"If-Match": "*"}).status_code == 412
+    missing = http.patch("/chat-history/none", json={"title": "y"}, headers={"If-Match": "*"})
+    assert missing.status_code == 412 and missing.headers["etag"] == '"0"'
+    assert http.patch("/chat-history/none", json={"title": "y"}, headers={"If-Match": '"0"'}).status_code == 404
+    assert sorted(keys(http)) == sorted(["src", new_key(made)])  # nothing made by a refused PATCH
 
 
 def test_a_taken_fork_key_is_a_conflict_that_names_no_unsent_header(http: httpx.Client) -> None:

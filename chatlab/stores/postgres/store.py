@@ -265,11 +265,19 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         return [_summary(row) for row in rows]
 
     async def set_metadata(
-        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+        self,
+        conversation_key: str,
+        change: MetadataChange,
+        *,
+        expected: Metadata | None = None,
+        if_match: Collection[str] | None = None,
     ) -> ConversationSummary | None:
-        """The row locked from read to write: changes apply in turn, a delete comes before (None) or waits."""
+        """One transaction under the conversation's advisory lock (so ``if_match`` holds against appends too), the
+        row locked from read to write: changes apply in turn, a delete comes before (None) or waits."""
         _check_key(conversation_key)
         async with self.connections.acquire() as conn, conn.transaction():
+            await self._lock(conn, [conversation_key])
+            await self._check(conn, conversation_key, if_match)
             row = await conn.fetchrow(self.statements.summary_for_update, conversation_key)
             if row is None:
                 return None

@@ -222,12 +222,15 @@ patch(8, last, {})
 return false
 """)
 
-# The merge patch of set_metadata. ARGV: key, the most tags a conversation may carry, the metadata condition
-# (``metadata_is``), the ``patch``. false when the conversation does not exist; {'changed', its ``summary``} when the
-# condition fails and {'too_many', how many} (nothing written); else {'ok', its ``summary``}.
+# The merge patch of set_metadata. ARGV: key, the most tags a conversation may carry, condition count (-1: none),
+# conditions..., the metadata condition (``metadata_is``), the ``patch``. {'mismatch', its version} when If-Match
+# fails; false when the conversation does not exist; {'changed', its ``summary``} when the metadata condition fails
+# and {'too_many', how many} (nothing written); else {'ok', its ``summary``}.
 SET_METADATA = _on_conversation("""
+local at = checked(3)
+if not at then return {'mismatch', current} end
 if current == 'ABSENT' then return false end
-local at = metadata_is(3)
+at = metadata_is(at)
 if not at then return {'changed', summary(base, member)} end
 local tags, count = tags_of(redis.call('HGETALL', KEYS[6]))
 for i = at + 1, #ARGV, 2 do

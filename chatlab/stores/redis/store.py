@@ -273,13 +273,21 @@ class RedisChatHistoryStore(ChatHistoryStore):
             return [_summary(*row) for row in await _first(read, layout.buckets, low, limit)]
 
     async def set_metadata(
-        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+        self,
+        conversation_key: str,
+        change: MetadataChange,
+        *,
+        expected: Metadata | None = None,
+        if_match: Collection[str] | None = None,
     ) -> ConversationSummary | None:
-        """One script, over ``expected`` when given."""
-        args = [MAX_TAGS, *_condition(expected), *_patch(change.sets_title, change.title, change.tags)]
+        """One script, over ``if_match`` and ``expected`` when given."""
+        condition = [*_conditions(if_match), *_condition(expected)]
+        args = [MAX_TAGS, *condition, *_patch(change.sets_title, change.title, change.tags)]
         reply: list[Any] | None = await self._script(scripts.SET_METADATA, conversation_key, args)
         if reply is None:
             return None
+        if reply[0] == b"mismatch":
+            raise VersionMismatch(reply[1].decode())
         if reply[0] == b"changed":
             raise _changed(reply)
         status, value = reply

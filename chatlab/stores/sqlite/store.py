@@ -157,10 +157,15 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         return await self._read(reads.summaries, prefix, after, limit, tags, from_key)
 
     async def set_metadata(
-        self, conversation_key: str, change: MetadataChange, *, expected: Metadata | None = None
+        self,
+        conversation_key: str,
+        change: MetadataChange,
+        *,
+        expected: Metadata | None = None,
+        if_match: Collection[str] | None = None,
     ) -> ConversationSummary | None:
-        """In the writer's next group transaction, over ``expected`` when given."""
-        return await self._write(writes.set_metadata, conversation_key, change, expected)
+        """In the writer's next group transaction, over ``if_match`` and ``expected`` when given."""
+        return await self._write(writes.set_metadata, conversation_key, change, expected, if_match)
 
     async def append(
         self,

@@ -148,9 +148,15 @@ def check_metadata(conn: sqlite3.Connection, conversation_key: str, expected: Me
 
 
 def set_metadata(
-    conn: sqlite3.Connection, conversation_key: str, change: MetadataChange, expected: Metadata | None
+    conn: sqlite3.Connection,
+    conversation_key: str,
+    change: MetadataChange,
+    expected: Metadata | None,
+    if_match: Collection[str] | None,
 ) -> ConversationSummary | None:
-    """Make ``change`` over ``expected`` (when given); the summary after, ``None`` if there is no such conversation."""
+    """Make ``change`` over ``if_match`` and ``expected`` (when given); the summary after, ``None`` if there is no
+    such conversation."""
+    check(conn, conversation_key, if_match)
     row = conn.execute(sql.SUMMARY, (conversation_key,)).fetchone()
     if row is None:
         return None
