@@ -10,7 +10,7 @@ installs one from the standard ``OTEL_*`` variables when none is.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from opentelemetry import propagate, trace
 
 from ..stores import ChatHistoryStore
+from .wrapped_store import WrappedStore
 
 __all__ = ["TracedStore", "TracingMiddleware", "add_tracing", "configure_from_environment"]
 
@@ -58,40 +59,18 @@ class TracingMiddleware:
                     span.update_name(f"{method} {route}")
 
 
-def _traced(operation: str) -> Callable[..., Coroutine[Any, Any, Any]]:
-    """A method of :class:`TracedStore`: the inner store's ``operation`` in a span of its own (no arguments kept)."""
-
-    async def traced(self: TracedStore, *args: Any, **kwargs: Any) -> Any:
-        attributes = {"db.operation.name": operation, "db.system.name": self.system}
-        with _tracer.start_as_current_span(f"store {operation}", attributes=attributes):
-            return await getattr(self.inner, operation)(*args, **kwargs)
-
-    traced.__name__ = traced.__qualname__ = operation
-    return traced
-
-
-class TracedStore(ChatHistoryStore):
+class TracedStore(WrappedStore):
     """The routes' store when traces are on: each call of ``inner`` is a span, a child of the request's."""
 
     def __init__(self, inner: ChatHistoryStore) -> None:
-        self.inner = inner
-        self.description = inner.description
+        super().__init__(inner)
         self.system = type(inner).__name__
 
-    read = _traced("read")
-    read_array = _traced("read_array")
-    read_slice = _traced("read_slice")
-    append = _traced("append")
-    replace = _traced("replace")
-    delete = _traced("delete")
-    summaries = _traced("summaries")
-    set_metadata = _traced("set_metadata")
-    restore = _traced("restore")
-    sweep = _traced("sweep")
-
-    async def close(self) -> None:
-        """Close the inner store."""
-        await self.inner.close()
+    async def around(self, operation: str, call: Awaitable[Any]) -> Any:
+        """The call in a span of its own, named by the operation (no arguments kept: they hold conversation keys)."""
+        attributes = {"db.operation.name": operation, "db.system.name": self.system}
+        with _tracer.start_as_current_span(f"store {operation}", attributes=attributes):
+            return await call
 
 
 def configure_from_environment() -> None:
