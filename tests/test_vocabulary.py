@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import get_args, get_type_hints
 
 import pytest
 from agent_framework import Content, Message
-from agent_framework._types import ContentType
 
 from chatlab.client.codec import content_from_meai, content_to_meai
 from chatlab.client.window import window_messages
@@ -16,10 +15,11 @@ from chatlab.vocabulary import CONTENT_KINDS, Version, kind_of_maf, link_of
 
 
 def test_the_table_names_each_kind_once_and_only_real_maf_types() -> None:
+    content_types = get_type_hints(Content.__init__)["type"]  # the public constructor's Literal of every type
     maf = [k.maf for k in CONTENT_KINDS if k.maf is not None]
     meai = [k.meai for k in CONTENT_KINDS if k.meai is not None]
     assert len(maf) == len(set(maf)) and len(meai) == len(set(meai))
-    assert set(maf) == set(get_args(ContentType)), "a MAF content type is missing from (or unknown to) the table"
+    assert set(maf) == set(get_args(content_types)), "a MAF content type is missing from (or unknown to) the table"
 
 
 def test_the_service_accepts_every_meai_kind_of_the_table() -> None:
