@@ -1,6 +1,7 @@
-"""The append rule's table: every case of :mod:`chatlab.stores.append_rule`, run through every store (memory, SQLite
-and PostgreSQL decide with that module; Redis and a Redis Cluster with their Lua script), against real servers. Each
-row names the conversation's state before, the append, and what must happen; nothing else may change."""
+"""The append rule's table: every case of :mod:`chatlab.stores.append_rule`, run through every store against real
+servers (memory and SQLite decide with that module, PostgreSQL with its append function, Redis and a Redis Cluster
+with their Lua script). Each row names the conversation's state before, the append, and what must happen; nothing
+else may change."""
 
 from __future__ import annotations
 

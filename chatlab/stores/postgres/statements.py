@@ -105,7 +105,9 @@ class Statements:
             "SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"
             " ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = $2"
         )
-        self.create_append_function = sql(appends.CREATE_FUNCTION)
+        self.create_append_function = appends.CREATE_FUNCTION.format(
+            **names, purge_scan=appends.PURGE_SCAN, purge_batch=appends.PURGE_BATCH
+        )
         self.append = sql(appends.CALL)
         # a batch of reads of slices (a NULL limit: all): one snapshot, one row per key in order
         self.read = sql(

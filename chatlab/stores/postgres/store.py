@@ -22,7 +22,6 @@ from ..base import (
     ConversationSummary,
     EncodedMessage,
     Idempotency,
-    IdempotencyKeyReused,
     Metadata,
     StoreError,
     VersionMismatch,
@@ -182,13 +181,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             idempotency=idempotency,
         )
         outcome = await self.batches().appends.submit(member)
-        if idempotency is not None and outcome.fingerprint is not None:
-            if outcome.fingerprint != idempotency.fingerprint:
-                raise IdempotencyKeyReused(idempotency.key)
-            return WriteResult(outcome.recorded or ABSENT, replayed=True)
-        if outcome.written is None:
-            raise VersionMismatch(outcome.before or ABSENT)
-        return WriteResult(outcome.written)
+        return outcome.answer(idempotency)
 
     async def _lock(self, conn: PoolConnectionProxy, keys: list[str]) -> None:
         """Take the conversations' write locks until commit (the append function takes the same ones)."""
