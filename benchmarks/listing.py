@@ -8,8 +8,9 @@ is ``GET /chat-history?limit=100&after=KEY`` to ``chatlab serve`` on the same st
 store, a service child holding as many conversations, of one turn each, under the same keys).
 
 Beside them, the page over HTTP from a store that holds the smaller store's conversations and as many namespaced
-ones as the larger store holds (``alice/...`` keys written by a service with API keys), one group between every two
-plain keys: a keyless service skips the namespaced ones, and the page should cost no more for them.
+ones as the larger store holds (100,000 in the full run; keys of the form ``namespace/...`` as a service with API keys
+writes them), one group between every two plain keys: a keyless service reads its page from the store's index of
+plain keys, in one store call, so the page should cost no more for them.
 
 Each store is filled through its own interface, ``restore`` of 1,000 conversations of one tiny message at
 a time, in a place of its own (a SQLite file, a PostgreSQL schema, a Redis key prefix) removed afterwards.

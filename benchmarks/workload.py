@@ -63,5 +63,6 @@ def conversation_key(i: int) -> str:
 
 def namespaced_key(n: int, plain: int) -> str:
     """The ``n``-th namespaced conversation beside ``plain`` conversations: right after the plain key ``n % plain``
-    (its namespace is that key), so the namespaced ones lie between every two plain ones, where a page skips them."""
+    (its namespace is that key), so the namespaced ones lie between every two plain ones, where a keyless page must
+    not read them."""
     return f"{conversation_key(n % plain)}/c{n // plain:07d}"

@@ -22,6 +22,16 @@ def conversation_path(key: str) -> str:
     return "/chat-history/" + quote(key, safe="")
 
 
+#: Between a namespace and the client's key in a stored key (``alice/286d...``): what API keys scope. A keyless
+#: service sees only the keys without it, which every store lists from an index of their own (``plain=True``).
+NAMESPACE_SEPARATOR = "/"
+
+
+def is_plain(stored_key: str) -> bool:
+    """Whether a stored key lies outside every namespace: one a service without API keys owns."""
+    return NAMESPACE_SEPARATOR not in stored_key
+
+
 ABSENT = "0"  # the version of a conversation that does not exist (never written, or deleted)
 
 # In a message's additionalProperties: it is a summary checkpoint of messages 1..N (docs/conversations.md).

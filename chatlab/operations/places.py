@@ -18,12 +18,12 @@ from ..client.errors import (
 )
 from ..client.http import AsyncChatHistoryClient
 from ..service.keys import KeyRule
-from ..service.security.auth import NAMESPACE_PATTERN, SEPARATOR, Caller
+from ..service.security.auth import NAMESPACE_PATTERN, Caller
 from ..service.settings import ServiceSettings
 from ..stores import ChatHistoryStore, open_store
 from ..stores.base import ABSENT, StoreError, VersionMismatch
 from ..stores.metadata import MAX_TAGS, MetadataChange
-from ..vocabulary import ConversationSummary, Refused, Version
+from ..vocabulary import NAMESPACE_SEPARATOR, ConversationSummary, Refused, Version, is_plain
 from .lines import split_array
 
 T = TypeVar("T")
@@ -60,9 +60,9 @@ class StorePlace:
             self._check(key)
         except Refused as exc:
             raise PlaceError(exc.detail) from None
-        if SEPARATOR in key:  # the store's namespace separator: the key would land in another namespace
+        if not is_plain(key):  # the store's namespace separator: the key would land in another namespace
             raise PlaceError(
-                f"invalid conversationKey: {SEPARATOR!r} separates a namespace from a key in the store; "
+                f"invalid conversationKey: {NAMESPACE_SEPARATOR!r} separates a namespace from a key in the store; "
                 "to import one namespace's conversations give --namespace NAME and keys without it"
             )
         if key in (".", ".."):  # a URL path segment clients resolve away: no request could reach it
@@ -75,19 +75,18 @@ class StorePlace:
             key = summary.conversation_key
             if not self.caller.owns(key):
                 count += 1
-                if SEPARATOR in key:
-                    namespaces.add(key.split(SEPARATOR, 1)[0])
+                if not is_plain(key):
+                    namespaces.add(key.split(NAMESPACE_SEPARATOR, 1)[0])
         return count, sorted(namespaces)
 
     async def summaries(self, page: int = PAGE) -> AsyncIterator[ConversationSummary]:
         """Every conversation of this place's namespace, keys as its clients send them, ``page`` per store call."""
         prefix = self.caller.prefix
-        async for summary in self._pages(prefix, page):
-            if self.caller.owns(summary.conversation_key):
-                yield _unprefixed(summary, len(prefix))
+        async for summary in self._pages(prefix, page, plain=self.caller.plain):
+            yield _unprefixed(summary, len(prefix))
 
-    async def _pages(self, prefix: str, page: int) -> AsyncIterator[ConversationSummary]:
-        listing = walk(self.store, prefix, page)
+    async def _pages(self, prefix: str, page: int, *, plain: bool = False) -> AsyncIterator[ConversationSummary]:
+        listing = walk(self.store, prefix, page, plain=plain)
         while True:
             summary = await self._call(anext(listing, None))
             if summary is None:
@@ -224,12 +223,13 @@ class ServicePlace:
 
 
 async def walk(
-    store: ChatHistoryStore, prefix: str = "", page: int = PAGE
+    store: ChatHistoryStore, prefix: str = "", page: int = PAGE, *, plain: bool = False
 ) -> AsyncGenerator[ConversationSummary, None]:
-    """Every conversation of ``store`` whose key starts with ``prefix``, in key order."""
+    """Every conversation of ``store`` whose key starts with ``prefix`` (``plain``: and lies outside every
+    namespace), in key order."""
     after: str | None = None
     while True:
-        listed = await store.summaries(prefix, after=after, limit=page)
+        listed = await store.summaries(prefix, after=after, limit=page, plain=plain)
         for summary in listed:
             yield summary
         if len(listed) < page:

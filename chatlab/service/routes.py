@@ -17,7 +17,7 @@ import msgspec
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 
 from ..stores import ChatHistoryStore
-from ..stores.base import ConversationSummary, prefix_upper_bound
+from ..stores.base import ConversationSummary
 from ..vocabulary import Refused, conversation_path
 from . import conditions as headers_of
 from . import jsontext
@@ -31,7 +31,7 @@ from .openapi import COUNT_DOC, ETAG_DOC, LINK_DOC, ErrorDocs, body_doc, error_d
 from .parameters import ForkQuery, ListingQuery, MessagesQuery, NoQuery, documented, read_query
 from .patches import decode_metadata_patch
 from .responses import Answer, json_answer, json_response
-from .security.auth import SEPARATOR, Caller
+from .security.auth import Caller
 from .security.conditions import etag, fingerprint
 from .settings import ServiceSettings
 
@@ -60,9 +60,9 @@ async def list_conversations(request: Request) -> Response:
     if wanted is None:
         return json_answer(b"[]", [])
     if query.limit is None and query.after is None and not wanted:  # the article's request
-        summaries = await context.store.summaries(caller.prefix)
-        # sifted, formatted and encoded in a worker thread, a piece at a time: a long list must not hold the loop
-        return json_answer(await anyio.to_thread.run_sync(_listing, summaries, caller), [])
+        summaries = await context.store.summaries(caller.prefix, plain=caller.plain)
+        # formatted and encoded in a worker thread, a piece at a time: a long list must not hold the loop
+        return json_answer(await anyio.to_thread.run_sync(_listing, summaries, caller.prefix), [])
     cursor = None if query.after is None else caller.stored_key(query.after)
     page, more = await _page(context.store, caller, cursor, query.limit, wanted)
     headers = []
@@ -71,7 +71,7 @@ async def list_conversations(request: Request) -> Response:
         tags = [("tag", f"{name}:{value}") for name, value in query.tag]
         link = urlencode([("limit", query.limit), ("after", last), *tags])
         headers.append((b"link", f'</chat-history?{link}>; rel="next"'.encode("ascii")))
-    return json_answer(_listing(page, caller), headers)  # a page: already the caller's
+    return json_answer(_listing(page, caller.prefix), headers)
 
 
 def _tag_filter(tags: tuple[tuple[str, str], ...]) -> dict[str, str] | None:
@@ -86,31 +86,20 @@ def _tag_filter(tags: tuple[tuple[str, str], ...]) -> dict[str, str] | None:
 async def _page(
     store: ChatHistoryStore, caller: Caller, cursor: str | None, limit: int | None, wanted: dict[str, str]
 ) -> tuple[list[ConversationSummary], bool]:
-    """Up to ``limit`` of the caller's conversations after ``cursor``, and whether more remain (the store is asked
-    for one more). Keys the caller may not see (without API keys, the namespaced ones) are skipped a namespace at a
-    time: the next call starts past the namespace's range of keys, so hidden conversations cost no calls."""
-    found: list[ConversationSummary] = []
-    start: str | None = None  # the next call's first key, past a hidden namespace
-    while True:
-        want = None if limit is None else limit + 1 - len(found)
-        batch = await store.summaries(caller.prefix, after=cursor, limit=want, tags=wanted, from_key=start)
-        found += [s for s in batch if caller.owns(s.conversation_key)]
-        if limit is None:
-            return found, False
-        if len(found) > limit:
-            return found[:limit], True
-        if len(batch) < (want or 0):
-            return found, False
-        cursor, start = batch[-1].conversation_key, None
-        if not caller.owns(cursor):
-            start = prefix_upper_bound(cursor[: cursor.index(SEPARATOR) + 1])
-            if start is None:
-                return found, False  # nothing sorts after this namespace
+    """Up to ``limit`` of the caller's conversations after ``cursor``, and whether more remain: one store call, for
+    one more than the page. The store lists only what the caller may see (its namespace's prefix; without API keys,
+    the plain keys' index), so other namespaces' conversations cost the page nothing."""
+    want = None if limit is None else limit + 1
+    found = await store.summaries(caller.prefix, after=cursor, limit=want, tags=wanted, plain=caller.plain)
+    if limit is not None and len(found) > limit:
+        return found[:limit], True
+    return found, False
 
 
-def _listing(summaries: list[ConversationSummary], caller: Caller) -> bytes:
-    """The caller's summaries as JSON, encoded :data:`jsontext.PIECE` at a time (a call holds the GIL)."""
-    rows = [_summary_row(s, caller.prefix) for s in summaries if caller.owns(s.conversation_key)]
+def _listing(summaries: list[ConversationSummary], prefix: str) -> bytes:
+    """The caller's summaries (keys under ``prefix``) as JSON, encoded :data:`jsontext.PIECE` at a time (a call holds
+    the GIL)."""
+    rows = [_summary_row(s, prefix) for s in summaries]
     pieces = [_encode(rows[i : i + jsontext.PIECE])[1:-1] for i in range(0, len(rows), jsontext.PIECE)]
     return b"[" + b",".join(pieces) + b"]"
 

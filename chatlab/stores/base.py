@@ -59,15 +59,12 @@ def prefix_upper_bound(prefix: str) -> str | None:
     return prefix[:-1] + chr(last)
 
 
-def listing_start(prefix: str, after: str | None, from_key: str | None) -> tuple[str, bool]:
-    """Where a listing starts, and whether that key itself is in it: the highest of ``prefix`` (inclusive),
-    ``after`` (exclusive) and ``from_key`` (inclusive)."""
-    start, inclusive = prefix, True
-    if after is not None and after >= start:
-        start, inclusive = after, False
-    if from_key is not None and from_key > start:
-        start, inclusive = from_key, True
-    return start, inclusive
+def listing_start(prefix: str, after: str | None) -> tuple[str, bool]:
+    """Where a listing starts, and whether that key itself is in it: the higher of ``prefix`` (inclusive) and
+    ``after`` (exclusive)."""
+    if after is not None and after >= prefix:
+        return after, False
+    return prefix, True
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,11 +249,13 @@ class ChatHistoryStore(ABC):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
-        from_key: str | None = None,
+        plain: bool = False,
     ) -> list[ConversationSummary]:
-        """The conversations whose key starts with ``prefix``, after ``after`` and from ``from_key`` on
-        (:func:`listing_start`), in key order, at most ``limit``, carrying every tag in ``tags``. Stores read the page
-        from an index ordered by key, never the whole list: a listing may skip a range of keys in one call."""
+        """The conversations whose key starts with ``prefix``, after ``after`` (:func:`listing_start`), in key
+        order, at most ``limit``, carrying every tag in ``tags``; ``plain``: only keys outside every namespace
+        (:func:`~chatlab.vocabulary.is_plain`), a keyless service's conversations. Stores read the page from an index
+        ordered by key, never the whole list, and a plain page from an index of plain keys alone: what other
+        namespaces hold costs it nothing."""
 
     @abstractmethod
     async def set_metadata(

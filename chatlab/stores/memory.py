@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from dataclasses import replace as replace_fields
 from itertools import islice, takewhile
 
+from ..vocabulary import is_plain
 from .append_rule import Recorded, changes_nothing, decide_append
 from .base import (
     ABSENT,
@@ -70,6 +71,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._buckets: dict[str, _Bucket] = {}
         self._keys: list[str] = []  # the keys of _buckets, sorted: what a listing pages through
+        self._plain_keys: list[str] = []  # those outside every namespace, sorted: what a plain listing pages through
         self._buckets_lock = threading.Lock()
         # digest of both keys -> packed (expires at, fingerprint digest, version); the oldest at the front
         self._records: dict[bytes, bytes] = {}
@@ -87,7 +89,8 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                     bucket = self._buckets.get(conversation_key)
                     if bucket is None:
                         bucket = self._buckets[conversation_key] = _Bucket()
-                        bisect.insort(self._keys, conversation_key)
+                        for keys in self._indexes_of(conversation_key):
+                            bisect.insort(keys, conversation_key)
             bucket.lock.acquire()
             if self._buckets.get(conversation_key) is bucket:
                 break
@@ -99,8 +102,13 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
                 with self._buckets_lock:
                     if self._buckets.get(conversation_key) is bucket:
                         del self._buckets[conversation_key]
-                        del self._keys[bisect.bisect_left(self._keys, conversation_key)]
+                        for keys in self._indexes_of(conversation_key):
+                            del keys[bisect.bisect_left(keys, conversation_key)]
             bucket.lock.release()
+
+    def _indexes_of(self, conversation_key: str) -> list[list[str]]:
+        """The sorted key lists that hold ``conversation_key``: every key's, and the plain keys' if it is one."""
+        return [self._keys, self._plain_keys] if is_plain(conversation_key) else [self._keys]
 
     async def read(self, conversation_key: str) -> Conversation:
         """One snapshot of the whole conversation, taken under its lock."""
@@ -179,17 +187,18 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
-        from_key: str | None = None,
+        plain: bool = False,
     ) -> list[ConversationSummary]:
-        """A chunk of the sorted keys at a time, each conversation read under its own lock."""
+        """A chunk of the sorted keys (``plain``: of the sorted plain keys) at a time, each conversation read under
+        its own lock."""
         # a chunk of the sorted keys at a time; buckets are locked outside the index's lock, which a writer
         # holding a bucket's lock may wait for
         result: list[ConversationSummary] = []
         wanted = (tags or {}).items()  # every wanted tag, with its value
-        start, inclusive = listing_start(prefix, after, from_key)
+        start, inclusive = listing_start(prefix, after)
         while True:
             with self._buckets_lock:
-                keys = self._keys
+                keys = self._plain_keys if plain else self._keys
                 at = bisect.bisect_left(keys, start) if inclusive else bisect.bisect_right(keys, start)
                 chunk = [(k, self._buckets[k]) for k in keys[at : at + _CHUNK]]
             for key, bucket in chunk:

@@ -204,9 +204,9 @@ def test_store_states_its_schema_version_and_description(backend, store_url):
     store = open_store(store_url)
     assert store.description and store.description != ChatHistoryStore.description
     if backend != "memory":
-        # 2: versions and idempotency records; 3: timestamps; Redis's 4: a conversation's keys in one hash slot;
-        # SQL's 4: titles and tags
-        assert store.schema_version == 4
+        # 2: versions and idempotency records; 3: timestamps; Redis's 4: a conversation's keys in one hash slot,
+        # Redis's 5: each bucket's index of plain keys; SQL's 4: titles and tags
+        assert store.schema_version == (5 if backend.startswith("redis") else 4)
     assert "password" not in store.description
 
 
@@ -241,7 +241,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
         client_url, ours = split_url(store_url, CHATLAB_PARAMETERS)
         client = redis.Redis.from_url(client_url)
         try:
-            assert client.hget(f"{ours['prefix']}meta", "schema_version") == b"4"
+            assert client.hget(f"{ours['prefix']}meta", "schema_version") == b"5"
         finally:
             client.close()
 
@@ -253,7 +253,7 @@ def test_a_newer_schema_is_refused(backend, store_url):
         import sqlite3
 
         with sqlite3.connect(path_from_url(store_url)) as conn:
-            conn.execute("UPDATE chatlab_meta SET value = '5' WHERE key = 'schema_version'")
+            conn.execute("UPDATE chatlab_meta SET value = '9' WHERE key = 'schema_version'")
     elif backend == "postgres":
         import psycopg
         from psycopg import sql
@@ -263,7 +263,7 @@ def test_a_newer_schema_is_refused(backend, store_url):
         conninfo, ours = split_url(store_url, CHATLAB_PARAMETERS)
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(
-                sql.SQL("UPDATE {} SET value = '5' WHERE key = 'schema_version'").format(
+                sql.SQL("UPDATE {} SET value = '9' WHERE key = 'schema_version'").format(
                     sql.Identifier(ours["schema"], "chatlab_meta")
                 )
             )
@@ -274,8 +274,8 @@ def test_a_newer_schema_is_refused(backend, store_url):
 
         client_url, ours = split_url(store_url, CHATLAB_PARAMETERS)
         with redis.Redis.from_url(client_url) as client:
-            client.hset(f"{ours['prefix']}meta", "schema_version", "5")
-    with pytest.raises(StoreError, match=r"schema version 5"):
+            client.hset(f"{ours['prefix']}meta", "schema_version", "9")
+    with pytest.raises(StoreError, match=r"schema version 9"):
         run(_use(store_url, lambda s: s.summaries()))
 
 

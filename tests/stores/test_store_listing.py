@@ -11,6 +11,7 @@ from store_helpers import batch
 from chatlab.stores import ChatHistoryStore, open_store
 from chatlab.stores.base import ConversationRecord
 from chatlab.stores.metadata import MAX_TAGS, MetadataChange, MetadataError, TooManyTags
+from chatlab.vocabulary import is_plain
 
 KEYS = ["b", "B", "a-1", "a_1", "a", "Z9", "é", "z", "\ue000", "😀", "日本", "a.b", "~", "x/1", "x/2", "x/3"]
 
@@ -54,6 +55,44 @@ def test_pages_yield_every_conversation_once_in_key_order(store_url):
         assert await store.summaries(after="\U0010ffff") == []
         counts = {s.conversation_key: s.message_count for s in await store.summaries(after="a", limit=3)}
         assert counts == {k: n % 3 + 1 for n, k in enumerate(KEYS) if k in ("a-1", "a.b", "a_1")}
+
+    run(_use(store_url, work))
+
+
+def test_a_plain_listing_holds_exactly_the_keys_outside_every_namespace(store_url):
+    """``plain=True`` answers what a filter of the whole listing by :func:`is_plain` would, page by page, with tags and
+    prefixes, after every kind of write that adds or drops a conversation (each store keeps its plain index)."""
+
+    async def check(store: ChatHistoryStore) -> None:
+        every = [s.conversation_key for s in await store.summaries()]
+        plain = [key for key in every if is_plain(key)]
+        for limit in (1, 2, 5, 100):
+            assert [key for page in await _pages(store, limit, plain=True) for key in page] == plain, limit
+        tagged = [s.conversation_key for s in await store.summaries(tags={"t": "1"})]
+        assert [s.conversation_key for s in await store.summaries(tags={"t": "1"}, plain=True)] == [
+            key for key in tagged if is_plain(key)
+        ]
+        after = [s.conversation_key for s in await store.summaries(after="a", limit=2, plain=True)]
+        assert after == [key for key in plain if key > "a"][:2]
+        assert await store.summaries("x/", plain=True) == []  # a namespace's prefix holds no plain key
+        assert [s.conversation_key for s in await store.summaries("a", plain=True)] == [
+            key for key in plain if key.startswith("a")
+        ]
+
+    async def work(store: ChatHistoryStore) -> None:
+        for n, key in enumerate([*KEYS, "a/1", "a/b/c", "b/", "/x", "\ue000/1"]):
+            await store.append(key, batch(0, n, 1))
+            if n % 2:
+                await store.set_metadata(key, MetadataChange(None, False, {"t": "1"}))
+        await check(store)
+        await store.delete("a")
+        await store.delete("x/2")
+        await store.replace("b", [])
+        await store.replace("new", batch(0, 99, 1))
+        await store.replace("new/1", batch(0, 99, 1))
+        restored = [ConversationRecord(key, batch(0, 0, 1), "g.1", 1.0, 2.0) for key in ("c", "c/1", "r")]
+        await store.restore(restored)
+        await check(store)
 
     run(_use(store_url, work))
 

@@ -187,7 +187,7 @@ def test_redis_version_1_layout(redis_url: str) -> None:
         client.zadd(f"{prefix}conversations", {"old": 0})
         client.rpush(f"{prefix}messages:old", *OLD)
         asyncio.run(_check_upgraded(open_store(redis_url)))
-        assert client.hget(f"{prefix}meta", "schema_version") == b"4"
+        assert client.hget(f"{prefix}meta", "schema_version") == b"5"
         assert not client.exists(f"{prefix}conversations", f"{prefix}messages:old")  # moved into its hash slot
     finally:
         client.close()
@@ -244,7 +244,7 @@ def test_redis_version_3_layout_keeps_versions_times_expiries_and_idempotency_re
                 await store.close()
 
         asyncio.run(check())
-        assert client.hget(f"{prefix}meta", "schema_version") == b"4"
+        assert client.hget(f"{prefix}meta", "schema_version") == b"5"
         assert not client.exists(f"{prefix}conversations", f"{prefix}updated", f"{prefix}messages:old")
         assert not client.exists(f"{prefix}idempotency:3:old:retry:1")
     finally:

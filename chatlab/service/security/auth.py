@@ -12,10 +12,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...vocabulary import NAMESPACE_SEPARATOR, is_plain
+
 NAMESPACE_PATTERN = r"[A-Za-z0-9_-]{1,64}"
 KEY_PATTERN = r"[A-Za-z0-9._~+/-]+=*"
 MIN_KEY_LENGTH = 16
-SEPARATOR = "/"  # between the namespace and the client's conversation key in a stored key (``alice/286d...``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,13 +33,19 @@ class Caller:
     @property
     def prefix(self) -> str:
         """The stored-key prefix of the caller's conversations (``""`` when keys are off)."""
-        return "" if self.namespace is None else f"{self.namespace}{SEPARATOR}"
+        return "" if self.namespace is None else f"{self.namespace}{NAMESPACE_SEPARATOR}"
+
+    @property
+    def plain(self) -> bool:
+        """Whether the caller sees only the keys outside every namespace (a service without API keys): what a
+        listing asks the store for (``summaries(plain=True)``), so hidden keys cost the store nothing."""
+        return self.namespace is None
 
     def owns(self, stored_key: str) -> bool:
         """Whether a stored key is the caller's: under its namespace, or, without API keys, under none (a
         ``namespace/key`` written while keys were on stays hidden: a key in a URL path cannot hold ``/``)."""
         if self.namespace is None:
-            return SEPARATOR not in stored_key
+            return is_plain(stored_key)
         return stored_key.startswith(self.prefix)
 
 

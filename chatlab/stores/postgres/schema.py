@@ -1,19 +1,20 @@
-"""The creation or in-place upgrade (from versions 1 to 3) of the tables and the append function, by processes that
-may start together: under an advisory lock on the schema's name, looking again after the wait, and only where
-something is missing (a role with no ``CREATE`` right can use a schema someone else made). A missing append function
-(an older chatlab's schema) is created beside the tables, left as they are, so older processes can share them."""
+"""The creation or in-place upgrade (from versions 1 to 3) of the tables, the append function and the plain keys'
+index, by processes that may start together: under an advisory lock on the schema's name, looking again after the
+wait, and only where something is missing (a role with no ``CREATE`` right can use a schema someone else made). A
+missing append function or index (an older chatlab's schema) is created beside the tables, left as they are, so older
+processes can share them."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
 from ..base import StoreError
 from . import appends
-from .statements import SCHEMA_VERSION, Statements
+from .statements import PLAIN_INDEX, SCHEMA_VERSION, Statements
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -75,4 +76,29 @@ class Schema:
                 f" may not create it ({exc}): run chatlab once with a role that may create in the schema"
             )
             log.warning("%s; appends fail until then", self.appends_refused)
+        await self._ensure_plain_index(conn, lock)
         self.ready = True
+
+    async def _ensure_plain_index(self, conn: PoolConnectionProxy, lock: Callable[[], Awaitable[object]]) -> None:
+        """Create :data:`~.statements.PLAIN_INDEX` where it is missing (a schema made before it: built once, holding
+        off writes meanwhile). A role that does not own the table may not: the plain pages then read past the
+        namespaced keys, correct but slower, and a log line says so."""
+        import asyncpg
+
+        q = self.statements
+        if await conn.fetchval(q.index_exists, q.schema, PLAIN_INDEX):
+            return
+        try:
+            async with conn.transaction():
+                await lock()
+                await conn.execute(q.create_plain_index)
+        except asyncpg.InsufficientPrivilegeError as exc:
+            log.warning(
+                "PostgreSQL schema %s at %s has no index %s and this role may not create it (%s): a service without "
+                "API keys reads past the namespaced conversations for each page until a role owning the table runs "
+                "chatlab once",
+                q.schema,
+                self.where,
+                PLAIN_INDEX,
+                exc,
+            )

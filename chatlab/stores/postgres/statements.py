@@ -3,10 +3,13 @@ append function's in :mod:`.appends`). Table names are quoted identifiers, never
 
 from __future__ import annotations
 
+from ...vocabulary import NAMESPACE_SEPARATOR
 from . import appends
 
 SCHEMA_VERSION = 4  # the layout these statements read and write
 SWEEP_BATCH = 1000  # at most this many conversations deleted by one of the retention sweep's transactions
+PLAIN_INDEX = "chatlab_conversations_plain"  # the keys outside every namespace, in key order
+PLAIN = f"strpos(conversation_key, '{NAMESPACE_SEPARATOR}') = 0"  # a plain key: PLAIN_INDEX's condition
 
 
 def quoted(*names: str) -> str:
@@ -53,11 +56,12 @@ class Statements:
         set_version = sql(f"UPDATE {{meta}} SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'")
         columns = "conversation_key, message_count, version, created_at, updated_at, title, tags::text"
 
-        def page(below: bool, tagged: bool) -> str:  # a range of the primary key's index
+        def page(below: bool, tagged: bool, plain: bool) -> str:  # a range of the primary key's index or PLAIN_INDEX
             # keys from $1 on except $2, at most $3 (NULL: all), under $4 if below, with the last's tags if tagged
             where = "conversation_key >= $1 AND conversation_key IS DISTINCT FROM $2"
             where += " AND conversation_key < $4" if below else ""
             where += f" AND tags @> ${5 if below else 4}::jsonb" if tagged else ""
+            where += f" AND {PLAIN}" if plain else ""
             return sql(f"SELECT {columns} FROM {{conversations}} WHERE {where} ORDER BY conversation_key LIMIT $3")
 
         self.schema = schema
@@ -150,5 +154,15 @@ class Statements:
         # the row locked until commit: a change is computed in Python from what it read (MetadataChange.applied)
         self.summary_for_update = sql(f"SELECT {columns} FROM {{conversations}} WHERE conversation_key = $1 FOR UPDATE")
         self.set_metadata = sql("UPDATE {conversations} SET title = $2, tags = $3::jsonb WHERE conversation_key = $1")
-        self.pages = {(below, tagged): page(below, tagged) for below in (False, True) for tagged in (False, True)}
+        self.pages = {
+            (below, tagged, plain): page(below, tagged, plain)
+            for below in (False, True)
+            for tagged in (False, True)
+            for plain in (False, True)
+        }
+        self.index_exists = "SELECT 1 FROM pg_catalog.pg_indexes WHERE schemaname = $1 AND indexname = $2"
+        # a keyless service's page reads the plain keys alone (the query repeats PLAIN, which the planner matches)
+        self.create_plain_index = sql(
+            f"CREATE INDEX IF NOT EXISTS {PLAIN_INDEX} ON {{conversations}} (conversation_key) WHERE {PLAIN}"
+        )
         self.custom_plans = "SET LOCAL plan_cache_mode = force_custom_plan"

@@ -237,16 +237,17 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
-        from_key: str | None = None,
+        plain: bool = False,
     ) -> list[ConversationSummary]:
-        """A range of the primary key's index (planned for the tags asked for, when some are)."""
+        """A range of the primary key's index, or (``plain``) of the plain keys' partial index (planned for the tags
+        asked for, when some are)."""
         # a page from its start (skipped when exclusive), up to the prefix's upper bound
-        start, inclusive = listing_start(prefix, after, from_key)
+        start, inclusive = listing_start(prefix, after)
         skip = None if inclusive else start
         upper = prefix_upper_bound(prefix)
         tagged = json.dumps(dict(tags)) if tags else None
         args = [start, skip, limit, *(arg for arg in (upper, tagged) if arg is not None)]
-        statement = self.statements.pages[upper is not None, tagged is not None]
+        statement = self.statements.pages[upper is not None, tagged is not None, plain]
         async with self.connections.acquire() as conn:
             if tagged is None:
                 return [_summary(row) for row in await conn.fetch(statement, *args)]

@@ -1,6 +1,7 @@
-"""The Redis store's key names (layout 4, tabled in docs/stores.md). A conversation's keys and its bucket's indexes
+"""The Redis store's key names (layout 5, tabled in docs/stores.md). A conversation's keys and its bucket's indexes
 start with ``{prefix}{N}:``, its bucket N as a Redis Cluster hash tag: each script touches one hash slot, and the
-buckets spread the conversations over the nodes. The scripts name the tag indexes."""
+buckets spread the conversations over the nodes. The scripts name the tag indexes, and the plain index within the
+scripts that write a conversation."""
 
 from __future__ import annotations
 
@@ -30,16 +31,21 @@ class Layout:
         #: ``{prefix}{N}:`` of each bucket N.
         self.bases = [f"{prefix}{{{bucket}}}:".encode() for bucket in range(buckets)]
 
+    def index(self, bucket: int, plain: bool = False) -> bytes:
+        """A bucket's index of its conversations' keys, or (``plain``) of those outside every namespace alone."""
+        return self.bases[bucket] + (b"plain" if plain else b"conversations")
+
     def bucket(self, conversation_key: str) -> int:
         """The bucket of a conversation (the same in every process: CRC-32 is fixed)."""
         return zlib.crc32(conversation_key.encode("utf-8")) % self.buckets
 
     def conversation(self, conversation_key: str) -> ConversationKeys:
         """The keys of a conversation, in the order every script on one conversation reads them as KEYS."""
-        base = self.bases[self.bucket(conversation_key)]
+        bucket = self.bucket(conversation_key)
+        base = self.bases[bucket]
         key = conversation_key.encode("utf-8")
         return ConversationKeys(
-            base + b"conversations",
+            self.index(bucket),
             base + b"messages:" + key,
             base + b"version:" + key,
             base + b"times:" + key,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
+from ...vocabulary import NAMESPACE_SEPARATOR
 from ..base import ABSENT
 
 #: The version of a conversation written by layout version 1 (it has no version key yet).
@@ -16,6 +17,7 @@ class Script:
 
     def __init__(self, text: str) -> None:
         self.text = text.replace("ABSENT", ABSENT).replace("UNVERSIONED", UNVERSIONED)
+        self.text = self.text.replace("NAMESPACE_SEPARATOR", NAMESPACE_SEPARATOR)
         self.sha = hashlib.sha1(self.text.encode()).hexdigest()
 
 
@@ -28,9 +30,13 @@ def _on_conversation(text: str) -> Script:
 
 
 # Helpers naming a conversation's keys from its bucket's base (``{prefix}{N}:``) as chatlab.stores.redis.keys does.
-# A tag is in the metadata hash (``tag:{name}``) exactly when the conversation is in that tag's index. ``summary``:
-# key, count, version, "created updated" ('' when unknown), the metadata hash's fields and values; nil if absent.
+# A tag is in the metadata hash (``tag:{name}``) exactly when the conversation is in that tag's index; a key outside
+# every namespace (``is_plain``) is in the bucket's ``plain`` index beside ``conversations``. ``summary``: key, count,
+# version, "created updated" ('' when unknown), the metadata hash's fields and values; nil if absent.
 _BUCKET = """
+local function is_plain(member)
+    return not string.find(member, 'NAMESPACE_SEPARATOR', 1, true)
+end
 local function tag_index(base, name, value)
     return base .. 'tag:' .. #name .. ':' .. name .. ':' .. value
 end
@@ -60,6 +66,7 @@ local function summary(base, member)
 end
 local function drop(base, member)
     redis.call('ZREM', base .. 'conversations', member)
+    redis.call('ZREM', base .. 'plain', member)
     redis.call('ZREM', base .. 'updated', member)
     redis.call('DEL', base .. 'messages:' .. member, base .. 'version:' .. member, base .. 'times:' .. member)
     clear_metadata(base, member)
@@ -109,6 +116,7 @@ end
 local function write(first, replacing)
     if current == 'ABSENT' then clear_metadata(base, member) end
     redis.call('ZADD', KEYS[1], 0, member)
+    if is_plain(member) then redis.call('ZADD', base .. 'plain', 0, member) end
     if replacing then redis.call('DEL', KEYS[2]) end
     for i = first, #ARGV, 1000 do
         redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
@@ -242,13 +250,15 @@ patch(at, #ARGV, tags)
 return {'ok', summary(base, member)}
 """)
 
-# A page of one bucket's ``summary``s. KEYS: the bucket's index. ARGV: its base, the lex range (score 0: key order),
-# how many at most ('': all), then each wanted tag's name and value. With tags, the keys come from the smallest of
-# those tags' indexes, the others checked in the metadata hash: it reads about a page, more only for those left out.
+# A page of one bucket's ``summary``s. KEYS: the bucket's index (``conversations``, or ``plain`` for plain keys only).
+# ARGV: its base, the lex range (score 0: key order), how many at most ('': all), '1' for plain keys only (else ''),
+# then each wanted tag's name and value. With tags, the keys come from the smallest of those indexes, the others
+# checked in the metadata hash (and by ``is_plain``): it reads about a page, more only for those left out.
 SUMMARIES = _on_bucket("""
-local base, low, high, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local base, low, high, limit, plain = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5] == '1'
 local index, least, wanted = KEYS[1], nil, {}
-for i = 5, #ARGV, 2 do
+if plain then least = redis.call('ZCARD', index) end
+for i = 6, #ARGV, 2 do
     table.insert(wanted, {'tag:' .. ARGV[i], ARGV[i + 1]})
     local candidate = tag_index(base, ARGV[i], ARGV[i + 1])
     local size = redis.call('ZCARD', candidate)
@@ -259,9 +269,12 @@ while true do
     local chunk = limit and math.max(limit - #result, 16) or -1
     local keys = redis.call('ZRANGEBYLEX', index, low, high, 'LIMIT', 0, chunk)
     for _, key in ipairs(keys) do
-        local carries = true
+        local carries = not plain or is_plain(key)
         for _, tag in ipairs(wanted) do
-            if redis.call('HGET', base .. 'metadata:' .. key, tag[1]) ~= tag[2] then carries = false; break end
+            if not carries or redis.call('HGET', base .. 'metadata:' .. key, tag[1]) ~= tag[2] then
+                carries = false
+                break
+            end
         end
         local one = carries and summary(base, key)
         if one then
@@ -280,6 +293,19 @@ SWEEP = _on_bucket("""
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, key in ipairs(due) do drop(ARGV[2], key) end
 return #due
+""")
+
+# Layout 4 to 5, a step on one bucket (chatlab.stores.redis.upgrade). KEYS: its conversations and plain indexes.
+# ARGV: the lex start, how many keys at most. Indexes the plain keys among those; the last key read, or false when
+# the index holds no more.
+INDEX_PLAIN = _on_bucket("""
+local step = tonumber(ARGV[2])
+local keys = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, step)
+for _, key in ipairs(keys) do
+    if is_plain(key) then redis.call('ZADD', KEYS[2], 0, key) end
+end
+if #keys < step then return false end
+return keys[#keys]
 """)
 
 # Layouts 1 to 3 to 4, one conversation (chatlab.stores.redis.upgrade). KEYS: old index, old updated, old list,

@@ -41,7 +41,7 @@ from .upgrade import STEP, upgrade
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DEFAULT_PREFIX = "chatlab:"
 
 #: Query parameters of a store URL that chatlab reads itself (redis-py would refuse them).
@@ -163,8 +163,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
         wanted = self.buckets or (CLUSTER_BUCKETS if self.cluster else 1)
         meta = f"{self.prefix}meta".encode()
         version, buckets = await calls.script(scripts.SCHEMA, [meta], [SCHEMA_VERSION, wanted])
-        if int(version) in (1, 2, 3):  # SCHEMA always answers a version
-            if self.cluster:
+        if int(version) in (1, 2, 3, 4):  # SCHEMA always answers a version
+            if self.cluster and int(version) < 4:
                 raise StoreError(
                     f"Redis store {self.where} prefix {self.prefix!r} has layout version {int(version)}: "
                     "upgrade it on a single server first (open it there once), then move it to the cluster"
@@ -174,12 +174,14 @@ class RedisChatHistoryStore(ChatHistoryStore):
             try:
                 await upgrade(calls, Layout(self.prefix, int(buckets)), int(version), self.clock())
             except Exception as exc:  # a failure here is the store's: say which
-                raise StoreError(f"Redis store {self.prefix!r}: upgrading to layout 4 failed: {exc}") from exc
+                raise StoreError(
+                    f"Redis store {self.prefix!r}: upgrading to layout {SCHEMA_VERSION} failed: {exc}"
+                ) from exc
             await calls.client.hset(meta, "schema_version", SCHEMA_VERSION)
         elif int(version) != SCHEMA_VERSION:
             raise StoreError(
                 f"Redis store {self.where} prefix {self.prefix!r} has schema version {version.decode()}; "
-                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 3) only"
+                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 4) only"
             )
         layout = Layout(self.prefix, int(buckets))
         if self.buckets is not None and self.buckets != layout.buckets:
@@ -252,13 +254,14 @@ class RedisChatHistoryStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
-        from_key: str | None = None,
+        plain: bool = False,
     ) -> list[ConversationSummary]:
-        """A merge of the buckets' pages, one script per bucket: see :func:`_first`."""
+        """A merge of the buckets' pages, one script per bucket (``plain``: from each bucket's plain index): see
+        :func:`_first`."""
         if limit is not None and limit <= 0:
             return []
         upper = prefix_upper_bound(prefix)  # the ZRANGEBYLEX bounds: code point order, as UTF-8's byte order
-        start, inclusive = listing_start(prefix, after, from_key)
+        start, inclusive = listing_start(prefix, after)
         low = (b"[" if inclusive else b"(") + start.encode("utf-8")
         high = b"+" if upper is None else b"(" + upper.encode("utf-8")
         wanted = [part for name, value in (tags or {}).items() for part in (name.encode(), value.encode())]
@@ -266,9 +269,9 @@ class RedisChatHistoryStore(ChatHistoryStore):
         async with self._connected() as (calls, layout):
 
             async def read(bucket: int, start: bytes, count: int | None) -> list[Any]:
-                base = layout.bases[bucket]
-                args = [base, start, high, "" if count is None else count, *wanted]
-                return list(await calls.script(scripts.SUMMARIES, [base + b"conversations"], args))
+                args = [layout.bases[bucket], start, high, "" if count is None else count, "1" if plain else ""]
+                index = layout.index(bucket, plain)
+                return list(await calls.script(scripts.SUMMARIES, [index], [*args, *wanted]))
 
             return [_summary(*row) for row in await _first(read, layout.buckets, low, limit)]
 

@@ -46,15 +46,16 @@ def summaries(
     after: str | None,
     limit: int | None,
     tags: Mapping[str, str] | None,
-    from_key: str | None = None,
+    plain: bool,
 ) -> list[ConversationSummary]:
-    """A page of the listing (:meth:`~chatlab.stores.base.ChatHistoryStore.summaries`), one range of the key index."""
-    start, inclusive = listing_start(prefix, after, from_key)
+    """A page of the listing (:meth:`~chatlab.stores.base.ChatHistoryStore.summaries`), one range of the key index
+    (``plain``: of the plain keys' index)."""
+    start, inclusive = listing_start(prefix, after)
     skip = None if inclusive else start
     wanted = json.dumps(dict(tags)) if tags else None
     upper = prefix_upper_bound(prefix)
     params = (start, skip, upper, wanted, -1 if limit is None else limit)
-    return [summary(row) for row in conn.execute(sql.SUMMARIES if upper is None else sql.SUMMARIES_BELOW, params)]
+    return [summary(row) for row in conn.execute(sql.summaries(upper is not None, plain), params)]
 
 
 def summary(row: tuple[Any, ...]) -> ConversationSummary:

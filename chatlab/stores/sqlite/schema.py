@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from ..base import StoreError, new_version
+from .statements import PLAIN
 
 SCHEMA_VERSION = 4
 
@@ -46,6 +47,13 @@ ADDED_COLUMNS = ("version TEXT", "created_at REAL", "updated_at REAL", "title TE
 """The columns of ``chatlab_conversations`` that versions 1 to 3 lack (some of them), in the order they came."""
 
 
+PLAIN_INDEX = (
+    f"CREATE INDEX IF NOT EXISTS chatlab_conversations_plain ON chatlab_conversations (conversation_key) WHERE {PLAIN}"
+)
+"""The keys outside every namespace, in key order: a keyless service's page reads them alone, however many namespaced
+conversations lie between them."""
+
+
 def rollback(conn: sqlite3.Connection) -> None:
     """End the transaction, if SQLite has not ended it already (it may have, after disk full or an I/O error)."""
     if conn.in_transaction:
@@ -76,6 +84,7 @@ def ensure_schema(conn: sqlite3.Connection, now: float, path: Path) -> None:
             )
         # the index of retention, once ``updated_at`` exists
         conn.execute("CREATE INDEX IF NOT EXISTS chatlab_conversations_updated ON chatlab_conversations (updated_at)")
+        conn.execute(PLAIN_INDEX)  # built once in a file written before it (SQLite then keeps it with every write)
         conn.execute("COMMIT")
     except BaseException:
         rollback(conn)

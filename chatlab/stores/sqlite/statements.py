@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 from typing import TypeVar
 
+from ...vocabulary import NAMESPACE_SEPARATOR
+
 T = TypeVar("T")
 
 COUNT_AND_VERSION = "SELECT message_count, version FROM chatlab_conversations WHERE conversation_key = ?"
@@ -20,15 +22,24 @@ ARRAY = (
 """A conversation's version, count and messages as one JSON array, joined byte for byte in position order (the
 subquery's ``ORDER BY`` holds: an aggregate's subquery is not flattened)."""
 _SUMMARY_COLUMNS = "conversation_key, message_count, version, created_at, updated_at, title, tags"
-_PAGE = (
-    f"SELECT {_SUMMARY_COLUMNS} FROM chatlab_conversations AS c WHERE conversation_key >= ?1 AND conversation_key IS "
-    "NOT ?2{below} AND NOT EXISTS (SELECT 1 FROM json_each(?4) AS w WHERE w.value IS NOT (SELECT t.value FROM "
-    "json_each(c.tags) AS t WHERE t.key = w.key)) ORDER BY conversation_key LIMIT ?5"
-)
-SUMMARIES = _PAGE.format(below="")
-"""A page of summaries: keys from ``?1`` on but ``?2`` (``after``, or NULL), with every tag of the JSON object ``?4``
-(NULL: any), at most ``?5`` (-1: all). A range of the primary key in code point order: a page reads only its rows."""
-SUMMARIES_BELOW = _PAGE.format(below=" AND conversation_key < ?3")  # and below ?3, the end of a prefix's range
+PLAIN = f"instr(conversation_key, '{NAMESPACE_SEPARATOR}') = 0"
+"""Keys outside every namespace: the condition of the partial index ``chatlab_conversations_plain`` (:mod:`.schema`),
+which a query repeats word for word so that SQLite reads the index."""
+
+
+@functools.cache
+def summaries(below: bool, plain: bool) -> str:
+    """A page of summaries: keys from ``?1`` on but ``?2`` (``after``, or NULL), below ``?3`` if ``below`` (the end
+    of a prefix's range), with every tag of the JSON object ``?4`` (NULL: any), at most ``?5`` (-1: all). A range of
+    the primary key in code point order, or (``plain``) of the plain keys' index: a page reads only its rows."""
+    upper = " AND conversation_key < ?3" if below else ""
+    index = f" INDEXED BY chatlab_conversations_plain WHERE {PLAIN} AND" if plain else " WHERE"
+    return (
+        f"SELECT {_SUMMARY_COLUMNS} FROM chatlab_conversations AS c{index} conversation_key >= ?1 AND "
+        f"conversation_key IS NOT ?2{upper} AND NOT EXISTS (SELECT 1 FROM json_each(?4) AS w WHERE w.value IS NOT "
+        "(SELECT t.value FROM json_each(c.tags) AS t WHERE t.key = w.key)) ORDER BY conversation_key LIMIT ?5"
+    )
+
 
 UPSERT_CONVERSATION = (
     "INSERT INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at) "

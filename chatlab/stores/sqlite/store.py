@@ -151,10 +151,10 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         after: str | None = None,
         limit: int | None = None,
         tags: Mapping[str, str] | None = None,
-        from_key: str | None = None,
+        plain: bool = False,
     ) -> list[ConversationSummary]:
-        """A range of the key index, on a reader thread."""
-        return await self._read(reads.summaries, prefix, after, limit, tags, from_key)
+        """A range of the key index (``plain``: of the plain keys' partial index), on a reader thread."""
+        return await self._read(reads.summaries, prefix, after, limit, tags, plain)
 
     async def set_metadata(
         self,
