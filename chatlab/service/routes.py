@@ -109,6 +109,8 @@ async def _page(
 
 #: Conversations a whole listing reads, encodes and sends per step. Each step holds the event loop briefly, and its
 #: objects are freed before the next: a list of 100,000 built at once held the loop for whole garbage collections.
+#: Measured at 100,000 conversations: steps of 1,000 still let a few full collections through (``GET /`` waited up
+#: to 124 ms), steps of 256 none (at most 25 ms), and the list took no longer.
 LISTING_PIECE = 256
 
 
