@@ -1,5 +1,6 @@
 """How long other requests wait while the service does its largest jobs: ``GET /`` timed alone, then
-while a client repeats the job, each on a service of its own.
+while a client repeats the job, each on a service of its own. The client repeating the job runs in a process of its
+own: as a thread beside the probe, its own garbage collections held the probe too, and were counted as the service's.
 
 * **the worst body**: one request may carry 8 MiB (``--max-body-bytes``' default) of about
   500,000 tiny content items; ``chatlab serve`` on the in-memory store takes ``PUT``s of it.
@@ -11,10 +12,12 @@ Nothing is asserted: the machine may be shared, the figures are printed for a pe
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import statistics
-import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
 import httpx
@@ -71,48 +74,54 @@ class StallRow:
         return self.loaded.ms()[2]
 
 
-def probe(client: httpx.Client, until: threading.Event | None, count: int) -> Latencies:
-    """Time ``GET /`` every few milliseconds: ``count`` times, or until ``until`` is set."""
+def probe(client: httpx.Client, until: Future[tuple[list[float], int]] | None, count: int) -> Latencies:
+    """Time ``GET /`` every few milliseconds: ``count`` times, or until ``until`` is done. This process's objects are
+    frozen meanwhile (:func:`gc.freeze`): a full collection here would walk them all, and its pause be counted as
+    the service's."""
     seconds: list[float] = []
-    while (until is None and len(seconds) < count) or (until is not None and not until.is_set()):
-        start = time.perf_counter()
-        client.get("/").raise_for_status()
-        seconds.append(time.perf_counter() - start)
-        time.sleep(_PROBE_INTERVAL)
+    gc.collect()
+    gc.freeze()
+    try:
+        while (until is None and len(seconds) < count) or (until is not None and not until.done()):
+            start = time.perf_counter()
+            client.get("/").raise_for_status()
+            seconds.append(time.perf_counter() - start)
+            time.sleep(_PROBE_INTERVAL)
+    finally:
+        gc.unfreeze()
     return Latencies(seconds)
 
 
 def under(
     url: str, job: Callable[[httpx.Client], int], times: int, probes: int
 ) -> tuple[Latencies, Latencies, list[float], int]:
-    """``GET /`` alone, then while ``job`` runs ``times`` times one after the other; the jobs' seconds and size."""
+    """``GET /`` alone, then while ``job`` (a module's function) runs ``times`` times one after the other in a
+    process of its own; the jobs' seconds and size."""
+    spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: forking a process with threads is unsafe
+    with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool, httpx.Client(base_url=url, timeout=60) as client:
+        pool.submit(repeat, url, _nothing, 0).result()  # the process started before the probe, not during it
+        alone = probe(client, None, probes)
+        running = pool.submit(repeat, url, job, times)
+        loaded = probe(client, running, 0)
+    took, size = running.result()  # re-raises what the job raised
+    return alone, loaded, took, size
+
+
+def repeat(url: str, job: Callable[[httpx.Client], int], times: int) -> tuple[list[float], int]:
+    """Run ``job`` ``times`` times one after the other against ``url``: each one's seconds, and the last one's size."""
     took: list[float] = []
     size = 0
-    done = threading.Event()
-    failed: list[BaseException] = []
+    with httpx.Client(base_url=url, timeout=300) as client:
+        for _ in range(times):
+            start = time.perf_counter()
+            size = job(client)
+            took.append(time.perf_counter() - start)
+    return took, size
 
-    def repeat() -> None:
-        nonlocal size
-        try:
-            with httpx.Client(base_url=url, timeout=300) as client:
-                for _ in range(times):
-                    start = time.perf_counter()
-                    size = job(client)
-                    took.append(time.perf_counter() - start)
-        except BaseException as exc:  # re-raised in the caller's thread
-            failed.append(exc)
-        finally:
-            done.set()
 
-    with httpx.Client(base_url=url, timeout=60) as client:
-        alone = probe(client, None, probes)
-        worker = threading.Thread(target=repeat)
-        worker.start()
-        loaded = probe(client, done, 0)
-        worker.join()
-    if failed:
-        raise failed[0]
-    return alone, loaded, took, size
+def _nothing(client: httpx.Client) -> int:
+    """A job that sends nothing (it starts the job's process)."""
+    return 0
 
 
 def put_worst_body(client: httpx.Client) -> int:

@@ -71,8 +71,30 @@ MESSAGES = st.lists(st.one_of(_MESSAGE, _JSON), max_size=3)
 @settings(max_examples=3000, deadline=None)
 @given(MESSAGES)
 def test_what_the_quick_check_passes_the_models_accept(messages: list[Any]) -> None:
-    if precheck.valid(messages, schema._PRECHECKED):
+    if precheck.valid("messages", messages, schema._PRECHECKED):
         assert _accepted(messages)
+
+
+def _contents_accepted(contents: Any) -> bool:
+    try:
+        schema._ADAPTERS["contents"].validate_python(contents)
+    except ValidationError:
+        return False
+    return True
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.one_of(_CONTENT, _JSON), max_size=4))
+def test_what_the_quick_check_passes_in_a_piece_of_contents_the_models_accept(contents: list[Any]) -> None:
+    if precheck.valid("contents", contents, schema._PRECHECKED):
+        assert _contents_accepted(contents)
+
+
+def test_a_piece_of_plain_contents_passes_and_a_wrong_one_does_not() -> None:
+    plain = [{"$type": "text", "text": "a"}, {"$type": "functionCall", "callId": "c", "name": "n", "arguments": {}}]
+    assert precheck.valid("contents", plain, schema._PRECHECKED) and _contents_accepted(plain)
+    wrong = [{"$type": "functionCall", "name": "n"}]  # no callId
+    assert not precheck.valid("contents", wrong, schema._PRECHECKED) and not _contents_accepted(wrong)
 
 
 @given(st.sampled_from(schema.CONTENT_TYPES), st.sampled_from(schema.CONTENT_TYPES))
@@ -80,7 +102,7 @@ def test_the_tag_fields_name_is_left_to_the_models(tag: str, named: str) -> None
     messages = [
         {"role": "user", "contents": [{"$type": tag, schema._TAG_FIELD: named, "uri": "u", "callId": "c", "name": "n"}]}
     ]
-    assert not precheck.valid(messages, schema._PRECHECKED)
+    assert not precheck.valid("messages", messages, schema._PRECHECKED)
 
 
 def test_the_providers_turn_passes() -> None:
@@ -88,4 +110,4 @@ def test_the_providers_turn_passes() -> None:
     from chatlab.service import jsontext
 
     messages = jsontext.parse(workload.append_body())["messages"]
-    assert precheck.valid(messages, schema._PRECHECKED) and _accepted(messages)
+    assert precheck.valid("messages", messages, schema._PRECHECKED) and _accepted(messages)

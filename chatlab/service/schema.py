@@ -319,7 +319,7 @@ def _already_stored_form(body: bytes, max_messages: int, max_message_bytes: int 
         if _COMPACT_HEAD + b",".join(encoded) + _COMPACT_TAIL != body:
             return None
         too_large = max_message_bytes is not None and encoded and max(map(len, encoded)) > max_message_bytes
-        if too_large or not precheck.valid(messages, _PRECHECKED) or _misplaced_type(messages):
+        if too_large or not precheck.valid("messages", messages, _PRECHECKED) or _misplaced_type(messages):
             return None
     except (msgspec.MsgspecError, ValueError, RecursionError):  # not JSON, numbers out of range, or too deep
         return None
@@ -365,7 +365,7 @@ def _release(document: Json) -> None:
 def _check_messages(messages: list[Json], parts: Iterable[tuple[pieces.Kind, Json, pieces.Where]]) -> None:
     errors: list[dict[str, str]] = []
     for kind, value, where in parts:
-        if kind == "messages" and precheck.valid(value, _PRECHECKED):
+        if precheck.valid(kind, value, _PRECHECKED):
             continue  # certainly valid: pydantic would build models only to find nothing wrong
         try:
             _ADAPTERS[kind].validate_python(value)
