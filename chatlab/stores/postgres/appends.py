@@ -3,7 +3,9 @@ each member in arrival order (seeing those before it), then writes all it decide
 record of the member's key (``expires_at`` after its ``now``) answers it; else If-Match must hold (the version, ``"0"``
 when absent, is in the list, or it holds ``"*"`` and the conversation exists); then the member writes its messages
 after the last, a version of the conversation's generation and new count (an empty append keeps the version), and its
-record if it has a key (which purges a few expired ones)."""
+record if it has a key (which purges a few expired ones). A written member adds how many of its messages each author
+signed (counted in Python by :mod:`chatlab.authors`, one JSON object per member) to its conversation's
+``participants``, in the same statement."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
     from asyncpg import Connection
     from asyncpg.pool import PoolConnectionProxy
 
-FUNCTION = "chatlab_append_many_3"  # a new body, a new name: each chatlab version sharing a database calls its own
+FUNCTION = "chatlab_append_many_4"  # a new body, a new name: each chatlab version sharing a database calls its own
 
 PURGE_BATCH = 16  # expired idempotency records deleted per record written (part of the function's body)
 PURGE_SCAN = 1024  # the purge's inner bound, a constant: even a generic plan reads the expiry index in order
@@ -33,6 +35,7 @@ class AppendMember(NamedTuple):
     written_at: float  # the store's clock: the conversation's updated_at (and created_at when new)
     if_match: Sequence[str] | None = None
     idempotency: Idempotency | None = None  # its record expires ``ttl`` seconds after ``now``
+    authors: str | None = None  # how many of its messages each author signed, a JSON object (None: none signed)
 
 
 class AppendOutcome(NamedTuple):
@@ -69,7 +72,8 @@ CREATE OR REPLACE FUNCTION {function}(
     member_if_match_length int4[],   -- per member: how many of all_if_match are its own (-1: no If-Match)
     member_idempotency_key text[],   -- per member: its Idempotency-Key (NULL: none)
     member_fingerprint text[],       -- per member: its request's fingerprint
-    member_expires_at float8[]       -- per member: when the record it writes expires
+    member_expires_at float8[],      -- per member: when the record it writes expires
+    member_authors jsonb[]           -- per member: how many of its messages each author signed (NULL: none)
 )
 RETURNS TABLE (o_index int4, o_version text, o_fingerprint text, o_recorded text, o_written text)
 -- generic plans (planned once per session), maybe while the tables are empty: so no sequential scan
@@ -199,15 +203,34 @@ BEGIN
             FROM generate_series(1, members) AS s(i)
             CROSS JOIN LATERAL generate_series(1, member_added[s.i]) AS g(j)
             WHERE first_position[s.i] IS NOT NULL
-        ), new_counts AS (
-            INSERT INTO {conversations} AS x (conversation_key, message_count, version, created_at, updated_at)
-            SELECT member_key[s.i], added[s.i], conversation_version[s.i], first_written[s.i], last_written[s.i]
+        ), authored AS (
+            -- each author's messages among those the batch writes, per conversation
+            SELECT member_key[s.i] AS conversation_key, counts.key AS author, sum(counts.value::int8) AS signed
             FROM generate_series(1, members) AS s(i)
+            CROSS JOIN LATERAL jsonb_each_text(member_authors[s.i]) AS counts
+            WHERE first_position[s.i] IS NOT NULL
+            GROUP BY 1, 2
+        ), authors_added AS (
+            SELECT a.conversation_key, jsonb_object_agg(a.author, a.signed) AS counts
+            FROM authored AS a GROUP BY a.conversation_key
+        ), new_counts AS (
+            INSERT INTO {conversations} AS x
+                (conversation_key, message_count, version, created_at, updated_at, participants)
+            SELECT member_key[s.i], added[s.i], conversation_version[s.i], first_written[s.i], last_written[s.i],
+                   coalesce(authors_added.counts, '{{}}')
+            FROM generate_series(1, members) AS s(i)
+            LEFT JOIN authors_added ON authors_added.conversation_key = member_key[s.i]
             WHERE added[s.i] > 0
             ON CONFLICT (conversation_key) DO UPDATE SET
                 message_count = x.message_count + excluded.message_count,
                 version = excluded.version,
-                updated_at = excluded.updated_at
+                updated_at = excluded.updated_at,
+                -- each author's count plus what the batch adds (most batches add none: the column is kept)
+                participants = CASE WHEN excluded.participants = '{{}}' THEN x.participants
+                    ELSE x.participants || (
+                        SELECT jsonb_object_agg(counts.key, counts.value::int8
+                                                + coalesce((x.participants ->> counts.key)::int8, 0))
+                        FROM jsonb_each_text(excluded.participants) AS counts) END
         ), purged AS (
             -- the oldest expired records, through the expiry index, skipping those a concurrent append deletes and
             -- those this statement writes (it must not touch a row twice); by row ids, whatever the plan's guess
@@ -232,13 +255,13 @@ BEGIN
 END
 $fn$
 """
-"""The function: twelve arrays in, one outcome row per member out (:class:`AppendOutcome`). Format it with the
+"""The function: thirteen arrays in, one outcome row per member out (:class:`AppendOutcome`). Format it with the
 schema's quoted names (:class:`~chatlab.stores.postgres.statements.Statements`), :data:`PURGE_SCAN` and
 :data:`PURGE_BATCH`."""
 
 CALL = (
     "SELECT * FROM {function}($1::text[], $2::text[], $3::float8[], $4::int4[], $5::bytea[],"
-    " $6::text[], $7::float8[], $8::text[], $9::int4[], $10::text[], $11::text[], $12::float8[])"
+    " $6::text[], $7::float8[], $8::text[], $9::int4[], $10::text[], $11::text[], $12::float8[], $13::jsonb[])"
 )
 
 
@@ -261,5 +284,6 @@ async def append_many(
         [None if m.idempotency is None else m.idempotency.key for m in members],
         [None if m.idempotency is None else m.idempotency.fingerprint for m in members],
         [None if m.idempotency is None else m.now + m.idempotency.ttl for m in members],
+        [m.authors for m in members],
     )
     return [AppendOutcome(*row[1:]) for row in sorted(rows, key=lambda row: row[0])]
