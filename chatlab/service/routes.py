@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request, Response
 
 from ..authors import ranked
 from ..stores import ChatHistoryStore
-from ..stores.base import ConversationSummary
+from ..stores.base import ConversationSummary, summary_of
 from ..vocabulary import ABSENT, Refused, conversation_path
 from . import conditions as headers_of
 from . import jsontext
@@ -196,19 +196,11 @@ async def list_participants(request: Request) -> Response:
     context = context_of(request)
     caller, key = await context.conversation(request)
     read_query(NoQuery, request, context.keys)
-    summary = await _summary_of(context.store, caller.stored_key(key))
+    stored_key = caller.stored_key(key)
+    summary = await summary_of(context.store, stored_key) or ConversationSummary(stored_key, 0, ABSENT)
     authors = _participant_rows(summary.participants)
     body = {"conversationKey": key, "messageCount": summary.message_count, "participants": authors}
     return json_answer(_encode(body), _version_headers(summary.version or ABSENT, summary.message_count))
-
-
-async def _summary_of(store: ChatHistoryStore, stored_key: str) -> ConversationSummary:
-    """One conversation's summary: the first of the listing from its key (an absent one: no messages, no
-    participants, version :data:`~chatlab.vocabulary.ABSENT`)."""
-    found = await store.summaries(stored_key, limit=1)
-    if found and found[0].conversation_key == stored_key:
-        return found[0]
-    return ConversationSummary(stored_key, 0, ABSENT)
 
 
 def iso_time(seconds: float | None) -> str | None:

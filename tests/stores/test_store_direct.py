@@ -217,7 +217,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
 
         with sqlite3.connect(path_from_url(store_url)) as conn:
             row = conn.execute("SELECT value FROM chatlab_meta WHERE key = 'schema_version'").fetchone()
-            assert row == ("4",)
+            assert row == ("5",)
             assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     elif backend == "postgres":
         import psycopg
@@ -232,7 +232,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
                     sql.Identifier(ours["schema"], "chatlab_meta")
                 )
             ).fetchone()
-            assert row == ("4",)
+            assert row == ("5",)
     elif backend == "redis":
         import redis
 
@@ -241,7 +241,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
         client_url, ours = split_url(store_url, CHATLAB_PARAMETERS)
         client = redis.Redis.from_url(client_url)
         try:
-            assert client.hget(f"{ours['prefix']}meta", "schema_version") == b"5"
+            assert client.hget(f"{ours['prefix']}meta", "schema_version") == b"6"
         finally:
             client.close()
 

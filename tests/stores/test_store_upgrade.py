@@ -51,7 +51,7 @@ def test_sqlite_version_1_file(tmp_path) -> None:
         conn.executemany("INSERT INTO chatlab_messages VALUES ('old', ?, ?)", list(enumerate(OLD)))
     asyncio.run(_check_upgraded(open_store(f"sqlite:///{path}")))
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("4",)
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("5",)
 
 
 # version 2: a version per conversation (the idempotency table is created if missing)
@@ -75,7 +75,7 @@ def test_sqlite_version_2_file_gains_timestamps(tmp_path) -> None:
         conn.executemany("INSERT INTO chatlab_messages VALUES ('old', ?, ?)", list(enumerate(OLD)))
     asyncio.run(_check_upgraded(open_store(f"sqlite:///{path}")))
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("4",)
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("5",)
         indexes = [row[1] for row in conn.execute("PRAGMA index_list(chatlab_conversations)")]
         assert "chatlab_conversations_updated" in indexes
 
@@ -121,9 +121,9 @@ def test_sqlite_version_3_file_gains_titles_and_tags(tmp_path) -> None:
         conn.executemany("INSERT INTO chatlab_messages VALUES ('old', ?, ?)", list(enumerate(OLD)))
     asyncio.run(_check_metadata_added(open_store(f"sqlite:///{path}")))
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("4",)
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("5",)
         columns = [row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")]
-        assert columns[-2:] == ["title", "tags"]
+        assert columns[-3:] == ["title", "tags", "participants"]
 
 
 def test_postgres_version_3_schema_gains_titles_and_tags_and_keys_in_code_point_order(postgres_url: str) -> None:
@@ -144,7 +144,7 @@ def test_postgres_version_3_schema_gains_titles_and_tags_and_keys_in_code_point_
             conn.execute("INSERT INTO chatlab_messages VALUES ('old', %s, %s)", (position, body))
     asyncio.run(_check_metadata_added(open_store(postgres_url)))
     with psycopg.connect(base, autocommit=True) as conn:
-        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("4",)
+        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("5",)
         collation = conn.execute(
             "SELECT c.collname FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation"
             " WHERE a.attrelid = %s::regclass AND a.attname = 'conversation_key'",
@@ -172,7 +172,7 @@ def test_postgres_older_schema(postgres_url: str, old: list[str]) -> None:
             conn.execute("INSERT INTO chatlab_messages VALUES ('old', %s, %s)", (position, body))
     asyncio.run(_check_upgraded(open_store(postgres_url)))
     with psycopg.connect(base, autocommit=True) as conn:
-        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("4",)
+        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("5",)
 
 
 def test_redis_version_1_layout(redis_url: str) -> None:
@@ -187,7 +187,7 @@ def test_redis_version_1_layout(redis_url: str) -> None:
         client.zadd(f"{prefix}conversations", {"old": 0})
         client.rpush(f"{prefix}messages:old", *OLD)
         asyncio.run(_check_upgraded(open_store(redis_url)))
-        assert client.hget(f"{prefix}meta", "schema_version") == b"5"
+        assert client.hget(f"{prefix}meta", "schema_version") == b"6"
         assert not client.exists(f"{prefix}conversations", f"{prefix}messages:old")  # moved into its hash slot
     finally:
         client.close()
@@ -244,7 +244,7 @@ def test_redis_version_3_layout_keeps_versions_times_expiries_and_idempotency_re
                 await store.close()
 
         asyncio.run(check())
-        assert client.hget(f"{prefix}meta", "schema_version") == b"5"
+        assert client.hget(f"{prefix}meta", "schema_version") == b"6"
         assert not client.exists(f"{prefix}conversations", f"{prefix}updated", f"{prefix}messages:old")
         assert not client.exists(f"{prefix}idempotency:3:old:retry:1")
     finally:
