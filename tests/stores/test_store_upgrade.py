@@ -1,5 +1,5 @@
 """A store written by an older layout is upgraded in place on first use: version 1 (no versions, no idempotency
-records), version 2 (no timestamps) and version 3 (no titles and tags)."""
+records), version 2 (no timestamps), version 3 (no titles and tags) and version 4 (no participants)."""
 
 from __future__ import annotations
 
@@ -355,3 +355,87 @@ def test_postgres_version_3_schema_gains_the_append_function(postgres_url: str, 
 
     asyncio.run(use())
     assert functions() == expected
+
+
+# version 4: no participants. A store written now, with its participants taken away as version 4 had none.
+SIGNED = [
+    b'{"role":"user","contents":[]}',
+    b'{"role":"assistant","contents":[],"authorName":"Planner"}',
+    b'{"role":"assistant","contents":[],"authorName":"Worker"}',
+    b'{"role":"assistant","contents":[],"authorName":"Planner"}',
+]
+WORKER = b'{"role":"assistant","contents":[],"authorName":"Worker"}'
+
+
+async def _write_version_5(url: str) -> None:
+    store = open_store(url)
+    try:
+        await store.append("team", SIGNED)
+        await store.append("plain", OLD)
+    finally:
+        await store.close()
+
+
+async def _check_participants_counted(url: str) -> None:
+    """The upgrade counted each conversation's authors from its messages; appends add to those counts."""
+    store = open_store(url)
+    try:
+        summaries = {s.conversation_key: dict(s.participants) for s in await store.summaries()}
+        assert summaries == {"plain": {}, "team": {"Planner": 2, "Worker": 1}}
+        await store.append("team", [WORKER, WORKER])
+        [team] = await store.summaries("team")
+        assert dict(team.participants) == {"Planner": 2, "Worker": 3}
+    finally:
+        await store.close()
+
+
+def test_sqlite_version_4_file_gains_participants(tmp_path) -> None:
+    path = tmp_path / "v4.db"
+    asyncio.run(_write_version_5(f"sqlite:///{path}"))
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE chatlab_conversations DROP COLUMN participants")
+        conn.execute("UPDATE chatlab_meta SET value = '4' WHERE key = 'schema_version'")
+    asyncio.run(_check_participants_counted(f"sqlite:///{path}"))
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("5",)
+
+
+def test_postgres_version_4_schema_gains_participants(postgres_url: str) -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    import psycopg
+
+    schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
+    base = postgres_url.split("?", 1)[0]
+    asyncio.run(_write_version_5(postgres_url))
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'ALTER TABLE "{schema}".chatlab_conversations DROP COLUMN participants')
+        conn.execute(f"""UPDATE "{schema}".chatlab_meta SET value = '4' WHERE key = 'schema_version'""")
+    asyncio.run(_check_participants_counted(postgres_url))
+    with psycopg.connect(base, autocommit=True) as conn:
+        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("5",)
+
+
+@pytest.mark.parametrize("cluster", [False, True], ids=["single server", "cluster"])
+def test_redis_layout_4_gains_participants(cluster: bool, request: pytest.FixtureRequest) -> None:
+    """Layout 4 had no participants hashes: the upgrade counts them, on a cluster too (each in its hash slot)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    import redis
+
+    from chatlab.stores.redis.keys import Layout
+    from tests.stores.conftest import cluster_client
+
+    url = request.getfixturevalue("redis_cluster_url" if cluster else "redis_url")
+    prefix = parse_qs(urlsplit(url).query)["prefix"][0]
+    client = cluster_client(url) if cluster else redis.Redis.from_url(url.split("?", 1)[0])
+    try:
+        asyncio.run(_write_version_5(url))
+        layout = Layout(prefix, int(client.hget(f"{prefix}meta", "buckets")))
+        for key in ("team", "plain"):
+            client.delete(layout.conversation(key).participants)
+        client.hset(f"{prefix}meta", "schema_version", "4")
+        asyncio.run(_check_participants_counted(url))
+        assert client.hget(f"{prefix}meta", "schema_version") == b"5"
+    finally:
+        client.close()
