@@ -283,7 +283,7 @@ def _participants(response: httpx.Response, url: str) -> dict[str, int]:
 
 def _participant_counts(rows: list[Any]) -> dict[str, int]:
     """``{authorName: messageCount}`` from a list of participants (``/participants``, a summary's), in its order."""
-    return {str(row["authorName"]): int(row["messageCount"]) for row in rows}
+    return {str(row.get("authorName")): int(row.get("messageCount", 0)) for row in rows}
 
 
 def _head(response: httpx.Response, url: str) -> Version:

@@ -205,8 +205,9 @@ def test_store_states_its_schema_version_and_description(backend, store_url):
     assert store.description and store.description != ChatHistoryStore.description
     if backend != "memory":
         # 2: versions and idempotency records; 3: timestamps; Redis's 4: a conversation's keys in one hash slot,
-        # Redis's 5: each bucket's index of plain keys; SQL's 4: titles and tags
-        assert store.schema_version == (5 if backend.startswith("redis") else 4)
+        # Redis's 5: each bucket's index of plain keys, Redis's 6: participants; SQL's 4: titles and tags, SQL's 5:
+        # participants
+        assert store.schema_version == (6 if backend.startswith("redis") else 5)
     assert "password" not in store.description
 
 
