@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..stored_messages import object_mentioning
 from ..vocabulary import SUMMARY_THROUGH
+from .jsontext import object_mentioning
 
 _MARK = SUMMARY_THROUGH.encode()
 

@@ -45,6 +45,18 @@ def encode(value: Json, *, long_list: str | None = None) -> bytes:
         ) from None
 
 
+def object_mentioning(message: bytes, mark: bytes) -> dict[str, Json] | None:
+    """The stored message as a JSON object when its bytes mention ``mark``; ``None`` without decoding it otherwise
+    (most messages do not mention what a reader looks for), or when it is not an object."""
+    if mark not in message:
+        return None
+    try:
+        item = msgspec.json.decode(message)
+    except msgspec.DecodeError:
+        return None
+    return item if isinstance(item, dict) else None
+
+
 def release(items: list[Json]) -> None:
     """Empty a long list :data:`PIECE` items at a time (from the end), so a thread freeing it lets others run."""
     while items:

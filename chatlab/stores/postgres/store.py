@@ -170,7 +170,6 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             return WriteResult(await self.version(conversation_key))
         _check_key(conversation_key)
         batch = [bytes(m) for m in messages]
-        authors = count_authors(batch)
         member = AppendMember(
             lock_key=self._lock_key(conversation_key),
             conversation_key=conversation_key,
@@ -180,7 +179,7 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             written_at=self.clock(),
             if_match=None if if_match is None else list(if_match),
             idempotency=idempotency,
-            authors=json_object(authors) if authors else None,
+            authors=count_authors(batch),
         )
         outcome = await self.batches().appends.submit(member)
         return outcome.answer(idempotency)
