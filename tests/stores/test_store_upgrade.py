@@ -357,7 +357,7 @@ def test_postgres_version_3_schema_gains_the_append_function(postgres_url: str, 
     assert functions() == expected
 
 
-# version 4: no participants. A store written now, with its participants taken away as version 4 had none.
+# SQL version 4, Redis layouts 4 and 5: no participants. A store written now, its participants taken away.
 SIGNED = [
     b'{"role":"user","contents":[]}',
     b'{"role":"assistant","contents":[],"authorName":"Planner"}',
@@ -367,7 +367,7 @@ SIGNED = [
 WORKER = b'{"role":"assistant","contents":[],"authorName":"Worker"}'
 
 
-async def _write_version_5(url: str) -> None:
+async def _write_current(url: str) -> None:
     store = open_store(url)
     try:
         await store.append("team", SIGNED)
@@ -391,7 +391,7 @@ async def _check_participants_counted(url: str) -> None:
 
 def test_sqlite_version_4_file_gains_participants(tmp_path) -> None:
     path = tmp_path / "v4.db"
-    asyncio.run(_write_version_5(f"sqlite:///{path}"))
+    asyncio.run(_write_current(f"sqlite:///{path}"))
     with sqlite3.connect(path) as conn:
         conn.execute("ALTER TABLE chatlab_conversations DROP COLUMN participants")
         conn.execute("UPDATE chatlab_meta SET value = '4' WHERE key = 'schema_version'")
@@ -407,7 +407,7 @@ def test_postgres_version_4_schema_gains_participants(postgres_url: str) -> None
 
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     base = postgres_url.split("?", 1)[0]
-    asyncio.run(_write_version_5(postgres_url))
+    asyncio.run(_write_current(postgres_url))
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f'ALTER TABLE "{schema}".chatlab_conversations DROP COLUMN participants')
         conn.execute(f"""UPDATE "{schema}".chatlab_meta SET value = '4' WHERE key = 'schema_version'""")
@@ -417,8 +417,10 @@ def test_postgres_version_4_schema_gains_participants(postgres_url: str) -> None
 
 
 @pytest.mark.parametrize("cluster", [False, True], ids=["single server", "cluster"])
-def test_redis_layout_4_gains_participants(cluster: bool, request: pytest.FixtureRequest) -> None:
-    """Layout 4 had no participants hashes: the upgrade counts them, on a cluster too (each in its hash slot)."""
+@pytest.mark.parametrize("older", ["4", "5"])
+def test_redis_layouts_4_and_5_gain_participants(older: str, cluster: bool, request: pytest.FixtureRequest) -> None:
+    """Layouts 4 and 5 had no participants hashes: the upgrade counts them, on a cluster too (each in its hash
+    slot)."""
     from urllib.parse import parse_qs, urlsplit
 
     import redis
@@ -430,12 +432,12 @@ def test_redis_layout_4_gains_participants(cluster: bool, request: pytest.Fixtur
     prefix = parse_qs(urlsplit(url).query)["prefix"][0]
     client = cluster_client(url) if cluster else redis.Redis.from_url(url.split("?", 1)[0])
     try:
-        asyncio.run(_write_version_5(url))
+        asyncio.run(_write_current(url))
         layout = Layout(prefix, int(client.hget(f"{prefix}meta", "buckets")))
         for key in ("team", "plain"):
             client.delete(layout.conversation(key).participants)
-        client.hset(f"{prefix}meta", "schema_version", "4")
+        client.hset(f"{prefix}meta", "schema_version", older)
         asyncio.run(_check_participants_counted(url))
-        assert client.hget(f"{prefix}meta", "schema_version") == b"5"
+        assert client.hget(f"{prefix}meta", "schema_version") == b"6"
     finally:
         client.close()
