@@ -44,7 +44,8 @@ FORK_THROUGH = "chatlab.forkThrough"
 @dataclass(frozen=True, slots=True)
 class ConversationSummary:
     """The article's ``ChatHistorySummary``: a conversation key and how many messages it holds. What the stores add
-    (times in seconds since the epoch) takes no part in comparisons: it still equals ``ConversationSummary(key, n)``."""
+    (times in seconds since the epoch; ``participants``: how many messages each author signed, counted at write time)
+    takes no part in comparisons: it still equals ``ConversationSummary(key, n)``."""
 
     conversation_key: str
     message_count: int
@@ -53,6 +54,7 @@ class ConversationSummary:
     updated_at: float | None = field(default=None, compare=False)
     title: str | None = field(default=None, compare=False)
     tags: Mapping[str, str] = field(default_factory=dict, compare=False)
+    participants: Mapping[str, int] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -206,7 +206,7 @@ def test_the_stores_public_names_stay_where_they_were() -> None:
     assert callable(sqlite.path_from_url)
     assert redis.UNVERSIONED == "unversioned" and redis.DEFAULT_PREFIX == "chatlab:"
     for module in (postgres, sqlite):
-        assert module.SCHEMA_VERSION == 4  # titles and tags
-    assert redis.SCHEMA_VERSION == redis.RedisChatHistoryStore.schema_version == 5  # and a plain keys' index
-    assert postgres.PostgresChatHistoryStore.schema_version == 4
-    assert sqlite.SqliteChatHistoryStore.schema_version == 4
+        assert module.SCHEMA_VERSION == 5  # participants
+    assert redis.SCHEMA_VERSION == redis.RedisChatHistoryStore.schema_version == 6  # participants
+    assert postgres.PostgresChatHistoryStore.schema_version == 5
+    assert sqlite.SqliteChatHistoryStore.schema_version == 5

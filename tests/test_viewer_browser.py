@@ -58,7 +58,11 @@ def test_the_list_shows_the_conversations_written(
     open_page(chromium, f"{service.url}/ui")
     rows = wait_for(chromium, lambda d: d.find_elements(By.CSS_SELECTOR, "#conversations tbody tr"), "the list")
     cells = [[td.text for td in row.find_elements(By.TAG_NAME, "td")] for row in rows]
-    assert [(key, count) for key, count, _ in cells] == [("first-conversation", "4"), ("second-conversation", "10")]
+    shown = [(conversation.splitlines(), count) for conversation, count, _ in cells]  # its key, then who took part
+    assert shown == [
+        (["first-conversation", "SampleAgent · 2"], "4"),
+        (["second-conversation", "SampleAgent · 5"], "10"),
+    ]
     assert all(written for _, _, written in cells)  # a time once the service tells it, "—" until then
     assert "chat-history-service" in chromium.find_element(By.ID, "service").text
 
@@ -361,7 +365,7 @@ def test_titles_tags_and_a_forks_origin_are_shown(
     assert titled.find_element(By.CSS_SELECTOR, ".key").text == "kyoto"  # the key under its title
     assert [t.text for t in titled.find_elements(By.CSS_SELECTOR, ".tags li")] == ["lang: ja", "user: u42"]
     assert chromium.execute_script("return window.__pwned === undefined")
-    assert cells["untitled"].find_element(By.CSS_SELECTOR, "td.conversation").text == "untitled"  # the key
+    assert cells["untitled"].find_element(By.CSS_SELECTOR, "td.conversation > a").text == "untitled"  # the key
     forked = cells[fork].find_element(By.CSS_SELECTOR, "td.conversation")
     assert forked.find_element(By.CSS_SELECTOR, "a.key").text == fork  # no title: its key
     assert forked.find_element(By.CSS_SELECTOR, ".fork").text == "fork of kyoto through message 4"
@@ -394,3 +398,34 @@ def test_each_message_shows_its_author(
     wait_for(chromium, lambda d: len(messages_shown(d)) == 3, "the 3 messages")
     authors = [m.find_elements(By.CSS_SELECTOR, ".meta .author") for m in messages_shown(chromium)]
     assert [[a.text for a in found] for found in authors] == [[], ["Planner"], ["Worker"]]
+
+
+def test_who_took_part_is_shown_in_the_list_and_the_heading(
+    chromium: webdriver.Chrome, service: BackgroundServer, http: httpx.Client
+) -> None:
+    signed = [
+        text_message("user", "What time is it?"),
+        {**text_message("assistant", "a plan"), "authorName": "Worker"},
+        {**text_message("assistant", "an answer"), "authorName": HOSTILE},
+        {**text_message("assistant", "checked"), "authorName": "Worker"},
+    ]
+    write(http, "team", signed)
+    write(http, "alone", [text_message("user", "nobody signs")])
+    expected = ["Worker · 2", f"{HOSTILE} · 1"]  # most first, as the service ranks them; a name as text
+
+    open_page(chromium, f"{service.url}/ui")
+    wait_for(chromium, lambda d: len(list_rows(d)) == 2, "the 2 conversations")
+    cells = {
+        row.find_element(By.CSS_SELECTOR, "td.conversation > a").text: row.find_element(By.CSS_SELECTOR, "td")
+        for row in list_rows(chromium)
+    }
+    assert [li.text for li in cells["team"].find_elements(By.CSS_SELECTOR, ".participants li")] == expected
+    assert cells["alone"].find_elements(By.CSS_SELECTOR, ".participants") == []
+    assert chromium.execute_script("return window.__pwned === undefined")
+
+    open_page(chromium, f"{service.url}/ui#/c/team")
+    wait_for(chromium, lambda d: len(messages_shown(d)) == 4, "the 4 messages")
+    heading = wait_for(
+        chromium, lambda d: d.find_elements(By.CSS_SELECTOR, "#conversation-meta .participants li"), "who took part"
+    )
+    assert [li.text for li in heading] == expected

@@ -278,6 +278,11 @@ def _participants(response: httpx.Response, url: str) -> dict[str, int]:
     rows = data.get("participants") if isinstance(data, dict) else None
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise ChatHistoryServiceProtocolError.for_answer(url, "the answer has no list of participants")
+    return _participant_counts(rows)
+
+
+def _participant_counts(rows: list[Any]) -> dict[str, int]:
+    """``{authorName: messageCount}`` from a list of participants (``/participants``, a summary's), in its order."""
     return {str(row.get("authorName")): int(row.get("messageCount", 0)) for row in rows}
 
 
@@ -305,6 +310,7 @@ def summary_from_json(item: Any, url: str) -> ConversationSummary:
             updated_at=_seconds(item.get("updatedAt")),
             title=item.get("title"),
             tags=dict(item.get("tags") or {}),
+            participants=_participant_counts(item.get("participants") or []),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ChatHistoryServiceProtocolError.for_answer(url, f"unexpected summary: {exc}") from exc

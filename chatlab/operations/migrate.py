@@ -22,9 +22,10 @@ from ..stores.base import (
     Metadata,
     MetadataChanged,
     VersionMismatch,
+    summary_of,
 )
 from .metadata_merge import change_to, merged, metadata_of
-from .places import PAGE, summary_of, walk
+from .places import PAGE, walk
 
 Summary: TypeAlias = ConversationSummary | None
 BATCH = 200

@@ -21,7 +21,7 @@ from ..service.keys import KeyRule
 from ..service.security.auth import NAMESPACE_PATTERN, Caller
 from ..service.settings import ServiceSettings
 from ..stores import ChatHistoryStore, open_store
-from ..stores.base import ABSENT, StoreError, VersionMismatch
+from ..stores.base import ABSENT, StoreError, VersionMismatch, summary_of
 from ..stores.metadata import MAX_TAGS, MetadataChange
 from ..vocabulary import NAMESPACE_SEPARATOR, ConversationSummary, Refused, Version, is_plain
 from .lines import split_array
@@ -235,12 +235,6 @@ async def walk(
         if len(listed) < page:
             return
         after = listed[-1].conversation_key
-
-
-async def summary_of(store: ChatHistoryStore, key: str) -> ConversationSummary | None:
-    """One conversation's summary (``None``: none): the first key starting with ``key`` is ``key`` if it exists."""
-    listed = await store.summaries(key, limit=1)
-    return listed[0] if listed and listed[0].conversation_key == key else None
 
 
 #: Where an export reads and an import writes.

@@ -8,7 +8,7 @@ route class is :class:`~.request_route.RequestRoute`, with the OpenAPI descripti
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -17,12 +17,13 @@ import msgspec
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
 
+from ..authors import ranked
 from ..stores import ChatHistoryStore
-from ..stores.base import ConversationSummary
-from ..vocabulary import Refused, conversation_path
+from ..stores.base import ConversationSummary, summary_of
+from ..vocabulary import ABSENT, Refused, conversation_path
 from . import conditions as headers_of
 from . import schema as wire
-from .authors import by_author, participants
+from .authors import by_author
 from .checkpoints import summary_view
 from .conditions import IDEMPOTENCY_KEY, IF_MATCH, Conditions, read_conditions
 from .context import ServiceContext, context_of
@@ -138,7 +139,14 @@ def _summary_row(summary: ConversationSummary, prefix: str) -> dict[str, Any]:
         row["title"] = summary.title
     if summary.tags:
         row["tags"] = dict(summary.tags)
+    if summary.participants:
+        row["participants"] = _participant_rows(summary.participants)
     return row
+
+
+def _participant_rows(counts: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Each author and how many messages it signed, in the one order of :func:`chatlab.authors.ranked`."""
+    return [{"authorName": name, "messageCount": count} for name, count in ranked(counts)]
 
 
 async def get_messages(request: Request) -> Response:
@@ -204,14 +212,16 @@ def _view_query(query: MessagesQuery) -> str:
 
 
 async def list_participants(request: Request) -> Response:
-    """``GET /chat-history/{conversationKey}/participants``: each author and how many messages it signed."""
+    """``GET /chat-history/{conversationKey}/participants``: each author and how many messages it signed, as the
+    store counted them at write time (the conversation's summary: no message is read)."""
     context = context_of(request)
     caller, key = await context.conversation(request)
     read_query(NoQuery, request, context.keys)
-    snapshot = await context.store.read(caller.stored_key(key))
-    authors = [{"authorName": name, "messageCount": count} for name, count in participants(snapshot.messages)]
-    body = {"conversationKey": key, "messageCount": len(snapshot.messages), "participants": authors}
-    return json_answer(_encode(body), _version_headers(snapshot.version, len(snapshot.messages)))
+    stored_key = caller.stored_key(key)
+    summary = await summary_of(context.store, stored_key) or ConversationSummary(stored_key, 0, ABSENT)
+    authors = _participant_rows(summary.participants)
+    body = {"conversationKey": key, "messageCount": summary.message_count, "participants": authors}
+    return json_answer(_encode(body), _version_headers(summary.version or ABSENT, summary.message_count))
 
 
 def iso_time(seconds: float | None) -> str | None:

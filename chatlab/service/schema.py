@@ -151,6 +151,17 @@ class ReplaceChatMessagesRequest(AppendChatMessagesRequest):
     """Body of ``PUT /chat-history/{conversationKey}``: the conversation's new messages."""
 
 
+class Participant(BaseModel):
+    """One author of a conversation's messages and how many it signed."""
+
+    authorName: str
+    messageCount: int
+
+
+PARTICIPANTS_ORDER = "the one with most first, ties by name"
+"""The order of every list of participants (:func:`chatlab.authors.ranked`), in the words OpenAPI shows."""
+
+
 class ChatHistorySummary(BaseModel):
     """One conversation in ``GET /chat-history``."""
 
@@ -162,6 +173,7 @@ class ChatHistorySummary(BaseModel):
                     "messageCount": 4,
                     "createdAt": "2026-04-16T01:30:52.123Z",
                     "updatedAt": "2026-04-16T01:31:40.456Z",
+                    "participants": [{"authorName": "Planner", "messageCount": 2}],
                 }
             ],
         }
@@ -180,13 +192,11 @@ class ChatHistorySummary(BaseModel):
         description="Its tags, when it has any (`PATCH`); a fork carries `chatlab.forkOf` (the conversation it "
         "was forked from) and `chatlab.forkThrough` (how many of its messages).",
     )
-
-
-class Participant(BaseModel):
-    """One author of a conversation's messages and how many it signed."""
-
-    authorName: str
-    messageCount: int
+    participants: list[Participant] | None = Field(
+        default=None,
+        description=f"Who took part, when any message is signed: each `authorName` and how many messages it signed, "
+        f"{PARTICIPANTS_ORDER}; counted as messages are written, so a listing reads no message.",
+    )
 
 
 class ConversationParticipants(BaseModel):
@@ -209,7 +219,7 @@ class ConversationParticipants(BaseModel):
     conversationKey: str
     messageCount: int = Field(description="Every message of the conversation, signed or not.")
     participants: list[Participant] = Field(
-        description="Each `authorName` and how many messages it signed, the one with most first; user messages "
+        description=f"Each `authorName` and how many messages it signed, {PARTICIPANTS_ORDER}; user messages "
         "usually carry none."
     )
 

@@ -147,6 +147,12 @@ def check_slice(after: int, limit: int | None) -> None:
         raise ValueError(f"after and limit must be 0 or more (got after={after}, limit={limit})")
 
 
+async def summary_of(store: ChatHistoryStore, key: str) -> ConversationSummary | None:
+    """One conversation's summary (``None``: none): the first key starting with ``key`` is ``key`` if it exists."""
+    listed = await store.summaries(key, limit=1)
+    return listed[0] if listed and listed[0].conversation_key == key else None
+
+
 class StoreError(Exception):
     """The store could not do its job (database down, timeout); the service answers 503."""
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from dataclasses import replace as replace_fields
 from itertools import islice, takewhile
 
+from ..authors import count_authors
 from ..vocabulary import is_plain
 from .append_rule import Recorded, changes_nothing, decide_append
 from .base import (
@@ -47,12 +48,38 @@ class _Bucket:
     updated_at: float = 0.0
     title: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    participants: dict[str, int] = field(default_factory=dict)  # messages per author, kept with every write
 
     def summary(self, key: str) -> ConversationSummary:
-        """The conversation's summary (a copy of its tags)."""
+        """The conversation's summary (a copy of its tags and participants)."""
         return ConversationSummary(
-            key, len(self.messages), self.version, self.created_at, self.updated_at, self.title, dict(self.tags)
+            key,
+            len(self.messages),
+            self.version,
+            self.created_at,
+            self.updated_at,
+            self.title,
+            dict(self.tags),
+            dict(self.participants),
         )
+
+    def hold(self, messages: Sequence[EncodedMessage], authors: Mapping[str, int]) -> None:
+        """Make the conversation hold exactly ``messages``, whose authors signed ``authors`` of them (counted by
+        the caller before it took the lock)."""
+        self.messages[:] = messages
+        self.participants = dict(authors)
+
+    def add(self, messages: Sequence[EncodedMessage], authors: Mapping[str, int]) -> None:
+        """Put ``messages`` after the last, adding what their authors signed (``authors``) to the participants."""
+        self.messages.extend(messages)
+        for author, count in authors.items():
+            self.participants[author] = self.participants.get(author, 0) + count
+
+    def forget(self) -> None:
+        """Drop the messages and their participants (the conversation is absent after)."""
+        self.messages.clear()
+        self.participants.clear()
+        self.version = ABSENT
 
     def touch(self, now: float) -> None:
         """Stamp a write at ``now`` (and the creation, for a new conversation)."""
@@ -142,6 +169,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             # fingerprint as its digest too: a record's size does not grow with theirs
             record_key = _digest(f"{conversation_key}\0{idempotency.key}")
             idempotency = replace_fields(idempotency, fingerprint=_digest(idempotency.fingerprint).hex())
+        authors = count_authors(messages)  # decoded before the lock is taken
         with self._bucket(conversation_key) as bucket:  # a condition or record on an unknown key does not create it
             recorded = None if idempotency is None else self._recorded(record_key)
             decision = decide_append(
@@ -154,7 +182,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
             )
             if decision.writes_messages:
                 bucket.touch(self.clock())
-                bucket.messages.extend(messages)
+                bucket.add(messages, authors)
                 bucket.version = decision.version
             if decision.record is not None and idempotency is not None:
                 self._record(record_key, decision.record, idempotency.ttl)
@@ -164,11 +192,12 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         self, conversation_key: str, messages: Sequence[EncodedMessage], *, if_match: Collection[str] | None = None
     ) -> WriteResult:
         """The new messages at a new generation, under the conversation's lock."""
+        authors = count_authors(messages)
         with self._bucket(conversation_key) as bucket:
             if not version_matches(bucket.version, if_match):
                 raise VersionMismatch(bucket.version)
             bucket.touch(self.clock())
-            bucket.messages[:] = messages
+            bucket.hold(messages, authors)
             bucket.version = new_version(len(messages))
             return WriteResult(bucket.version)
 
@@ -177,8 +206,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         with self._bucket(conversation_key) as bucket:  # waits for a write in progress to finish
             if not version_matches(bucket.version, if_match):
                 raise VersionMismatch(bucket.version)
-            bucket.messages.clear()
-            bucket.version = ABSENT
+            bucket.forget()
 
     async def summaries(
         self,
@@ -242,12 +270,13 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         """Each record in turn, under its conversation's lock."""
         for record in records:
+            authors = count_authors(record.messages)
             with self._bucket(record.conversation_key) as bucket:
                 if bucket.version != record.expected:
                     raise VersionMismatch(bucket.version)
                 if record.expected_metadata is not None:
                     record.expected_metadata.check(bucket.title, bucket.tags)
-                bucket.messages[:] = record.messages
+                bucket.hold(record.messages, authors)
                 bucket.version = record.version
                 bucket.title = record.title
                 bucket.tags = dict(record.tags)
@@ -265,8 +294,7 @@ class InMemoryChatHistoryStore(ChatHistoryStore):
         for key in due:
             with self._bucket(key) as bucket:
                 if bucket.version != ABSENT and bucket.updated_at <= cutoff:  # not written meanwhile
-                    bucket.messages.clear()
-                    bucket.version = ABSENT
+                    bucket.forget()
                     deleted += 1
         return deleted
 

@@ -141,7 +141,7 @@ def test_a_postgres_role_that_may_not_make_the_index_lists_right_and_is_told_why
 @pytest.mark.parametrize("backend", ["redis", "redis-cluster"])
 def test_a_redis_layout_4_store_gets_its_plain_indexes(store_url: str, backend: str) -> None:
     """Layout 4 had no plain index: opened by this chatlab, each bucket's is filled from its index of every key,
-    the layout becomes 5, and the plain listing holds every plain key (on one server and on a cluster)."""
+    the layout becomes the newest, and the plain listing holds every plain key (on one server and on a cluster)."""
     import redis
 
     from chatlab.stores.redis import CHATLAB_PARAMETERS, split_url
@@ -156,7 +156,7 @@ def test_a_redis_layout_4_store_gets_its_plain_indexes(store_url: str, backend: 
             client.delete(f"{prefix}{{{bucket}}}:plain")
         client.hset(f"{prefix}meta", "schema_version", "4")
         assert asyncio.run(_with_store(store_url, _listed)) == EXPECTED
-        assert client.hget(f"{prefix}meta", "schema_version") == b"5"
+        assert client.hget(f"{prefix}meta", "schema_version") == b"6"
         for bucket in range(buckets):
             every = client.zrange(f"{prefix}{{{bucket}}}:conversations", 0, -1)
             plain = client.zrange(f"{prefix}{{{bucket}}}:plain", 0, -1)

@@ -1,7 +1,8 @@
 """The PostgreSQL append function decides a batch set-based exactly as it decides the same members sent one at a
 time, in arrival order (real PostgreSQL): the same answers, the same tables after. Random batches over few
 conversations mix If-Match (current, stale, ``*``, empty lists), idempotency replays, keys reused with other bodies,
-several members on one key, records that expire between members, empty appends, refusals beside successes."""
+several members on one key, records that expire between members, empty appends, refusals beside successes, members
+whose messages' authors add to the conversation's participants."""
 
 from __future__ import annotations
 
@@ -90,6 +91,7 @@ def _batch(rng: random.Random, conn: Any, schema: str, round_: int, now: float) 
                 at + 0.5,
                 if_match,
                 None if idem is None else Idempotency(idem, fingerprint, ttl),
+                rng.choice([{}, {"Planner": 1}, {"Planner": 2, "Worker": 1}]) if count else {},
             )
         )
     return members

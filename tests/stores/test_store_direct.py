@@ -205,8 +205,9 @@ def test_store_states_its_schema_version_and_description(backend, store_url):
     assert store.description and store.description != ChatHistoryStore.description
     if backend != "memory":
         # 2: versions and idempotency records; 3: timestamps; Redis's 4: a conversation's keys in one hash slot,
-        # Redis's 5: each bucket's index of plain keys; SQL's 4: titles and tags
-        assert store.schema_version == (5 if backend.startswith("redis") else 4)
+        # Redis's 5: each bucket's index of plain keys, Redis's 6: participants; SQL's 4: titles and tags, SQL's 5:
+        # participants
+        assert store.schema_version == (6 if backend.startswith("redis") else 5)
     assert "password" not in store.description
 
 
@@ -217,7 +218,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
 
         with sqlite3.connect(path_from_url(store_url)) as conn:
             row = conn.execute("SELECT value FROM chatlab_meta WHERE key = 'schema_version'").fetchone()
-            assert row == ("4",)
+            assert row == ("5",)
             assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     elif backend == "postgres":
         import psycopg
@@ -232,7 +233,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
                     sql.Identifier(ours["schema"], "chatlab_meta")
                 )
             ).fetchone()
-            assert row == ("4",)
+            assert row == ("5",)
     elif backend == "redis":
         import redis
 
@@ -241,7 +242,7 @@ def test_schema_version_is_recorded_in_the_database(backend, store_url):
         client_url, ours = split_url(store_url, CHATLAB_PARAMETERS)
         client = redis.Redis.from_url(client_url)
         try:
-            assert client.hget(f"{ours['prefix']}meta", "schema_version") == b"5"
+            assert client.hget(f"{ours['prefix']}meta", "schema_version") == b"6"
         finally:
             client.close()
 

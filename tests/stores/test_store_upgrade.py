@@ -1,5 +1,5 @@
 """A store written by an older layout is upgraded in place on first use: version 1 (no versions, no idempotency
-records), version 2 (no timestamps) and version 3 (no titles and tags)."""
+records), version 2 (no timestamps), version 3 (no titles and tags) and version 4 (no participants)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_sqlite_version_1_file(tmp_path) -> None:
         conn.executemany("INSERT INTO chatlab_messages VALUES ('old', ?, ?)", list(enumerate(OLD)))
     asyncio.run(_check_upgraded(open_store(f"sqlite:///{path}")))
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("4",)
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("5",)
 
 
 # version 2: a version per conversation (the idempotency table is created if missing)
@@ -75,7 +75,7 @@ def test_sqlite_version_2_file_gains_timestamps(tmp_path) -> None:
         conn.executemany("INSERT INTO chatlab_messages VALUES ('old', ?, ?)", list(enumerate(OLD)))
     asyncio.run(_check_upgraded(open_store(f"sqlite:///{path}")))
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("4",)
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("5",)
         indexes = [row[1] for row in conn.execute("PRAGMA index_list(chatlab_conversations)")]
         assert "chatlab_conversations_updated" in indexes
 
@@ -121,9 +121,9 @@ def test_sqlite_version_3_file_gains_titles_and_tags(tmp_path) -> None:
         conn.executemany("INSERT INTO chatlab_messages VALUES ('old', ?, ?)", list(enumerate(OLD)))
     asyncio.run(_check_metadata_added(open_store(f"sqlite:///{path}")))
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("4",)
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("5",)
         columns = [row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")]
-        assert columns[-2:] == ["title", "tags"]
+        assert columns[-3:] == ["title", "tags", "participants"]
 
 
 def test_postgres_version_3_schema_gains_titles_and_tags_and_keys_in_code_point_order(postgres_url: str) -> None:
@@ -144,7 +144,7 @@ def test_postgres_version_3_schema_gains_titles_and_tags_and_keys_in_code_point_
             conn.execute("INSERT INTO chatlab_messages VALUES ('old', %s, %s)", (position, body))
     asyncio.run(_check_metadata_added(open_store(postgres_url)))
     with psycopg.connect(base, autocommit=True) as conn:
-        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("4",)
+        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("5",)
         collation = conn.execute(
             "SELECT c.collname FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation"
             " WHERE a.attrelid = %s::regclass AND a.attname = 'conversation_key'",
@@ -172,7 +172,7 @@ def test_postgres_older_schema(postgres_url: str, old: list[str]) -> None:
             conn.execute("INSERT INTO chatlab_messages VALUES ('old', %s, %s)", (position, body))
     asyncio.run(_check_upgraded(open_store(postgres_url)))
     with psycopg.connect(base, autocommit=True) as conn:
-        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("4",)
+        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("5",)
 
 
 def test_redis_version_1_layout(redis_url: str) -> None:
@@ -187,7 +187,7 @@ def test_redis_version_1_layout(redis_url: str) -> None:
         client.zadd(f"{prefix}conversations", {"old": 0})
         client.rpush(f"{prefix}messages:old", *OLD)
         asyncio.run(_check_upgraded(open_store(redis_url)))
-        assert client.hget(f"{prefix}meta", "schema_version") == b"5"
+        assert client.hget(f"{prefix}meta", "schema_version") == b"6"
         assert not client.exists(f"{prefix}conversations", f"{prefix}messages:old")  # moved into its hash slot
     finally:
         client.close()
@@ -244,7 +244,7 @@ def test_redis_version_3_layout_keeps_versions_times_expiries_and_idempotency_re
                 await store.close()
 
         asyncio.run(check())
-        assert client.hget(f"{prefix}meta", "schema_version") == b"5"
+        assert client.hget(f"{prefix}meta", "schema_version") == b"6"
         assert not client.exists(f"{prefix}conversations", f"{prefix}updated", f"{prefix}messages:old")
         assert not client.exists(f"{prefix}idempotency:3:old:retry:1")
     finally:
@@ -355,3 +355,89 @@ def test_postgres_version_3_schema_gains_the_append_function(postgres_url: str, 
 
     asyncio.run(use())
     assert functions() == expected
+
+
+# SQL version 4, Redis layouts 4 and 5: no participants. A store written now, its participants taken away.
+SIGNED = [
+    b'{"role":"user","contents":[]}',
+    b'{"role":"assistant","contents":[],"authorName":"Planner"}',
+    b'{"role":"assistant","contents":[],"authorName":"Worker"}',
+    b'{"role":"assistant","contents":[],"authorName":"Planner"}',
+]
+WORKER = b'{"role":"assistant","contents":[],"authorName":"Worker"}'
+
+
+async def _write_current(url: str) -> None:
+    store = open_store(url)
+    try:
+        await store.append("team", SIGNED)
+        await store.append("plain", OLD)
+    finally:
+        await store.close()
+
+
+async def _check_participants_counted(url: str) -> None:
+    """The upgrade counted each conversation's authors from its messages; appends add to those counts."""
+    store = open_store(url)
+    try:
+        summaries = {s.conversation_key: dict(s.participants) for s in await store.summaries()}
+        assert summaries == {"plain": {}, "team": {"Planner": 2, "Worker": 1}}
+        await store.append("team", [WORKER, WORKER])
+        [team] = await store.summaries("team")
+        assert dict(team.participants) == {"Planner": 2, "Worker": 3}
+    finally:
+        await store.close()
+
+
+def test_sqlite_version_4_file_gains_participants(tmp_path) -> None:
+    path = tmp_path / "v4.db"
+    asyncio.run(_write_current(f"sqlite:///{path}"))
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE chatlab_conversations DROP COLUMN participants")
+        conn.execute("UPDATE chatlab_meta SET value = '4' WHERE key = 'schema_version'")
+    asyncio.run(_check_participants_counted(f"sqlite:///{path}"))
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM chatlab_meta").fetchone() == ("5",)
+
+
+def test_postgres_version_4_schema_gains_participants(postgres_url: str) -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    import psycopg
+
+    schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
+    base = postgres_url.split("?", 1)[0]
+    asyncio.run(_write_current(postgres_url))
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'ALTER TABLE "{schema}".chatlab_conversations DROP COLUMN participants')
+        conn.execute(f"""UPDATE "{schema}".chatlab_meta SET value = '4' WHERE key = 'schema_version'""")
+    asyncio.run(_check_participants_counted(postgres_url))
+    with psycopg.connect(base, autocommit=True) as conn:
+        assert conn.execute(f'SELECT value FROM "{schema}".chatlab_meta').fetchone() == ("5",)
+
+
+@pytest.mark.parametrize("cluster", [False, True], ids=["single server", "cluster"])
+@pytest.mark.parametrize("older", ["4", "5"])
+def test_redis_layouts_4_and_5_gain_participants(older: str, cluster: bool, request: pytest.FixtureRequest) -> None:
+    """Layouts 4 and 5 had no participants hashes: the upgrade counts them, on a cluster too (each in its hash
+    slot)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    import redis
+
+    from chatlab.stores.redis.keys import Layout
+    from tests.stores.conftest import cluster_client
+
+    url = request.getfixturevalue("redis_cluster_url" if cluster else "redis_url")
+    prefix = parse_qs(urlsplit(url).query)["prefix"][0]
+    client = cluster_client(url) if cluster else redis.Redis.from_url(url.split("?", 1)[0])
+    try:
+        asyncio.run(_write_current(url))
+        layout = Layout(prefix, int(client.hget(f"{prefix}meta", "buckets")))
+        for key in ("team", "plain"):
+            client.delete(layout.conversation(key).participants)
+        client.hset(f"{prefix}meta", "schema_version", older)
+        asyncio.run(_check_participants_counted(url))
+        assert client.hget(f"{prefix}meta", "schema_version") == b"6"
+    finally:
+        client.close()

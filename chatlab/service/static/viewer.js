@@ -255,6 +255,14 @@
     return el("ul", "tags", ...tags.map(([name, value]) => el("li", "tag", `${name}: ${value}`)));
   }
 
+  /** Who took part, as the service ranks them (most messages first): "Planner · 2" for each author; null if none. */
+  function participantsNode(summary) {
+    const rows = Array.isArray(summary.participants) ? summary.participants : [];
+    if (rows.length === 0) return null;
+    const items = rows.map((row) => el("li", "participant", `${String(row.authorName)} · ${Number(row.messageCount)}`));
+    return el("ul", "participants", ...items);
+  }
+
   function summaryRow(summary) {
     const key = String(summary.conversationKey);
     const title = titleOf(summary);
@@ -269,6 +277,7 @@
         title === null ? null : el("div", "key muted", key),
         forkNode(summary),
         tagsNode(summary),
+        participantsNode(summary),
       ),
       el("td", "number", Number(summary.messageCount).toLocaleString()),
       el("td", null, written ? formatTime(written) : "—"),
@@ -299,13 +308,14 @@
     status(count === 0 ? "This conversation holds no messages." : "");
   }
 
-  /** The conversation's title (when it has one) over its key, and what it is a fork of and its tags. */
+  /** The conversation's title (when it has one) over its key, what it is a fork of, its tags and who took part. */
   function showHeading(key, summary) {
     const title = summary ? titleOf(summary) : null;
     $("conversation-title").textContent = title ?? "";
     $("conversation-title").hidden = title === null;
     $("conversation-key").textContent = key;
-    $("conversation-meta").replaceChildren(...(summary ? [forkNode(summary), tagsNode(summary)] : []).filter(Boolean));
+    const meta = summary ? [forkNode(summary), tagsNode(summary), participantsNode(summary)] : [];
+    $("conversation-meta").replaceChildren(...meta.filter(Boolean));
     document.title = `${title ?? key} — chat history`;
   }
 

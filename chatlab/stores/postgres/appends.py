@@ -3,11 +3,14 @@ each member in arrival order (seeing those before it), then writes all it decide
 record of the member's key (``expires_at`` after its ``now``) answers it; else If-Match must hold (the version, ``"0"``
 when absent, is in the list, or it holds ``"*"`` and the conversation exists); then the member writes its messages
 after the last, a version of the conversation's generation and new count (an empty append keeps the version), and its
-record if it has a key (which purges a few expired ones)."""
+record if it has a key (which purges a few expired ones). A written member adds how many of its messages each author
+signed (counted in Python by :mod:`chatlab.authors`) to its conversation's ``participants``, read with its version
+and written with its count."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..base import ABSENT, Idempotency, IdempotencyKeyReused, VersionMismatch, WriteResult
@@ -16,7 +19,9 @@ if TYPE_CHECKING:
     from asyncpg import Connection
     from asyncpg.pool import PoolConnectionProxy
 
-FUNCTION = "chatlab_append_many_3"  # a new body, a new name: each chatlab version sharing a database calls its own
+FUNCTION = "chatlab_append_many_4"  # a new body, a new name: each chatlab version sharing a database calls its own
+
+NO_AUTHORS: Mapping[str, int] = MappingProxyType({})  # a member none of whose messages is signed
 
 PURGE_BATCH = 16  # expired idempotency records deleted per record written (part of the function's body)
 PURGE_SCAN = 1024  # the purge's inner bound, a constant: even a generic plan reads the expiry index in order
@@ -33,6 +38,7 @@ class AppendMember(NamedTuple):
     written_at: float  # the store's clock: the conversation's updated_at (and created_at when new)
     if_match: Sequence[str] | None = None
     idempotency: Idempotency | None = None  # its record expires ``ttl`` seconds after ``now``
+    authors: Mapping[str, int] = NO_AUTHORS  # how many of its messages each author signed
 
 
 class AppendOutcome(NamedTuple):
@@ -69,7 +75,10 @@ CREATE OR REPLACE FUNCTION {function}(
     member_if_match_length int4[],   -- per member: how many of all_if_match are its own (-1: no If-Match)
     member_idempotency_key text[],   -- per member: its Idempotency-Key (NULL: none)
     member_fingerprint text[],       -- per member: its request's fingerprint
-    member_expires_at float8[]       -- per member: when the record it writes expires
+    member_expires_at float8[],      -- per member: when the record it writes expires
+    member_author_count int4[],      -- per member: how many authors signed its messages
+    all_author_names text[],         -- every member's authors, one list after the other
+    all_author_signed int4[]         -- how many messages each of them signed
 )
 RETURNS TABLE (o_index int4, o_version text, o_fingerprint text, o_recorded text, o_written text)
 -- generic plans (planned once per session), maybe while the tables are empty: so no sequential scan
@@ -85,6 +94,7 @@ DECLARE
     version_count int8[];            -- the count in its version
     next_position int8[];            -- the position of its next message
     generation text[];               -- its version's generation (NULL: not yet chosen)
+    participants jsonb[];            -- how many of its messages each author signed
     added int8[];                    -- messages this batch appends to it
     first_written float8[];          -- created_at, if this batch creates it
     last_written float8[];           -- updated_at
@@ -97,6 +107,9 @@ DECLARE
     -- each member's place in the flattened arrays, and where its messages go
     body_offset int4[];
     bodies_seen int4 := 0;
+    author_offset int4;
+    authors_seen int4 := 0;
+    author int4;
     if_match_seen int4 := 0;
     first_position int8[];           -- NULL: the member writes no message
     current_version text;
@@ -111,14 +124,15 @@ BEGIN
     -- a fresh snapshot after the locks: each stored conversation at its first member, each record at its first
     FOR row_ IN
         SELECT m.i::int4 AS i, m.first_of_key::int4 AS first_of_key, m.first_of_record::int4 AS first_of_record,
-               stored.version, stored.message_count, rec.fingerprint, rec.version AS recorded, rec.expires_at
+               stored.version, stored.message_count, stored.participants, rec.fingerprint,
+               rec.version AS recorded, rec.expires_at
         FROM (SELECT t.i, t.k, t.ik,
                      first_value(t.i) OVER (PARTITION BY t.k ORDER BY t.i) AS first_of_key,
                      CASE WHEN t.ik IS NOT NULL
                           THEN first_value(t.i) OVER (PARTITION BY t.k, t.ik ORDER BY t.i) END AS first_of_record
               FROM unnest(member_key, member_idempotency_key) WITH ORDINALITY AS t(k, ik, i)) AS m
         -- lateral lookups (OFFSET 0: not joined as tables), so index probes whatever the plan's statistics
-        LEFT JOIN LATERAL (SELECT x.version, x.message_count FROM {conversations} x
+        LEFT JOIN LATERAL (SELECT x.version, x.message_count, x.participants FROM {conversations} x
                            WHERE m.first_of_key = m.i AND x.conversation_key = m.k OFFSET 0) AS stored ON true
         LEFT JOIN LATERAL (SELECT x.fingerprint, x.version, x.expires_at FROM {idempotency} x
                            WHERE m.first_of_record = m.i AND x.conversation_key = m.k
@@ -129,10 +143,13 @@ BEGIN
         first_member := row_.first_of_key;
         body_offset[member] := bodies_seen;
         bodies_seen := bodies_seen + member_added[member];
+        author_offset := authors_seen;
+        authors_seen := authors_seen + member_author_count[member];
         IF first_member = member THEN
             conversation_version[member] := row_.version;
             next_position[member] := coalesce(row_.message_count, 0);
             version_count[member] := CASE WHEN row_.version IS NULL THEN 0 ELSE row_.message_count END;
+            participants[member] := coalesce(row_.participants, '{{}}');
             generation[member] := CASE
                 WHEN row_.version IS NULL OR row_.version = '0' THEN NULL
                 WHEN row_.version ~ '^.+[.][0-9]+$' THEN regexp_replace(row_.version, '[.][0-9]+$', '')
@@ -175,6 +192,13 @@ BEGIN
                 added[first_member] := coalesce(added[first_member], 0) + member_added[member];
                 first_written[first_member] := coalesce(first_written[first_member], member_written_at[member]);
                 last_written[first_member] := member_written_at[member];
+                -- its messages' authors add to the conversation's participants
+                FOR author IN author_offset + 1 .. author_offset + member_author_count[member] LOOP
+                    participants[first_member] := participants[first_member] || jsonb_build_object(
+                        all_author_names[author],
+                        coalesce((participants[first_member] ->> all_author_names[author])::int8, 0)
+                            + all_author_signed[author]);
+                END LOOP;
             END IF;
             -- 4. a member with a key records the version it answered
             IF row_.first_of_record IS NOT NULL THEN
@@ -200,14 +224,17 @@ BEGIN
             CROSS JOIN LATERAL generate_series(1, member_added[s.i]) AS g(j)
             WHERE first_position[s.i] IS NOT NULL
         ), new_counts AS (
-            INSERT INTO {conversations} AS x (conversation_key, message_count, version, created_at, updated_at)
-            SELECT member_key[s.i], added[s.i], conversation_version[s.i], first_written[s.i], last_written[s.i]
+            INSERT INTO {conversations} AS x
+                (conversation_key, message_count, version, created_at, updated_at, participants)
+            SELECT member_key[s.i], added[s.i], conversation_version[s.i], first_written[s.i], last_written[s.i],
+                   participants[s.i]
             FROM generate_series(1, members) AS s(i)
             WHERE added[s.i] > 0
             ON CONFLICT (conversation_key) DO UPDATE SET
                 message_count = x.message_count + excluded.message_count,
                 version = excluded.version,
-                updated_at = excluded.updated_at
+                updated_at = excluded.updated_at,
+                participants = excluded.participants  -- read under the locks, with what the batch added
         ), purged AS (
             -- the oldest expired records, through the expiry index, skipping those a concurrent append deletes and
             -- those this statement writes (it must not touch a row twice); by row ids, whatever the plan's guess
@@ -232,13 +259,14 @@ BEGIN
 END
 $fn$
 """
-"""The function: twelve arrays in, one outcome row per member out (:class:`AppendOutcome`). Format it with the
+"""The function: fifteen arrays in, one outcome row per member out (:class:`AppendOutcome`). Format it with the
 schema's quoted names (:class:`~chatlab.stores.postgres.statements.Statements`), :data:`PURGE_SCAN` and
 :data:`PURGE_BATCH`."""
 
 CALL = (
     "SELECT * FROM {function}($1::text[], $2::text[], $3::float8[], $4::int4[], $5::bytea[],"
-    " $6::text[], $7::float8[], $8::text[], $9::int4[], $10::text[], $11::text[], $12::float8[])"
+    " $6::text[], $7::float8[], $8::text[], $9::int4[], $10::text[], $11::text[], $12::float8[], $13::int4[],"
+    " $14::text[], $15::int4[])"
 )
 
 
@@ -261,5 +289,8 @@ async def append_many(
         [None if m.idempotency is None else m.idempotency.key for m in members],
         [None if m.idempotency is None else m.idempotency.fingerprint for m in members],
         [None if m.idempotency is None else m.now + m.idempotency.ttl for m in members],
+        [len(m.authors) for m in members],
+        [name for m in members for name in m.authors],
+        [signed for m in members for signed in m.authors.values()],
     )
     return [AppendOutcome(*row[1:]) for row in sorted(rows, key=lambda row: row[0])]

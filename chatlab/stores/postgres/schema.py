@@ -1,4 +1,4 @@
-"""The creation or in-place upgrade (from versions 1 to 3) of the tables, the append function and the plain keys'
+"""The creation or in-place upgrade (from versions 1 to 4) of the tables, the append function and the plain keys'
 index, by processes that may start together: under an advisory lock on the schema's name, looking again after the
 wait, and only where something is missing (a role with no ``CREATE`` right can use a schema someone else made). A
 missing append function or index (an older chatlab's schema) is created beside the tables, left as they are, so older
@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
+from ...authors import author_of
 from ..base import StoreError
 from . import appends
-from .statements import PLAIN_INDEX, SCHEMA_VERSION, Statements
+from .statements import PLAIN_INDEX, SCHEMA_VERSION, Statements, json_object
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -59,11 +60,12 @@ class Schema:
                         await conn.execute(sql)
                     if int(version) < 3:
                         await conn.execute(q.fill_timestamps, self.clock())
+                    await _count_participants(conn, q)
                     version = await conn.fetchval(q.version_get)
         if version is None or int(version) != SCHEMA_VERSION:
             raise StoreError(
                 f"PostgreSQL store {self.where} schema {q.schema} has schema version {version}; "
-                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 3) only"
+                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 4) only"
             )
         try:
             async with conn.transaction():
@@ -102,3 +104,15 @@ class Schema:
                 PLAIN_INDEX,
                 exc,
             )
+
+
+async def _count_participants(conn: PoolConnectionProxy, q: Statements) -> None:
+    """Count each conversation's authors from its stored messages (through a cursor, in the upgrade's transaction),
+    as appends count them from now on; conversations nobody signed keep the column's empty default."""
+    counted: dict[str, dict[str, int]] = {}
+    async for row in conn.cursor(q.all_messages):
+        author = author_of(row[1])
+        if author is not None:
+            authors = counted.setdefault(row[0], {})
+            authors[author] = authors.get(author, 0) + 1
+    await conn.executemany(q.set_participants, [(key, json_object(authors)) for key, authors in counted.items()])

@@ -3,13 +3,21 @@ append function's in :mod:`.appends`). Table names are quoted identifiers, never
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+
 from ...vocabulary import NAMESPACE_SEPARATOR
 from . import appends
 
-SCHEMA_VERSION = 4  # the layout these statements read and write
+SCHEMA_VERSION = 5  # the layout these statements read and write
 SWEEP_BATCH = 1000  # at most this many conversations deleted by one of the retention sweep's transactions
 PLAIN_INDEX = "chatlab_conversations_plain"  # the keys outside every namespace, in key order
 PLAIN = f"strpos(conversation_key, '{NAMESPACE_SEPARATOR}') = 0"  # a plain key: PLAIN_INDEX's condition
+
+
+def json_object(values: Mapping[str, str] | Mapping[str, int]) -> str:
+    """Tags or participants as the JSON object a ``jsonb`` parameter takes."""
+    return json.dumps(dict(values), ensure_ascii=False, separators=(",", ":"))
 
 
 def quoted(*names: str) -> str:
@@ -53,8 +61,13 @@ class Statements:
                 " USING gin (tags jsonb_path_ops)"
             ),
         )
+        participants = (  # schema version 5 (then ``Schema`` counts them from the stored messages)
+            sql("ALTER TABLE {conversations} ADD COLUMN IF NOT EXISTS participants jsonb NOT NULL DEFAULT '{{}}'"),
+        )
         set_version = sql(f"UPDATE {{meta}} SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'")
-        columns = "conversation_key, message_count, version, created_at, updated_at, title, tags::text"
+        columns = (
+            "conversation_key, message_count, version, created_at, updated_at, title, tags::text, participants::text"
+        )
 
         def page(below: bool, tagged: bool, plain: bool) -> str:  # a range of the primary key's index or PLAIN_INDEX
             # keys from $1 on except $2, at most $3 (NULL: all), under $4 if below, with the last's tags if tagged
@@ -81,6 +94,7 @@ class Statements:
             *idempotency_tables,
             *timestamps,
             *metadata,
+            *participants,
             sql(f"INSERT INTO {{meta}} VALUES ('schema_version', '{SCHEMA_VERSION}') ON CONFLICT DO NOTHING"),
         )
         self.upgrades: dict[int, tuple[str, ...]] = {
@@ -93,10 +107,12 @@ class Statements:
                 *idempotency_tables,
                 *timestamps,
                 *metadata,
+                *participants,
                 set_version,
             ),
-            2: (*timestamps, *metadata, set_version),
-            3: (*metadata, set_version),
+            2: (*timestamps, *metadata, *participants, set_version),
+            3: (*metadata, *participants, set_version),
+            4: (*participants, set_version),
         }
         self.fill_timestamps = sql(
             "UPDATE {conversations} SET created_at = coalesce(created_at, $1::float8),"
@@ -127,16 +143,21 @@ class Statements:
         )
         self.current = sql("SELECT version FROM {conversations} WHERE conversation_key = $1")
         self.replace_count = sql(
-            "INSERT INTO {conversations} AS c (conversation_key, message_count, version, created_at, updated_at)"
-            " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (conversation_key) DO UPDATE SET"
-            " message_count = excluded.message_count, version = excluded.version, updated_at = excluded.updated_at"
+            "INSERT INTO {conversations} AS c (conversation_key, message_count, version, created_at, updated_at,"
+            " participants) VALUES ($1, $2, $3, $4, $5, $6::jsonb) ON CONFLICT (conversation_key) DO UPDATE SET"
+            " message_count = excluded.message_count, version = excluded.version, updated_at = excluded.updated_at,"
+            " participants = excluded.participants"
         )
         self.restore_count = sql(
             "INSERT INTO {conversations} AS c (conversation_key, message_count, version, created_at, updated_at,"
-            " title, tags) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (conversation_key) DO UPDATE SET"
-            " message_count = excluded.message_count, version = excluded.version, created_at = excluded.created_at,"
-            " updated_at = excluded.updated_at, title = excluded.title, tags = excluded.tags"
+            " title, tags, participants) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb)"
+            " ON CONFLICT (conversation_key) DO UPDATE SET message_count = excluded.message_count,"
+            " version = excluded.version, created_at = excluded.created_at, updated_at = excluded.updated_at,"
+            " title = excluded.title, tags = excluded.tags, participants = excluded.participants"
         )
+        # the upgrade's count of the participants: every stored message, and each conversation's counts written
+        self.all_messages = sql("SELECT conversation_key, body FROM {messages}")
+        self.set_participants = sql("UPDATE {conversations} SET participants = $2::jsonb WHERE conversation_key = $1")
         self.insert_messages = sql(
             "INSERT INTO {messages} (conversation_key, position, body)"
             " SELECT $1, t.ord - 1, t.body FROM unnest($2::bytea[]) WITH ORDINALITY AS t(body, ord)"

@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace as replace_fields
 from typing import TYPE_CHECKING, NamedTuple
 
+from ...authors import count_authors
 from .._urls import split_url
 from ..append_rule import changes_nothing
 from ..base import (
@@ -38,7 +39,7 @@ from .appends import AppendMember, AppendOutcome, append_many
 from .batches import Batcher
 from .connections import CHATLAB_PARAMETERS, Connections, redacted
 from .schema import Schema
-from .statements import SCHEMA_VERSION, Statements
+from .statements import SCHEMA_VERSION, Statements, json_object
 
 if TYPE_CHECKING:
     from asyncpg import Record
@@ -56,12 +57,10 @@ class Batches(NamedTuple):
 
 
 def _summary(row: Record) -> ConversationSummary:
-    key, count, version, created_at, updated_at, title, tags = row
-    return ConversationSummary(key, count, version, created_at, updated_at, title, json.loads(tags))
-
-
-def _tags_json(tags: Mapping[str, str]) -> str:
-    return json.dumps(dict(tags), ensure_ascii=False, separators=(",", ":"))
+    key, count, version, created_at, updated_at, title, tags, participants = row
+    return ConversationSummary(
+        key, count, version, created_at, updated_at, title, json.loads(tags), json.loads(participants)
+    )
 
 
 def _check_key(conversation_key: str) -> None:
@@ -170,15 +169,17 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         if changes_nothing(messages, if_match, idempotency):
             return WriteResult(await self.version(conversation_key))
         _check_key(conversation_key)
+        batch = [bytes(m) for m in messages]
         member = AppendMember(
             lock_key=self._lock_key(conversation_key),
             conversation_key=conversation_key,
             now=time.time(),
-            messages=[bytes(m) for m in messages],
+            messages=batch,
             generation=new_generation(),
             written_at=self.clock(),
             if_match=None if if_match is None else list(if_match),
             idempotency=idempotency,
+            authors=count_authors(batch),
         )
         outcome = await self.batches().appends.submit(member)
         return outcome.answer(idempotency)
@@ -212,12 +213,14 @@ class PostgresChatHistoryStore(ChatHistoryStore):
         """One transaction under the conversation's advisory lock."""
         _check_key(conversation_key)
         batch = [bytes(m) for m in messages]
+        participants = json_object(count_authors(batch))
         async with self.connections.acquire() as conn, conn.transaction():
             await self._lock(conn, [conversation_key])
             await self._check(conn, conversation_key, if_match)
             version = new_version(len(batch))
             now = self.clock()
-            await conn.execute(self.statements.replace_count, conversation_key, len(batch), version, now, now)
+            row = (conversation_key, len(batch), version, now, now, participants)
+            await conn.execute(self.statements.replace_count, *row)
             await self._write_messages(conn, conversation_key, batch)
             return WriteResult(version)
 
@@ -279,22 +282,24 @@ class PostgresChatHistoryStore(ChatHistoryStore):
             if expected is not None:
                 expected.check(before.title, before.tags)
             title, tags = change.applied(before.title, before.tags)
-            await conn.execute(self.statements.set_metadata, conversation_key, title, _tags_json(tags))
+            await conn.execute(self.statements.set_metadata, conversation_key, title, json_object(tags))
         return replace_fields(before, title=title, tags=tags)
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         """One transaction, every record's lock taken first in the one order."""
         for record in records:
             _check_key(record.conversation_key)
+        counted = [json_object(count_authors(record.messages)) for record in records]  # before the locks
         async with self.connections.acquire() as conn, conn.transaction():
             await self._lock(conn, [r.conversation_key for r in records])
-            for record in records:
+            for record, participants in zip(records, counted, strict=True):
                 key = record.conversation_key
                 await self._check(conn, key, [record.expected])
                 if record.expected_metadata is not None:
                     await self._check_metadata(conn, key, record.expected_metadata)
                 fields = (len(record.messages), record.version, record.created_at, record.updated_at, record.title)
-                await conn.execute(self.statements.restore_count, key, *fields, _tags_json(record.tags))
+                tags = json_object(record.tags)
+                await conn.execute(self.statements.restore_count, key, *fields, tags, participants)
                 await self._write_messages(conn, key, [bytes(m) for m in record.messages])
 
     async def sweep(self) -> int:

@@ -1,4 +1,4 @@
-"""The Redis store's key names (layout 5, tabled in docs/stores.md). A conversation's keys and its bucket's indexes
+"""The Redis store's key names (layout 6, tabled in docs/stores.md). A conversation's keys and its bucket's indexes
 start with ``{prefix}{N}:``, its bucket N as a Redis Cluster hash tag: each script touches one hash slot, and the
 buckets spread the conversations over the nodes. The scripts name the tag indexes, and the plain index within the
 scripts that write a conversation."""
@@ -18,6 +18,7 @@ class ConversationKeys(NamedTuple):
     times: bytes
     updated: bytes
     metadata: bytes
+    participants: bytes  # a hash: each author's name and how many of the messages it signed
 
 
 class Layout:
@@ -51,6 +52,7 @@ class Layout:
             base + b"times:" + key,
             base + b"updated",
             base + b"metadata:" + key,
+            base + b"participants:" + key,
         )
 
     def idempotency(self, conversation_key: str, idempotency_key: str) -> bytes:

@@ -4,7 +4,9 @@ The append rules live once, in :data:`APPEND` (the ``If-Match`` check, the idemp
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
+from ...authors import count_authors
 from ...vocabulary import NAMESPACE_SEPARATOR
 from ..base import ABSENT
 
@@ -21,6 +23,16 @@ class Script:
         self.sha = hashlib.sha1(self.text.encode()).hexdigest()
 
 
+def authors_args(messages: Sequence[bytes]) -> list[bytes | int]:
+    """How many of ``messages`` each author signed, as the scripts' ``past_authors`` reads it: how many authors, then
+    each one's name and count."""
+    counts = count_authors(messages)
+    parts: list[bytes | int] = [len(counts)]
+    for name, count in counts.items():
+        parts += [name.encode("utf-8"), count]
+    return parts
+
+
 def _on_bucket(text: str) -> Script:
     return Script(_BUCKET + text)
 
@@ -32,7 +44,8 @@ def _on_conversation(text: str) -> Script:
 # Helpers naming a conversation's keys from its bucket's base (``{prefix}{N}:``) as chatlab.stores.redis.keys does.
 # A tag is in the metadata hash (``tag:{name}``) exactly when the conversation is in that tag's index; a key outside
 # every namespace (``is_plain``) is in the bucket's ``plain`` index beside ``conversations``. ``summary``: key, count,
-# version, "created updated" ('' when unknown), the metadata hash's fields and values; nil if absent.
+# version, "created updated" ('' when unknown), the metadata hash's fields and values, the participants hash's
+# authors and counts; nil if absent.
 _BUCKET = """
 local function is_plain(member)
     return not string.find(member, 'NAMESPACE_SEPARATOR', 1, true)
@@ -62,13 +75,16 @@ local function summary(base, member)
     local version = redis.call('GET', base .. 'version:' .. member)
     if not version and count == 0 then return nil end
     local times = redis.call('GET', base .. 'times:' .. member) or ''
-    return {member, count, version or 'UNVERSIONED', times, redis.call('HGETALL', base .. 'metadata:' .. member)}
+    local metadata = redis.call('HGETALL', base .. 'metadata:' .. member)
+    local participants = redis.call('HGETALL', base .. 'participants:' .. member)
+    return {member, count, version or 'UNVERSIONED', times, metadata, participants}
 end
 local function drop(base, member)
     redis.call('ZREM', base .. 'conversations', member)
     redis.call('ZREM', base .. 'plain', member)
     redis.call('ZREM', base .. 'updated', member)
-    redis.call('DEL', base .. 'messages:' .. member, base .. 'version:' .. member, base .. 'times:' .. member)
+    redis.call('DEL', base .. 'messages:' .. member, base .. 'version:' .. member, base .. 'times:' .. member,
+        base .. 'participants:' .. member)
     clear_metadata(base, member)
 end
 """
@@ -112,21 +128,31 @@ local function metadata_is(at)
     end
     return at + 2 + 2 * count
 end
--- Indexes the conversation (dropping what an expired one left) and pushes ARGV[first] on (replacing: alone).
-local function write(first, replacing)
-    if current == 'ABSENT' then clear_metadata(base, member) end
+-- The participants counted in ARGV[at] (how many authors, then each one's name and count): the index past them.
+local function past_authors(at)
+    return at + 1 + 2 * tonumber(ARGV[at])
+end
+-- Indexes the conversation (dropping what an expired one left) and pushes ARGV[first] on (replacing: alone), then
+-- adds the counts of ARGV[authors] (``past_authors``) to its participants (replacing: they are its participants).
+local function write(first, replacing, authors)
+    if current == 'ABSENT' then
+        clear_metadata(base, member)
+        redis.call('DEL', KEYS[7])
+    end
     redis.call('ZADD', KEYS[1], 0, member)
     if is_plain(member) then redis.call('ZADD', base .. 'plain', 0, member) end
-    if replacing then redis.call('DEL', KEYS[2]) end
+    if replacing then redis.call('DEL', KEYS[2], KEYS[7]) end
+    for i = authors + 1, first - 1, 2 do redis.call('HINCRBY', KEYS[7], ARGV[i], ARGV[i + 1]) end
     for i = first, #ARGV, 1000 do
         redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
     end
 end
--- The times ("created updated"; touch keeps created), the updated index, the expiry (ms, '0': none) of KEYS[2..4].
+-- The times ("created updated"; touch keeps created), the updated index, the expiry (ms, '0': none) of the
+-- messages, version, times and participants.
 local function stamp(times, updated, expire_at)
     redis.call('SET', KEYS[4], times)
     redis.call('ZADD', KEYS[5], updated, member)
-    for i = 2, 4 do
+    for _, i in ipairs({2, 3, 4, 7}) do
         if expire_at ~= '0' then redis.call('PEXPIREAT', KEYS[i], expire_at) else redis.call('PERSIST', KEYS[i]) end
     end
 end
@@ -171,21 +197,23 @@ return {current, redis.call('LLEN', KEYS[2]), messages}
 """)
 
 # The append rules. KEYS: the conversation's, then the idempotency record. ARGV: key, a new generation, fingerprint
-# ('' for none), ttl ms, now, expire at (ms, '0': never), condition count (-1: none), conditions..., messages...
+# ('' for none), ttl ms, now, expire at (ms, '0': never), condition count (-1: none), conditions..., the messages'
+# authors (``past_authors``), messages...
 # A record seen before answers 'replayed' (what it recorded) or 'reused' (another fingerprint); else the If-Match
 # check, the messages, and the version: the generation (the new one if it had none), '.', the length.
 APPEND = _on_conversation("""
-local record = ARGV[3] ~= '' and redis.call('GET', KEYS[7])
+local record = ARGV[3] ~= '' and redis.call('GET', KEYS[8])
 if record then
     local fingerprint, recorded = string.match(record, '^(.-) (.*)$')
     if fingerprint ~= ARGV[3] then return {'reused', ''} end
     return {'replayed', recorded}
 end
-local first = checked(7)
-if not first then return {'mismatch', current} end
+local authors = checked(7)
+if not authors then return {'mismatch', current} end
+local first = past_authors(authors)
 local version = current
 if #ARGV >= first then
-    write(first, false)
+    write(first, false, authors)
     local generation = ARGV[2]
     if current ~= 'ABSENT' and current ~= 'UNVERSIONED' then
         generation = string.match(current, '^(.*)%.%d+$') or current
@@ -194,15 +222,16 @@ if #ARGV >= first then
     redis.call('SET', KEYS[3], version)
     touch(ARGV[5], ARGV[6])
 end
-if ARGV[3] ~= '' then redis.call('SET', KEYS[7], ARGV[3] .. ' ' .. version, 'PX', ARGV[4]) end
+if ARGV[3] ~= '' then redis.call('SET', KEYS[8], ARGV[3] .. ' ' .. version, 'PX', ARGV[4]) end
 return {'ok', version}
 """)
 
-# ARGV: key, new version, now, expire at, condition count (-1: none), conditions..., messages... The metadata stays.
+# ARGV: key, new version, now, expire at, condition count (-1: none), conditions..., the messages' authors
+# (``past_authors``), messages... The metadata stays.
 REPLACE = _on_conversation("""
-local first = checked(5)
-if not first then return {'mismatch', current} end
-write(first, true)
+local authors = checked(5)
+if not authors then return {'mismatch', current} end
+write(past_authors(authors), true, authors)
 redis.call('SET', KEYS[3], ARGV[2])
 touch(ARGV[3], ARGV[4])
 return {'ok', ARGV[2]}
@@ -216,13 +245,14 @@ return {'ok', 'ABSENT'}
 """)
 
 # ARGV: key, expected version, version, "created updated", updated, expire at, tag count n, a ``patch`` of the
-# title and n tags, messages... false when written (its metadata replacing the conversation's), else the version.
+# title and n tags, the metadata condition (``metadata_is``), the messages' authors (``past_authors``), messages...
+# false when written (its metadata replacing the conversation's), else the version.
 RESTORE = _on_conversation("""
 if current ~= ARGV[2] then return current end
 local last = 8 + 2 * tonumber(ARGV[7])
-local first = metadata_is(last + 1)
-if not first then return {'changed', summary(base, member)} end
-write(first, true)
+local authors = metadata_is(last + 1)
+if not authors then return {'changed', summary(base, member)} end
+write(past_authors(authors), true, authors)
 redis.call('SET', KEYS[3], ARGV[3])
 stamp(ARGV[4], ARGV[5], ARGV[6])
 clear_metadata(base, member)
@@ -306,6 +336,18 @@ for _, key in ipairs(keys) do
 end
 if #keys < step then return false end
 return keys[#keys]
+""")
+
+# Layout 5 to 6, one conversation (chatlab.stores.redis.upgrade): its participants, counted from its messages at the
+# version ARGV[2], replace its participants hash (expiring with its messages). ARGV: key, that version, the authors
+# (``past_authors``). 0 when the conversation changed since (count again), else 1.
+COUNT_PARTICIPANTS = _on_conversation("""
+if current ~= ARGV[2] then return 0 end
+redis.call('DEL', KEYS[7])
+for i = 4, past_authors(3) - 1, 2 do redis.call('HSET', KEYS[7], ARGV[i], ARGV[i + 1]) end
+local ttl = redis.call('PTTL', KEYS[2])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[7], ttl) end
+return 1
 """)
 
 # Layouts 1 to 3 to 4, one conversation (chatlab.stores.redis.upgrade). KEYS: old index, old updated, old list,

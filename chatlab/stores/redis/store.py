@@ -41,7 +41,8 @@ from .upgrade import STEP, upgrade
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+UPGRADED = (1, 2, 3, 4, 5)  # the older layouts upgraded in place (1 to 3 on a single server only)
 DEFAULT_PREFIX = "chatlab:"
 
 #: Query parameters of a store URL that chatlab reads itself (redis-py would refuse them).
@@ -100,14 +101,19 @@ def _patch(sets_title: bool, title: str | None, tags: Mapping[str, str | None]) 
     return parts
 
 
-def _summary(key: bytes, count: int, version: bytes, times: bytes, metadata: list[bytes]) -> ConversationSummary:
+def _summary(
+    key: bytes, count: int, version: bytes, times: bytes, metadata: list[bytes], participants: list[bytes]
+) -> ConversationSummary:
     """One conversation as the scripts give it (see ``summary`` in the scripts)."""
     created, updated = (float(time) if time else None for time in times.decode().partition(" ")[::2])
     parts = [part.decode("utf-8") for part in metadata]
     fields = dict(zip(parts[::2], parts[1::2], strict=True))
     tags = {name[4:]: value for name, value in fields.items() if name.startswith("tag:")}
+    authors = {
+        name.decode("utf-8"): int(value) for name, value in zip(participants[::2], participants[1::2], strict=True)
+    }
     return ConversationSummary(
-        key.decode("utf-8"), int(count), version.decode(), created, updated, fields.get("title"), tags
+        key.decode("utf-8"), int(count), version.decode(), created, updated, fields.get("title"), tags, authors
     )
 
 
@@ -163,7 +169,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         wanted = self.buckets or (CLUSTER_BUCKETS if self.cluster else 1)
         meta = f"{self.prefix}meta".encode()
         version, buckets = await calls.script(scripts.SCHEMA, [meta], [SCHEMA_VERSION, wanted])
-        if int(version) in (1, 2, 3, 4):  # SCHEMA always answers a version
+        if int(version) in UPGRADED:  # SCHEMA always answers a version
             if self.cluster and int(version) < 4:
                 raise StoreError(
                     f"Redis store {self.where} prefix {self.prefix!r} has layout version {int(version)}: "
@@ -181,7 +187,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         elif int(version) != SCHEMA_VERSION:
             raise StoreError(
                 f"Redis store {self.where} prefix {self.prefix!r} has schema version {version.decode()}; "
-                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 4) only"
+                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 5) only"
             )
         layout = Layout(self.prefix, int(buckets))
         if self.buckets is not None and self.buckets != layout.buckets:
@@ -312,8 +318,11 @@ class RedisChatHistoryStore(ChatHistoryStore):
     ) -> WriteResult:
         """One script, which holds the append rule in Lua (held to :mod:`..append_rule`'s table of cases)."""
         batch = [bytes(m) for m in messages]
-        record = [idempotency.fingerprint, max(1, int(idempotency.ttl * 1000))] if idempotency else ["", 0]
-        args = [new_generation(), *record, *self._stamps(self.clock()), *_conditions(if_match), *batch]
+        record: list[str | int] = (
+            [idempotency.fingerprint, max(1, int(idempotency.ttl * 1000))] if idempotency else ["", 0]
+        )
+        args: list[bytes | str | int] = [new_generation(), *record, *self._stamps(self.clock()), *_conditions(if_match)]
+        args += [*scripts.authors_args(batch), *batch]
         key = idempotency.key if idempotency else None
         return _outcome(await self._script(scripts.APPEND, conversation_key, args, key), idempotency)
 
@@ -322,7 +331,8 @@ class RedisChatHistoryStore(ChatHistoryStore):
     ) -> WriteResult:
         """One script: the check and the write are one atomic step."""
         batch = [bytes(m) for m in messages]
-        args = [new_version(len(batch)), *self._stamps(self.clock()), *_conditions(if_match), *batch]
+        args: list[bytes | str | int] = [new_version(len(batch)), *self._stamps(self.clock()), *_conditions(if_match)]
+        args += [*scripts.authors_args(batch), *batch]
         return _outcome(await self._script(scripts.REPLACE, conversation_key, args))
 
     async def delete(self, conversation_key: str, *, if_match: Collection[str] | None = None) -> None:
@@ -337,7 +347,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
                 times = f"{record.created_at!r} {record.updated_at!r}"
                 args = [key.encode(), record.expected, record.version, times, *self._stamps(record.updated_at)]
                 args += [len(record.tags), *_patch(record.title is not None, record.title, record.tags)]
-                args += _condition(record.expected_metadata)
+                args += [*_condition(record.expected_metadata), *scripts.authors_args(record.messages)]
                 current = await calls.script(scripts.RESTORE, layout.conversation(key), [*args, *record.messages])
                 if isinstance(current, list):
                     raise _changed(current)

@@ -1,7 +1,8 @@
 """Upgrading a Redis store in place, on its first use (docs/stores.md): from layouts 1 to 3 (keys with no hash tag:
-``{prefix}messages:{key}``, ...; single server only, where a script may touch any key) to layout 4, and from layout 4
-to 5 (each bucket's index of plain keys, filled from its index of every key). Each step is idempotent: processes that
-start together may all run it."""
+``{prefix}messages:{key}``, ...; single server only, where a script may touch any key) to layout 4, from layout 4
+to 5 (each bucket's index of plain keys, filled from its index of every key), and from layout 5 to 6 (each
+conversation's participants, counted from its messages). Each step is idempotent: processes that start together may
+all run it."""
 
 from __future__ import annotations
 
@@ -10,17 +11,19 @@ import re
 
 from .connections import Calls
 from .keys import Layout
-from .scripts import INDEX_PLAIN, UPGRADE_MOVE
+from .scripts import COUNT_PARTICIPANTS, INDEX_PLAIN, READ, UPGRADE_MOVE, authors_args
 
 #: Conversations one upgrade step handles: each step is one short script, so Redis keeps serving meanwhile.
 STEP = 500
 
 
 async def upgrade(calls: Calls, layout: Layout, version: int, now: float) -> None:
-    """Bring a store of layout ``version`` (1 to 4) to layout 5 (the caller records it)."""
+    """Bring a store of layout ``version`` (1 to 5) to layout 6 (the caller records it)."""
     if version < 4:
         await _move(calls, layout, version, now)
-    await asyncio.gather(*(_index_plain(calls, layout, bucket) for bucket in range(layout.buckets)))
+    if version < 5:
+        await asyncio.gather(*(_index_plain(calls, layout, bucket) for bucket in range(layout.buckets)))
+    await count_participants(calls, layout)
 
 
 async def _index_plain(calls: Calls, layout: Layout, bucket: int) -> None:
@@ -57,3 +60,24 @@ async def _move(calls: Calls, layout: Layout, version: int, now: float) -> None:
         if length.isdigit():
             renames.rename(name, layout.idempotency(rest[: int(length)], rest[int(length) + 1 :]))
     await renames.execute(raise_on_error=False)
+
+
+async def count_participants(calls: Calls, layout: Layout) -> None:
+    """Layout 5 to 6: give every conversation of every bucket its participants, :data:`STEP` conversations at a
+    time, each counted from one snapshot of its messages and written only if it is still at that snapshot's version
+    (else counted again: a process already on layout 6 appended meanwhile)."""
+    for base in layout.bases:
+        low = b"-"
+        while keys := await calls.client.zrangebylex(base + b"conversations", low, b"+", start=0, num=STEP):
+            await asyncio.gather(*(_count_one(calls, layout, key.decode("utf-8")) for key in keys))
+            low = b"(" + keys[-1]
+
+
+async def _count_one(calls: Calls, layout: Layout, conversation_key: str) -> None:
+    """One conversation's participants, counted until no write came between the read and the count's write."""
+    keys = layout.conversation(conversation_key)
+    member = conversation_key.encode("utf-8")
+    written = 0
+    while not written:
+        version, _, messages = await calls.script(READ, keys, [member, 0, -1])
+        written = await calls.script(COUNT_PARTICIPANTS, keys, [member, version, *authors_args(messages)])

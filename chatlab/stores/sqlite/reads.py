@@ -60,5 +60,7 @@ def summaries(
 
 def summary(row: tuple[Any, ...]) -> ConversationSummary:
     """A conversation's summary from its row (:data:`.statements.SUMMARY`'s columns)."""
-    key, count, version, created_at, updated_at, title, tags = row
-    return ConversationSummary(key, count, version, created_at, updated_at, title, json.loads(tags))
+    key, count, version, created_at, updated_at, title, tags, participants = row
+    return ConversationSummary(
+        key, count, version, created_at, updated_at, title, json.loads(tags), json.loads(participants)
+    )

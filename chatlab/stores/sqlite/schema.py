@@ -1,16 +1,20 @@
-"""The SQLite store's tables, created on first use or upgraded in place from versions 1 to 3 (2 added versions and
-idempotency records, 3 timestamps, 4 title and tags), in one ``BEGIN IMMEDIATE`` transaction: processes opening the
-file together wait for each other, and a failed upgrade changes nothing."""
+"""The SQLite store's tables, created on first use or upgraded in place from versions 1 to 4 (2 added versions and
+idempotency records, 3 timestamps, 4 title and tags, 5 participants), in one ``BEGIN IMMEDIATE`` transaction:
+processes opening the file together wait for each other, and a failed upgrade changes nothing."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
 
+from ...authors import count_authors
 from ..base import StoreError, new_version
 from .statements import PLAIN
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+UPGRADED = (1, 2, 3, 4)  # the older versions upgraded in place
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chatlab_meta (
@@ -24,7 +28,8 @@ CREATE TABLE IF NOT EXISTS chatlab_conversations (
     created_at       REAL,
     updated_at       REAL,
     title            TEXT,
-    tags             TEXT NOT NULL DEFAULT '{}'
+    tags             TEXT NOT NULL DEFAULT '{}',
+    participants     TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS chatlab_idempotency_expiry ON chatlab_idempotency (expires_at);
 """
@@ -43,8 +48,20 @@ WRITTEN_ORDER = {
 """New tables keep rows in written order (rowid tables, unique indexes): a group commit fills their last pages and
 adds small index entries. Older files keep their ``WITHOUT ROWID`` tables, used alike: no upgrade, no copy."""
 
-ADDED_COLUMNS = ("version TEXT", "created_at REAL", "updated_at REAL", "title TEXT", "tags TEXT NOT NULL DEFAULT '{}'")
-"""The columns of ``chatlab_conversations`` that versions 1 to 3 lack (some of them), in the order they came."""
+ADDED_COLUMNS = (
+    "version TEXT",
+    "created_at REAL",
+    "updated_at REAL",
+    "title TEXT",
+    "tags TEXT NOT NULL DEFAULT '{}'",
+    "participants TEXT NOT NULL DEFAULT '{}'",
+)
+"""The columns of ``chatlab_conversations`` that versions 1 to 4 lack (some of them), in the order they came."""
+
+
+def json_object(values: Mapping[str, str] | Mapping[str, int]) -> str:
+    """Tags or participants as the compact JSON object the table keeps."""
+    return json.dumps(dict(values), ensure_ascii=False, separators=(",", ":"))
 
 
 PLAIN_INDEX = (
@@ -61,7 +78,7 @@ def rollback(conn: sqlite3.Connection) -> None:
 
 
 def ensure_schema(conn: sqlite3.Connection, now: float, path: Path) -> None:
-    """Create the tables if missing, or upgrade versions 1 to 3 (``now``: the upgraded conversations' times)."""
+    """Create the tables if missing, or upgrade versions 1 to 4 (``now``: the upgraded conversations' times)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         # not executescript(), which would COMMIT first: one statement at a time
@@ -74,13 +91,13 @@ def ensure_schema(conn: sqlite3.Connection, now: float, path: Path) -> None:
         row = conn.execute("SELECT value FROM chatlab_meta WHERE key = 'schema_version'").fetchone()
         if row is None:
             conn.execute("INSERT INTO chatlab_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) in (1, 2, 3):
+        elif int(row[0]) in UPGRADED:
             _upgrade(conn, int(row[0]), now)
             conn.execute("UPDATE chatlab_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         elif int(row[0]) != SCHEMA_VERSION:
             raise StoreError(
                 f"SQLite store {path} has schema version {row[0]}; "
-                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 3) only"
+                f"this chatlab reads version {SCHEMA_VERSION} (and upgrades versions 1 to 4) only"
             )
         # the index of retention, once ``updated_at`` exists
         conn.execute("CREATE INDEX IF NOT EXISTS chatlab_conversations_updated ON chatlab_conversations (updated_at)")
@@ -93,7 +110,8 @@ def ensure_schema(conn: sqlite3.Connection, now: float, path: Path) -> None:
 
 def _upgrade(conn: sqlite3.Connection, version: int, now: float) -> None:
     """Add the missing :data:`ADDED_COLUMNS` (``ADD COLUMN`` copies no row), a version to each conversation of
-    version 1, and the upgrade's time as both timestamps to those of versions 1 and 2."""
+    version 1, the upgrade's time as both timestamps to those of versions 1 and 2, and to every conversation the
+    participants counted from its messages."""
     present = {row[1] for row in conn.execute("PRAGMA table_info(chatlab_conversations)")}
     for column in ADDED_COLUMNS:
         if column.split()[0] not in present:
@@ -109,4 +127,16 @@ def _upgrade(conn: sqlite3.Connection, version: int, now: float) -> None:
             "UPDATE chatlab_conversations SET created_at = coalesce(created_at, ?1), "
             "updated_at = coalesce(updated_at, ?1)",
             (now,),
+        )
+    _count_participants(conn)
+
+
+def _count_participants(conn: sqlite3.Connection) -> None:
+    """Count each conversation's authors from its stored messages, as appends count them from now on."""
+    keys = [row[0] for row in conn.execute("SELECT conversation_key FROM chatlab_conversations")]
+    for key in keys:
+        bodies = conn.execute("SELECT body FROM chatlab_messages WHERE conversation_key = ? ORDER BY position", (key,))
+        counts = count_authors(bytes(row[0]) for row in bodies)
+        conn.execute(
+            "UPDATE chatlab_conversations SET participants = ? WHERE conversation_key = ?", (json_object(counts), key)
         )

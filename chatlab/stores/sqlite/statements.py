@@ -21,7 +21,7 @@ ARRAY = (
 )
 """A conversation's version, count and messages as one JSON array, joined byte for byte in position order (the
 subquery's ``ORDER BY`` holds: an aggregate's subquery is not flattened)."""
-_SUMMARY_COLUMNS = "conversation_key, message_count, version, created_at, updated_at, title, tags"
+_SUMMARY_COLUMNS = "conversation_key, message_count, version, created_at, updated_at, title, tags, participants"
 PLAIN = f"instr(conversation_key, '{NAMESPACE_SEPARATOR}') = 0"
 """Keys outside every namespace: the condition of the partial index ``chatlab_conversations_plain`` (:mod:`.schema`),
 which a query repeats word for word so that SQLite reads the index."""
@@ -42,13 +42,15 @@ def summaries(below: bool, plain: bool) -> str:
 
 
 UPSERT_CONVERSATION = (
-    "INSERT INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (conversation_key) DO UPDATE SET message_count = excluded.message_count, "
-    "version = excluded.version, updated_at = excluded.updated_at"
+    "INSERT INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at, "
+    "participants) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (conversation_key) DO UPDATE SET "
+    "message_count = excluded.message_count, version = excluded.version, updated_at = excluded.updated_at, "
+    "participants = excluded.participants"
 )
+"""A conversation's count, version, times and participants (a JSON object, decided in Python like the rest)."""
 PUT_CONVERSATION = (
     "INSERT OR REPLACE INTO chatlab_conversations (conversation_key, message_count, version, created_at, updated_at, "
-    "title, tags) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "title, tags, participants) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 SUMMARY = f"SELECT {_SUMMARY_COLUMNS} FROM chatlab_conversations WHERE conversation_key = ?"
 SET_METADATA = "UPDATE chatlab_conversations SET title = ?, tags = ? WHERE conversation_key = ?"
@@ -67,9 +69,9 @@ DELETE_DUE_CONVERSATIONS = "DELETE FROM chatlab_conversations WHERE updated_at <
 
 @functools.cache
 def versions_and_counts(keys: int) -> str:
-    """The version and count of up to ``keys`` conversations (absent ones give no row)."""
+    """The version, count and participants of up to ``keys`` conversations (absent ones give no row)."""
     return (
-        "SELECT conversation_key, version, message_count FROM chatlab_conversations "
+        "SELECT conversation_key, version, message_count, participants FROM chatlab_conversations "
         f"WHERE conversation_key IN ({','.join('?' * keys)})"
     )
 

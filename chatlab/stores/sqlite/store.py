@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar, cast
 
+from ...authors import count_authors
 from ..append_rule import changes_nothing
 from ..base import (
     ChatHistoryStore,
@@ -179,7 +180,7 @@ class SqliteChatHistoryStore(ChatHistoryStore):
         if changes_nothing(messages, if_match, idempotency):
             return WriteResult(await self.version(conversation_key))
         batch = [bytes(m) for m in messages]
-        request = writes.Append(conversation_key, batch, if_match, idempotency)
+        request = writes.Append(conversation_key, batch, if_match, idempotency, count_authors(batch))
         return cast(WriteResult, await self.writer.submit_batch(self._appends, request, self._deadline()))
 
     async def replace(

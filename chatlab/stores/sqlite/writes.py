@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace as replace_fields
 from typing import NamedTuple
 
+from ...authors import count_authors
 from ..append_rule import AppendDecision, Recorded, decide_append
 from ..base import (
     ABSENT,
@@ -27,18 +28,36 @@ from ..base import (
 from ..metadata import MetadataChange
 from . import statements as sql
 from .reads import summary
+from .schema import json_object
 from .writer import Outcome
 
 EXPIRY_INTERVAL = 1.0  # seconds between deletions of expired idempotency records (a lookup ignores them meanwhile)
 
 
 class Append(NamedTuple):
-    """One append, as the store was asked for it."""
+    """One append, as the store was asked for it, with how many of its messages each author signed."""
 
     conversation_key: str
     messages: list[bytes]
     if_match: Collection[str] | None
     idempotency: Idempotency | None
+    authors: Mapping[str, int]
+
+
+class _Held(NamedTuple):
+    """What a batch of appends knows of one conversation: as stored, then as each written append leaves it."""
+
+    version: str
+    message_count: int
+    participants: dict[str, int]
+
+
+def added(participants: Mapping[str, int], authors: Mapping[str, int]) -> dict[str, int]:
+    """``participants`` with what ``authors`` signed added to their counts."""
+    total = dict(participants)
+    for author, count in authors.items():
+        total[author] = total.get(author, 0) + count
+    return total
 
 
 def check(conn: sqlite3.Connection, conversation_key: str, if_match: Collection[str] | None) -> None:
@@ -63,7 +82,7 @@ class Appends:
         written = self._clock()  # the store's clock: the conversations' timestamps
         keys = sql.padded(list(dict.fromkeys(append.conversation_key for append in appends)))
         rows = conn.execute(sql.versions_and_counts(len(keys)), keys).fetchall()
-        conversations = {key: (version, count) for key, version, count in rows}  # those that exist
+        conversations = {key: _Held(version, count, json.loads(held)) for key, version, count, held in rows}
         pairs = list(dict.fromkeys((a.conversation_key, a.idempotency.key) for a in appends if a.idempotency))
         records: dict[tuple[str, str], Recorded] = {}  # the live ones
         if pairs:
@@ -72,23 +91,27 @@ class Appends:
             records = {(key, record): Recorded(fingerprint, version) for key, record, fingerprint, version in found}
         outcomes: list[Outcome] = []
         messages: list[tuple[str, int, bytes]] = []
-        changed: dict[str, tuple[str, int]] = {}
+        changed: dict[str, _Held] = {}
         new_records: list[tuple[str, str, str, str, float]] = []
-        for key, batch, if_match, idempotency in appends:
-            version, count = conversations.get(key, (ABSENT, 0))
+        for key, batch, if_match, idempotency, authors in appends:
+            version, count, participants = conversations.get(key, _Held(ABSENT, 0, {}))
             recorded = None if idempotency is None else records.get((key, idempotency.key))
             decision = decide_append(
                 version, count, len(batch), if_match=if_match, idempotency=idempotency, recorded=recorded
             )
             if decision.writes_messages:
                 messages += ((key, position, body) for position, body in enumerate(batch, count))
-                conversations[key] = changed[key] = (decision.version, decision.count)
+                held = _Held(decision.version, decision.count, added(participants, authors))
+                conversations[key] = changed[key] = held
             if decision.record is not None and idempotency is not None:
                 records[key, idempotency.key] = decision.record
                 record = (key, idempotency.key, decision.record.fingerprint, decision.record.version)
                 new_records.append((*record, now + idempotency.ttl))
             outcomes.append(_outcome(decision))
-        conn.executemany(sql.UPSERT_CONVERSATION, [(k, n, v, written, written) for k, (v, n) in changed.items()])
+        conn.executemany(
+            sql.UPSERT_CONVERSATION,
+            [(k, n, v, written, written, json_object(p)) for k, (v, n, p) in changed.items()],
+        )
         conn.executemany(sql.INSERT_MESSAGE, messages)
         if new_records:
             if now >= self._next_expiry:
@@ -111,7 +134,8 @@ def replace(
     """Make the conversation hold exactly ``messages`` at a new generation, over ``if_match``."""
     check(conn, conversation_key, if_match)
     version = new_version(len(messages))
-    conn.execute(sql.UPSERT_CONVERSATION, (conversation_key, len(messages), version, now, now))
+    participants = json_object(count_authors(messages))
+    conn.execute(sql.UPSERT_CONVERSATION, (conversation_key, len(messages), version, now, now, participants))
     conn.execute(sql.DELETE_MESSAGES, (conversation_key,))
     conn.executemany(sql.INSERT_MESSAGE, [(conversation_key, i, m) for i, m in enumerate(messages)])
     return WriteResult(version)
@@ -133,7 +157,8 @@ def restore(conn: sqlite3.Connection, records: Sequence[ConversationRecord]) -> 
             check_metadata(conn, key, record.expected_metadata)
         conn.execute(sql.DELETE_MESSAGES, (key,))
         row = (key, len(record.messages), record.version, record.created_at, record.updated_at, record.title)
-        conn.execute(sql.PUT_CONVERSATION, (*row, tags_json(record.tags)))
+        participants = json_object(count_authors(record.messages))
+        conn.execute(sql.PUT_CONVERSATION, (*row, json_object(record.tags), participants))
         conn.executemany(sql.INSERT_MESSAGE, [(key, i, bytes(m)) for i, m in enumerate(record.messages)])
 
 
@@ -164,13 +189,8 @@ def set_metadata(
     if expected is not None:
         expected.check(before.title, before.tags)
     title, tags = change.applied(before.title, before.tags)
-    conn.execute(sql.SET_METADATA, (title, tags_json(tags), conversation_key))
+    conn.execute(sql.SET_METADATA, (title, json_object(tags), conversation_key))
     return replace_fields(before, title=title, tags=tags)
-
-
-def tags_json(tags: Mapping[str, str]) -> str:
-    """Tags as the compact JSON object the table keeps."""
-    return json.dumps(dict(tags), ensure_ascii=False, separators=(",", ":"))
 
 
 def sweep(conn: sqlite3.Connection, cutoff: float) -> int:
