@@ -22,7 +22,7 @@ from chatlab.service import ServiceSettings, start_service
 from chatlab.service.server_options import MAX_HEAD_BYTES
 
 FAST = ServiceSettings(keep_alive_timeout=0.5, body_timeout=0.5)
-GET = b"GET /chat-history HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+GET = b"GET /chat-history/keep-alive HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"  # answered "[]" with a Content-Length
 
 
 def connect(server: BackgroundServer) -> socket.socket:
