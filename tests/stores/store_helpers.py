@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from chatlab.stores import ChatHistoryStore, open_store
 
@@ -101,3 +104,23 @@ def call_append_function(base: str, schema: str, batches: Sequence[Sequence[Any]
             await conn.close()
 
     return asyncio.run(main())
+
+
+@contextlib.contextmanager
+def table_user_role(postgres_url: str, schema: str) -> Iterator[tuple[Any, str]]:
+    """A PostgreSQL role that may read and write the tables of ``schema`` but not create in it (a deployment's
+    application role): an admin connection and the store URL of that role; the role is dropped afterwards."""
+    import psycopg
+
+    base = postgres_url.split("?", 1)[0]
+    role = f"chatlab_test_user_{os.getpid()}"
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        try:
+            admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+            admin.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+            parts = urlsplit(postgres_url)
+            yield admin, parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}").geturl()
+        finally:
+            admin.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE "{role}"')

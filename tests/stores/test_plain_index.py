@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sqlite3
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -19,6 +18,7 @@ from chatlab.stores.base import ConversationRecord, new_version
 from chatlab.stores.sqlite import path_from_url
 from chatlab.vocabulary import is_plain
 from tests.stores.conftest import cluster_client
+from tests.stores.store_helpers import table_user_role
 
 PLAIN = ["a", "b", "c-1", "z"]
 NAMESPACED = [f"{owner}/c{n:03d}" for owner in ("a", "alice", "b", "bob") for n in range(40)]
@@ -110,32 +110,19 @@ def test_a_postgres_schema_made_before_the_index_gets_it_and_its_pages_read_it(p
 def test_a_postgres_role_that_may_not_make_the_index_lists_right_and_is_told_why(
     postgres_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import psycopg
-
     schema = _schema(postgres_url)
-    base = postgres_url.split("?", 1)[0]
-    role = f"chatlab_test_lister_{os.getpid()}"
     asyncio.run(_with_store(postgres_url, _fill))
-    with psycopg.connect(base, autocommit=True) as admin:
+    with table_user_role(postgres_url, schema) as (admin, url):
         admin.execute(f'DROP INDEX "{schema}".chatlab_conversations_plain')
-        admin.execute(f'CREATE ROLE "{role}" LOGIN')
-        try:
-            admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
-            admin.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
-            parts = urlsplit(postgres_url)
-            url = parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}").geturl()
-            with caplog.at_level(logging.WARNING, logger="chatlab.stores.postgres.schema"):
-                assert asyncio.run(_with_store(url, _listed)) == EXPECTED
-            warnings = [r.getMessage() for r in caplog.records if "chatlab_conversations_plain" in r.getMessage()]
-            assert len(warnings) == 1 and "may not create it" in warnings[0]
-            missing = admin.execute(
-                "SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = 'chatlab_conversations_plain'",
-                (schema,),
-            ).fetchone()
-            assert missing is None
-        finally:
-            admin.execute(f'DROP OWNED BY "{role}"')
-            admin.execute(f'DROP ROLE "{role}"')
+        with caplog.at_level(logging.WARNING, logger="chatlab.stores.postgres.schema"):
+            assert asyncio.run(_with_store(url, _listed)) == EXPECTED
+        warnings = [r.getMessage() for r in caplog.records if "chatlab_conversations_plain" in r.getMessage()]
+        assert len(warnings) == 1 and "may not create it" in warnings[0]
+        missing = admin.execute(
+            "SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = 'chatlab_conversations_plain'",
+            (schema,),
+        ).fetchone()
+        assert missing is None
 
 
 @pytest.mark.parametrize("backend", ["redis", "redis-cluster"])

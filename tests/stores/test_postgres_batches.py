@@ -17,6 +17,7 @@ import pytest
 from chatlab.stores import StoreError
 from chatlab.stores.base import ABSENT, Idempotency, IdempotencyKeyReused, VersionMismatch, WriteResult
 from tests.faults import PausableProxy
+from tests.stores.store_helpers import table_user_role
 from tests.stores.test_store_timeouts_http import through
 
 
@@ -376,15 +377,9 @@ def test_a_role_that_may_not_create_the_missing_function_reads_and_is_told_why_i
     """A schema that lacks the append function (an older chatlab made it), used by a role that may read and write its
     tables but not create in it: reads work; appends fail with a StoreError (503) that says what to do, and
     nothing is written; the warning is logged once."""
-    import os
-
-    import psycopg
-
     from chatlab.stores.postgres.appends import FUNCTION
 
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
-    base = postgres_url.split("?", 1)[0]
-    role = f"chatlab_test_user_{os.getpid()}"
 
     async def create() -> None:
         store = _store(postgres_url)
@@ -394,39 +389,30 @@ def test_a_role_that_may_not_create_the_missing_function_reads_and_is_told_why_i
             await store.close()
 
     asyncio.run(create())
-    with psycopg.connect(base, autocommit=True) as admin:
+    with table_user_role(postgres_url, schema) as (admin, url):
         admin.execute(f'DROP FUNCTION "{schema}"."{FUNCTION}"')
-        admin.execute(f'CREATE ROLE "{role}" LOGIN')
-        try:
-            admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
-            admin.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
-            parts = urlsplit(postgres_url)
-            url = parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}").geturl()
 
-            async def use() -> None:
-                store = _store(url, timeout=30.0)
-                try:
-                    assert (await store.read("k")).messages == [message(n=0)]
-                    results = await asyncio.gather(
-                        *(store.append(f"k{i % 3}", [message(n=i)]) for i in range(4)), return_exceptions=True
-                    )
-                    for result in results:
-                        assert isinstance(result, StoreError) and "run chatlab once with a role" in str(result)
-                    assert (await store.read("k0")).version == ABSENT
-                finally:
-                    await store.close()
+        async def use() -> None:
+            store = _store(url, timeout=30.0)
+            try:
+                assert (await store.read("k")).messages == [message(n=0)]
+                results = await asyncio.gather(
+                    *(store.append(f"k{i % 3}", [message(n=i)]) for i in range(4)), return_exceptions=True
+                )
+                for result in results:
+                    assert isinstance(result, StoreError) and "run chatlab once with a role" in str(result)
+                assert (await store.read("k0")).version == ABSENT
+            finally:
+                await store.close()
 
-            asyncio.run(use())
-            assert sum("may not create it" in r.getMessage() for r in caplog.records) == 1
-            exists = admin.execute(
-                "SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-                " WHERE n.nspname = %s AND p.proname = %s",
-                (schema, FUNCTION),
-            ).fetchone()
-            assert exists is None
-        finally:
-            admin.execute(f'DROP OWNED BY "{role}"')
-            admin.execute(f'DROP ROLE "{role}"')
+        asyncio.run(use())
+        assert sum("may not create it" in r.getMessage() for r in caplog.records) == 1
+        exists = admin.execute(
+            "SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = %s AND p.proname = %s",
+            (schema, FUNCTION),
+        ).fetchone()
+        assert exists is None
 
 
 def _held_batcher(batches: list[list[str]], release: asyncio.Event, statements: int):  # type: ignore[no-untyped-def]
