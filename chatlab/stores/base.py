@@ -6,6 +6,7 @@ records live in the store, so that checking them and writing are one atomic step
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from abc import ABC, abstractmethod
@@ -46,6 +47,11 @@ def appended_version(current: str, count: int) -> str:
 def version_matches(current: str, if_match: Collection[str] | None) -> bool:
     """Whether a conversation at ``current`` satisfies ``if_match`` (``None``: no condition)."""
     return if_match is None or current in if_match or (ANY in if_match and current != ABSENT)
+
+
+def json_object(values: Mapping[str, str] | Mapping[str, int]) -> str:
+    """Tags or participants as the compact JSON object the SQL stores keep (non-ASCII kept as it is)."""
+    return json.dumps(dict(values), ensure_ascii=False, separators=(",", ":"))
 
 
 def prefix_upper_bound(prefix: str) -> str | None:

@@ -13,9 +13,9 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ...authors import author_of
-from ..base import StoreError
+from ..base import StoreError, json_object
 from . import appends
-from .statements import PLAIN_INDEX, SCHEMA_VERSION, Statements, json_object
+from .statements import PLAIN_INDEX, SCHEMA_VERSION, Statements
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy

@@ -3,9 +3,6 @@ append function's in :mod:`.appends`). Table names are quoted identifiers, never
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-
 from ...vocabulary import NAMESPACE_SEPARATOR
 from . import appends
 
@@ -13,11 +10,6 @@ SCHEMA_VERSION = 5  # the layout these statements read and write
 SWEEP_BATCH = 1000  # at most this many conversations deleted by one of the retention sweep's transactions
 PLAIN_INDEX = "chatlab_conversations_plain"  # the keys outside every namespace, in key order
 PLAIN = f"strpos(conversation_key, '{NAMESPACE_SEPARATOR}') = 0"  # a plain key: PLAIN_INDEX's condition
-
-
-def json_object(values: Mapping[str, str] | Mapping[str, int]) -> str:
-    """Tags or participants as the JSON object a ``jsonb`` parameter takes."""
-    return json.dumps(dict(values), ensure_ascii=False, separators=(",", ":"))
 
 
 def quoted(*names: str) -> str:

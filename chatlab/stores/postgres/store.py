@@ -28,6 +28,7 @@ from ..base import (
     VersionMismatch,
     WriteResult,
     check_slice,
+    json_object,
     listing_start,
     new_generation,
     new_version,
@@ -39,7 +40,7 @@ from .appends import AppendMember, AppendOutcome, append_many
 from .batches import Batcher
 from .connections import CHATLAB_PARAMETERS, Connections, redacted
 from .schema import Schema
-from .statements import SCHEMA_VERSION, Statements, json_object
+from .statements import SCHEMA_VERSION, Statements
 
 if TYPE_CHECKING:
     from asyncpg import Record

@@ -4,13 +4,11 @@ processes opening the file together wait for each other, and a failed upgrade ch
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Mapping
 from pathlib import Path
 
 from ...authors import count_authors
-from ..base import StoreError, new_version
+from ..base import StoreError, json_object, new_version
 from .statements import PLAIN
 
 SCHEMA_VERSION = 5
@@ -57,11 +55,6 @@ ADDED_COLUMNS = (
     "participants TEXT NOT NULL DEFAULT '{}'",
 )
 """The columns of ``chatlab_conversations`` that versions 1 to 4 lack (some of them), in the order they came."""
-
-
-def json_object(values: Mapping[str, str] | Mapping[str, int]) -> str:
-    """Tags or participants as the compact JSON object the table keeps."""
-    return json.dumps(dict(values), ensure_ascii=False, separators=(",", ":"))
 
 
 PLAIN_INDEX = (

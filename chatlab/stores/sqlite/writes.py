@@ -22,13 +22,13 @@ from ..base import (
     Metadata,
     VersionMismatch,
     WriteResult,
+    json_object,
     new_version,
     version_matches,
 )
 from ..metadata import MetadataChange
 from . import statements as sql
 from .reads import summary
-from .schema import json_object
 from .writer import Outcome
 
 EXPIRY_INTERVAL = 1.0  # seconds between deletions of expired idempotency records (a lookup ignores them meanwhile)
