@@ -84,14 +84,13 @@ def _tag_filter(tags: tuple[tuple[str, str], ...]) -> dict[str, str] | None:
 
 
 async def _page(
-    store: ChatHistoryStore, caller: Caller, cursor: str | None, limit: int | None, wanted: dict[str, str]
+    store: ChatHistoryStore, caller: Caller, cursor: str | None, limit: int, wanted: dict[str, str]
 ) -> tuple[list[ConversationSummary], bool]:
     """Up to ``limit`` of the caller's conversations after ``cursor``, and whether more remain: one store call, for
     one more than the page. The store lists only what the caller may see (its namespace's prefix; without API keys,
     the plain keys' index), so other namespaces' conversations cost the page nothing."""
-    want = None if limit is None else limit + 1
-    found = await store.summaries(caller.prefix, after=cursor, limit=want, tags=wanted, plain=caller.plain)
-    if limit is not None and len(found) > limit:
+    found = await store.summaries(caller.prefix, after=cursor, limit=limit + 1, tags=wanted, plain=caller.plain)
+    if len(found) > limit:
         return found[:limit], True
     return found, False
 
