@@ -4,6 +4,12 @@ redis-py's cluster pipelines refuse scripts, so on a cluster each call is its ow
 ``max_connections`` in flight (a node's pool refuses more rather than queue them). A script Redis has not cached
 (after a restart or a failover) is loaded and the call run again: it had not run. Nothing else is retried: a script
 run again after its answer was lost would append twice.
+
+Each call Redis is sent (on a single server: each pipeline) ends within the store timeout, the wait for a pooled
+connection included: one ``asyncio.timeout`` around it, which redis-py documents as safe (a connection cut off
+mid-reply is closed, never reused). On a single server that is the only bound of a call's socket reads, so a
+pipeline of many calls pays for one timer, not one per reply. A cluster's client keeps redis-py's socket timeout as
+well: it refreshes its map of the nodes after its own timeout errors, not after a cancelled call.
 """
 
 from __future__ import annotations
@@ -28,14 +34,14 @@ def redacted(url: str) -> str:
 
 
 async def open_calls(url: str, cluster: bool, timeout: float, max_connections: int) -> Calls:
-    """redis-py's client for ``url``: no retries, every socket wait bounded by ``timeout``."""
+    """redis-py's client for ``url``: no retries; connecting bounded by ``timeout``, and each call by :class:`Calls`."""
     import redis.asyncio
     from redis.asyncio.cluster import RedisCluster
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
 
     no_retries = Retry(NoBackoff(), 0)
-    options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout, "retry": no_retries}
+    options: dict[str, Any] = {"socket_connect_timeout": timeout, "retry": no_retries}
     with contextlib.suppress(ImportError):  # redis-py 7+: with these on, a pool hands out connections the server closed
         from redis.maint_notifications import MaintNotificationsConfig
 
@@ -44,21 +50,25 @@ async def open_calls(url: str, cluster: bool, timeout: float, max_connections: i
         pool = redis.asyncio.BlockingConnectionPool.from_url(
             url, max_connections=max_connections, timeout=timeout, **options
         )
-        return Calls(redis.asyncio.Redis(connection_pool=pool), cluster=False, limit=max_connections)
+        client = redis.asyncio.Redis(connection_pool=pool)
+        return Calls(client, cluster=False, limit=max_connections, timeout=timeout)
     scheme, rest = url.split("://", 1)
     plain = f"{CLUSTER_SCHEMES.get(scheme, scheme)}://{rest}"
-    client = RedisCluster.from_url(plain, max_connections=max_connections, **options)
-    await client.initialize()  # the slot map, once for the concurrent first calls
-    return Calls(client, cluster=True, limit=max_connections)
+    cluster_client = RedisCluster.from_url(plain, max_connections=max_connections, socket_timeout=timeout, **options)
+    async with asyncio.timeout(timeout):
+        await cluster_client.initialize()  # the slot map, once for the concurrent first calls
+    return Calls(cluster_client, cluster=True, limit=max_connections, timeout=timeout)
 
 
 class Calls:
-    """One event loop's client; on a single server the script calls of one turn of the loop go out as one pipeline."""
+    """One event loop's client; on a single server the script calls of one turn of the loop go out as one pipeline,
+    each call (or pipeline) bounded by ``timeout`` seconds."""
 
-    def __init__(self, client: Any, *, cluster: bool, limit: int) -> None:
+    def __init__(self, client: Any, *, cluster: bool, limit: int, timeout: float) -> None:
         from redis.exceptions import NoScriptError
 
         self.client = client
+        self.timeout = timeout
         self._cluster = cluster
         self._turns = asyncio.Semaphore(limit)
         self._no_script = NoScriptError
@@ -67,9 +77,9 @@ class Calls:
         self._running: set[asyncio.Task[None]] = set()
 
     async def script(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """The script's reply (an error reply raised as redis-py raises it)."""
+        """The script's reply (an error reply raised as redis-py raises it); ``TimeoutError`` past the timeout."""
         if self._cluster:
-            async with self._turns:
+            async with asyncio.timeout(self.timeout), self._turns:
                 try:
                     return await self.client.evalsha(script.sha, len(keys), *keys, *args)
                 except self._no_script:
@@ -88,14 +98,10 @@ class Calls:
         task.add_done_callback(self._running.discard)
 
     async def _run(self, calls: list[_Call]) -> None:
+        """Send ``calls`` as one pipeline and settle each call's future with its reply."""
         try:
-            replies = await self._pipeline(calls)
-            missing = [i for i, reply in enumerate(replies) if isinstance(reply, self._no_script)]
-            if missing:  # not run: load the scripts and run those calls again
-                for text in {calls[i][0].text for i in missing}:
-                    await self.client.script_load(text)
-                for i, reply in zip(missing, await self._pipeline([calls[i] for i in missing]), strict=True):
-                    replies[i] = reply
+            async with asyncio.timeout(self.timeout):
+                replies = await self._replies(calls)
         except Exception as exc:  # every call of the pipeline failed with it
             replies = [exc] * len(calls)
         except BaseException:  # cancelled (the store closed)
@@ -109,6 +115,17 @@ class Calls:
                 future.set_exception(reply)
             else:
                 future.set_result(reply)
+
+    async def _replies(self, calls: list[_Call]) -> list[Any]:
+        """The replies of ``calls`` sent as one pipeline; the calls of scripts Redis had not cached are run again."""
+        replies = await self._pipeline(calls)
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, self._no_script)]
+        if missing:  # not run: load the scripts and run those calls again
+            for text in {calls[i][0].text for i in missing}:
+                await self.client.script_load(text)
+            for i, reply in zip(missing, await self._pipeline([calls[i] for i in missing]), strict=True):
+                replies[i] = reply
+        return replies
 
     async def _pipeline(self, calls: Sequence[_Call]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)

@@ -164,6 +164,15 @@ class RedisChatHistoryStore(ChatHistoryStore):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.where} prefix={self.prefix!r}>"
 
+    async def _checked_layout(self, calls: Calls) -> Layout:
+        """:meth:`_check_layout` within the timeout (it also calls redis-py's client outside :class:`Calls`)."""
+        async with self._deadline():
+            return await self._check_layout(calls)
+
+    def _deadline(self) -> asyncio.Timeout:
+        """The bound of an operation of several calls to Redis: all of them end within the store timeout."""
+        return asyncio.timeout(self.timeout)
+
     async def _check_layout(self, calls: Calls) -> Layout:
         """Create the layout, or upgrade an older one, or refuse one this chatlab does not know."""
         wanted = self.buckets or (CLUSTER_BUCKETS if self.cluster else 1)
@@ -200,11 +209,11 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
     @contextlib.asynccontextmanager
     async def _connected(self) -> AsyncIterator[tuple[Calls, Layout]]:
-        """The client and layout, for work within the timeout; redis-py and socket errors become StoreError."""
+        """The client and layout; redis-py and socket errors (and the timeout) become StoreError. Each call the client
+        sends ends within the timeout; an operation of several calls bounds them all with :meth:`_deadline`."""
         try:
-            async with asyncio.timeout(self.timeout):
-                calls = await self._clients.get()  # no I/O: connections open on first use
-                yield calls, self._layout or await self._check_layout(calls)
+            calls = await self._clients.get()  # no I/O on a single server: connections open on first use
+            yield calls, self._layout or await self._checked_layout(calls)
         except Exception as exc:
             if isinstance(exc, StoreError):
                 raise
@@ -272,7 +281,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
         high = b"+" if upper is None else b"(" + upper.encode("utf-8")
         wanted = [part for name, value in (tags or {}).items() for part in (name.encode(), value.encode())]
 
-        async with self._connected() as (calls, layout):
+        async with self._connected() as (calls, layout), self._deadline():
 
             async def read(bucket: int, start: bytes, count: int | None) -> list[Any]:
                 args = [layout.bases[bucket], start, high, "" if count is None else count, "1" if plain else ""]
@@ -341,7 +350,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
 
     async def restore(self, records: Sequence[ConversationRecord]) -> None:
         """Each record in its own script, in order; the first whose conversation is elsewhere stops the rest."""
-        async with self._connected() as (calls, layout):
+        async with self._connected() as (calls, layout), self._deadline():
             for record in records:
                 key = record.conversation_key
                 times = f"{record.created_at!r} {record.updated_at!r}"
@@ -369,7 +378,7 @@ class RedisChatHistoryStore(ChatHistoryStore):
                     return deleted
                 deleted += count
 
-        async with self._connected() as (calls, layout):
+        async with self._connected() as (calls, layout), self._deadline():
             return sum(await asyncio.gather(*(one(calls, base) for base in layout.bases)))
 
     async def close(self) -> None:
