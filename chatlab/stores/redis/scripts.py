@@ -132,15 +132,17 @@ end
 local function past_authors(at)
     return at + 1 + 2 * tonumber(ARGV[at])
 end
--- Indexes the conversation (dropping what an expired one left) and pushes ARGV[first] on (replacing: alone), then
--- adds the counts of ARGV[authors] (``past_authors``) to its participants (replacing: they are its participants).
+-- Pushes ARGV[first] on (replacing: alone), then adds the counts of ARGV[authors] (``past_authors``) to its
+-- participants (replacing: they are its participants). A conversation being created drops what an expired one left
+-- and is indexed; one that exists is indexed already (only ``drop`` takes a conversation out of its indexes, and it
+-- deletes the version key with it).
 local function write(first, replacing, authors)
     if current == 'ABSENT' then
         clear_metadata(base, member)
         redis.call('DEL', KEYS[7])
+        redis.call('ZADD', KEYS[1], 0, member)
+        if is_plain(member) then redis.call('ZADD', base .. 'plain', 0, member) end
     end
-    redis.call('ZADD', KEYS[1], 0, member)
-    if is_plain(member) then redis.call('ZADD', base .. 'plain', 0, member) end
     if replacing then redis.call('DEL', KEYS[2], KEYS[7]) end
     for i = authors + 1, first - 1, 2 do redis.call('HINCRBY', KEYS[7], ARGV[i], ARGV[i + 1]) end
     for i = first, #ARGV, 1000 do
