@@ -46,3 +46,20 @@ def test_serve_refuses_an_unknown_store_url() -> None:
     )
     assert result.returncode == 2
     assert "unsupported store URL" in result.stderr
+
+
+def test_serve_keeps_its_startup_objects_out_of_later_garbage_collections() -> None:
+    # in a process of its own (freezing is process-wide): serve as far as the server's start, recorded there
+    script = """
+import gc, sys, uvicorn
+from chatlab.cli import main
+def run(app, **options):
+    print("frozen", gc.get_freeze_count(), "tracked", len(gc.get_objects()))
+uvicorn.run = run
+sys.exit(main(["serve", "--port", "0", "--store", "memory://"]))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    words = result.stdout.split("frozen", 1)[1].split()
+    frozen, tracked = int(words[0]), int(words[2])
+    assert frozen > 10_000 and tracked < frozen / 10  # the startup objects, frozen; few left for a collection to walk
