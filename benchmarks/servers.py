@@ -59,8 +59,10 @@ def serve_child(argv: Sequence[str]) -> None:
 
         app = baseline_app(args.store, args.url)
     else:
+        from chatlab.serverstack import freeze_startup_objects
         from chatlab.service import create_app
 
+        freeze_startup_objects()  # as ``chatlab serve`` does, before the conversations it will serve arrive
         app = create_app(asyncio.run(filled_store(args.conversations, args.namespaced)))
     options = server_stack().uvicorn_options()
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False, **options)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import gc
 import re
 import socket
 import sys
@@ -14,7 +13,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from .operations.commands import add_commands
-from .serverstack import server_stack
+from .serverstack import freeze_startup_objects, server_stack
 from .service import create_app
 from .service.security.auth import NAMESPACE_PATTERN, new_api_key
 from .service.server_options import server_options
@@ -57,23 +56,9 @@ def _serve(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     tls = {"ssl_certfile": settings.tls_cert, "ssl_keyfile": settings.tls_key}
     config = {**tls, **server_stack().uvicorn_options(), **server_options(settings)}
-    _freeze_startup_objects()
+    freeze_startup_objects()
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=settings.access_log, **config)
     return 0
-
-
-def _freeze_startup_objects() -> None:
-    """Keep what the process holds from its start (modules, the app, the store's client: about 90,000 objects the
-    collector tracks) out of every later garbage collection (``gc.freeze``); they live as long as the process anyway.
-
-    A full collection walks every tracked object while it holds the event loop. Requests waiting on a database keep
-    objects alive across the young collections, which moves them to the oldest generation and sets off a full
-    collection every second or so under load: about 45 ms each over the startup objects, the service's p99 on Redis.
-    Frozen, a full collection walks only what requests made (about 1 ms). ``serve`` runs the service as a process of
-    its own, so this changes nothing of anyone else's; a notebook's background service leaves its process as it is.
-    """
-    gc.collect()  # what startup left as garbage is freed, not frozen
-    gc.freeze()
 
 
 def _port_taken(host: str, port: int) -> str | None:
