@@ -36,7 +36,9 @@ def test_a_pause_refuses_what_is_not_a_duration(seconds: float) -> None:
 
 def test_an_interrupt_stops_a_pause_long_before_its_end() -> None:
     """SIGINT (what the kernel's stop button sends) ends a 600 s pause, which says how long it waited."""
-    code = "import chatlab; chatlab.pause(600)"
+    # SIGINT raises KeyboardInterrupt, as in a terminal or a kernel, also where the tests run as a background job
+    # (which starts with SIGINT ignored, and Python then installs no handler of its own)
+    code = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); import chatlab; chatlab.pause(600)"
     with subprocess.Popen(
         [sys.executable, "-u", "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     ) as process:
