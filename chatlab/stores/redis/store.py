@@ -164,11 +164,6 @@ class RedisChatHistoryStore(ChatHistoryStore):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.where} prefix={self.prefix!r}>"
 
-    async def _checked_layout(self, calls: Calls) -> Layout:
-        """:meth:`_check_layout` within the timeout (it also calls redis-py's client outside :class:`Calls`)."""
-        async with self._deadline():
-            return await self._check_layout(calls)
-
     def _deadline(self) -> asyncio.Timeout:
         """The bound of an operation of several calls to Redis: all of them end within the store timeout."""
         return asyncio.timeout(self.timeout)
@@ -213,7 +208,11 @@ class RedisChatHistoryStore(ChatHistoryStore):
         sends ends within the timeout; an operation of several calls bounds them all with :meth:`_deadline`."""
         try:
             calls = await self._clients.get()  # no I/O on a single server: connections open on first use
-            yield calls, self._layout or await self._checked_layout(calls)
+            layout = self._layout
+            if layout is None:
+                async with self._deadline():  # the check also calls redis-py's client directly, outside Calls
+                    layout = await self._check_layout(calls)
+            yield calls, layout
         except Exception as exc:
             if isinstance(exc, StoreError):
                 raise
