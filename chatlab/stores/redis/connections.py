@@ -68,7 +68,7 @@ class Calls:
         from redis.exceptions import NoScriptError
 
         self.client = client
-        self.timeout = timeout
+        self._timeout = timeout
         self._cluster = cluster
         self._turns = asyncio.Semaphore(limit)
         self._no_script = NoScriptError
@@ -79,7 +79,7 @@ class Calls:
     async def script(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """The script's reply (an error reply raised as redis-py raises it); ``TimeoutError`` past the timeout."""
         if self._cluster:
-            async with asyncio.timeout(self.timeout), self._turns:
+            async with asyncio.timeout(self._timeout), self._turns:
                 try:
                     return await self.client.evalsha(script.sha, len(keys), *keys, *args)
                 except self._no_script:
@@ -100,7 +100,7 @@ class Calls:
     async def _run(self, calls: list[_Call]) -> None:
         """Send ``calls`` as one pipeline and settle each call's future with its reply."""
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(self._timeout):
                 replies = await self._replies(calls)
         except Exception as exc:  # every call of the pipeline failed with it
             replies = [exc] * len(calls)
